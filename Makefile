@@ -1,0 +1,39 @@
+# The two commands: `make demo` and `make test` (README). Both create/update .venv,
+# install the package with its extras and build the native code first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+NATIVE := nvtx_plugins_tf/_native/.built
+NATIVE_SOURCES := $(wildcard cc_ops/*/*.cc cc_ops/*/*.h) build_tools/build_native.py
+PYTEST_ARGS ?=
+
+.PHONY: all demo test bench native clean
+
+all: test
+
+$(INSTALLED): pyproject.toml setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,plot]'
+	touch $@
+
+$(NATIVE): $(INSTALLED) $(NATIVE_SOURCES)
+	$(PY) build_tools/build_native.py
+	touch $@
+
+native: $(NATIVE)
+
+demo: $(NATIVE)
+	mkdir -p out
+	$(PY) -m nvtx_plugins_tf record -o out/demo --png -- $(PY) examples/keras_example.py
+	@echo "trace files: out/demo.json (Perfetto / chrome://tracing), out/demo.sqlite (sqlite3), out/demo.png"
+
+test: $(NATIVE)
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+bench: $(NATIVE)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf out build *.egg-info nvtx_plugins_tf/_native/*.so nvtx_plugins_tf/_native/*.json $(NATIVE)

@@ -1,0 +1,138 @@
+"""Per-op cost of NvtxStart/NvtxEnd against the stateful-identity floor, and the step
+overhead of annotating every layer of the old package's example MLP.
+
+Measured side by side in one run; per-op costs are slopes (time of a chain of 550
+pairs minus a chain of 50, divided by the op count), so the function-call overhead
+cancels. Best of several repetitions. No NVTX tool attached (the production case).
+
+    python benchmarks/bench_ops.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.pop("NVTX_INJECTION64_PATH", None)
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import nvtx_plugins_tf as nvtx_tf  # noqa: E402
+from nvtx_plugins_tf import _native_libs  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def build_floor() -> Path:
+    build = _native_libs.build_module()
+    out = Path(tempfile.mkdtemp(prefix="nvtx_floor_")) / "libfloor.so"
+    info = build.tf_build_info()
+    build._run(["g++", "-shared", "-std=c++17", "-O2", "-fPIC", *info["compile_flags"], "-w",
+                str(HERE / "floor_op.cc"), "-o", str(out), *info["link_flags"]])
+    return out
+
+
+def best_time(fn, arg, reps=50, rounds=7) -> float:
+    fn(arg)
+    fn(arg)
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn(arg)
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best
+
+
+def chain(pair, n):
+    @tf.function
+    def f(x):
+        for _ in range(n):
+            x = pair(x)
+        return x
+
+    return f
+
+
+def per_op_ns(pair) -> float:
+    x = tf.constant(1.0)
+    short, long_ = best_time(chain(pair, 50), x), best_time(chain(pair, 550), x)
+    return (long_ - short) / (2 * 500) * 1e9
+
+
+def mlp(annotate: bool):
+    layers = [tf.keras.layers.Dense(n, activation="relu") for n in (1024, 1024, 512, 512)]
+    layers.append(tf.keras.layers.Dense(1))
+    opt = tf.keras.optimizers.SGD(0.001)
+
+    def forward(x):
+        for i, layer in enumerate(layers):
+            if annotate:
+                x, ctx = nvtx_tf.ops.start(x, f"Dense {i + 1}", "Forward", grad_domain_name="Gradient")
+            x = layer(x)
+            if annotate:
+                x = nvtx_tf.ops.end(x, ctx)
+        return x
+
+    @tf.function
+    def step(batch):
+        x, y = batch
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(forward(x) - y))
+        variables = [v for layer in layers for v in layer.trainable_variables]
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    return step
+
+
+def step_overhead() -> tuple[float, float]:
+    rng = np.random.default_rng(0)
+    batch = (tf.constant(rng.normal(size=[128, 1024]).astype("float32")), tf.constant(rng.normal(size=[128, 1]).astype("float32")))
+    plain, annotated = mlp(False), mlp(True)
+    times = {False: [], True: []}
+    for _ in range(5):  # interleave to share machine noise
+        times[False].append(best_time(plain, batch, reps=10, rounds=1))
+        times[True].append(best_time(annotated, batch, reps=10, rounds=1))
+    return min(times[False]), min(times[True])
+
+
+def main() -> int:
+    floor_lib = tf.load_op_library(str(build_floor()))
+    ops = nvtx_tf.ops.load_library()
+
+    def floor_pair(x):
+        (y,) = floor_lib.floor_identity([x])
+        (y,) = floor_lib.floor_identity([y])
+        return y
+
+    def nvtx_pair(x):
+        (y,), _, rid = ops.nvtx_start([x], [], [], message="bench")
+        (y,), _ = ops.nvtx_end([y], [], rid)
+        return y
+
+    results = {"floor": [], "nvtx": []}
+    for _ in range(3):
+        results["floor"].append(per_op_ns(floor_pair))
+        results["nvtx"].append(per_op_ns(nvtx_pair))
+    floor_ns, nvtx_ns = min(results["floor"]), min(results["nvtx"])
+    base, annotated = step_overhead()
+    print("## TensorFlow ops (no NVTX tool attached)")
+    print(f"{'metric':<55}{'value':>12}{'target':>12}")
+    print(f"{'stateful identity floor, ns/op':<55}{floor_ns:>12.0f}{'':>12}")
+    print(f"{'NvtxStart/NvtxEnd, ns/op':<55}{nvtx_ns:>12.0f}{'':>12}")
+    print(f"{'ratio to floor':<55}{nvtx_ns / floor_ns:>12.2f}{'<= 1.30':>12}")
+    print(f"{'MLP step, plain (ms)':<55}{base * 1e3:>12.2f}{'':>12}")
+    print(f"{'MLP step, every layer annotated fwd+bwd (ms)':<55}{annotated * 1e3:>12.2f}{'':>12}")
+    print(f"{'MLP step overhead (%)':<55}{(annotated / base - 1) * 100:>12.2f}{'<= 1.00':>12}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

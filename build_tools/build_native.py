@@ -1,0 +1,206 @@
+"""Build the native libraries of nvtx_plugins_tf.
+
+Three shared libraries, each from one folder of ``cc_ops/``:
+
+* ``libnvtx_recorder.so`` (``cc_ops/recorder``): the NVTX injection tool. Needs only the
+  NVTX v3 headers (from the ``nvidia-nvtx`` wheel) and a C++17 compiler.
+* ``libnvtx_reader.so`` (``cc_ops/reader``): decodes recordings. No dependencies.
+* ``libnvtx_tf_ops.so`` (``cc_ops/tf_ops``): the TensorFlow ops, compiled with the
+  installed TensorFlow's ``tf.sysconfig`` flags. Next to it ``libnvtx_tf_ops.json``
+  records the TensorFlow version and ABI it was built for.
+
+Used by ``setup.py``, by ``python -m nvtx_plugins_tf build`` and by the op loader when
+the installed TensorFlow differs from the one the library was built for. Run directly:
+
+    python build_tools/build_native.py [--out DIR] [recorder] [reader] [tf_ops]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+TARGETS = ("recorder", "reader", "tf_ops")
+LIBRARY_NAMES = {
+    "recorder": "libnvtx_recorder.so",
+    "reader": "libnvtx_reader.so",
+    "tf_ops": "libnvtx_tf_ops.so",
+}
+_COMMON_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Wno-sign-compare"]
+
+
+class BuildError(RuntimeError):
+    """A native build failed; the message holds the compiler's command and output."""
+
+
+def sources_root() -> Path:
+    """The ``cc_ops`` folder: beside this file once installed, else in the repository."""
+    for candidate in (_HERE / "cc_ops", _HERE.parent / "cc_ops"):
+        if candidate.is_dir():
+            return candidate
+    raise BuildError(f"cannot find the cc_ops sources near {_HERE}")
+
+
+def nvtx_include_dir() -> Path:
+    """The folder holding ``nvtx3/nvToolsExt.h`` from the ``nvidia-nvtx`` wheel."""
+    try:
+        import nvidia  # namespace package installed by nvidia-nvtx
+    except ImportError as exc:
+        raise BuildError("NVTX headers not found: pip install nvidia-nvtx") from exc
+    found = []
+    for base in list(getattr(nvidia, "__path__", [])):
+        for header in sorted(Path(base).glob("*/include/nvtx3/nvToolsExt.h")):
+            found.append(header.parent.parent)
+        header = Path(base) / "nvtx" / "include" / "nvtx3" / "nvToolsExt.h"
+        if header.is_file():
+            found.append(header.parent.parent)
+    if not found:
+        raise BuildError("NVTX headers not found in the nvidia-nvtx wheel: pip install nvidia-nvtx")
+    return found[-1]
+
+
+def nvtx_header_version(include_dir: Path | None = None) -> str:
+    """The NVTX API version the headers declare, e.g. ``"3"`` plus the wheel version."""
+    include_dir = include_dir or nvtx_include_dir()
+    text = (include_dir / "nvtx3" / "nvToolsExt.h").read_text(errors="replace")
+    version = "?"
+    for line in text.splitlines():
+        if line.startswith("#define NVTX_VERSION "):
+            version = line.split()[-1]
+            break
+    try:
+        from importlib.metadata import version as dist_version
+
+        return f"NVTX v{version} (nvidia-nvtx {dist_version('nvidia-nvtx')})"
+    except Exception:  # noqa: BLE001 - metadata is informative only
+        return f"NVTX v{version}"
+
+
+def tf_build_info() -> dict:
+    """Compile/link flags and the identity of the installed TensorFlow."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+
+    compile_flags = list(tf.sysconfig.get_compile_flags())
+    link_flags = list(tf.sysconfig.get_link_flags())
+    framework = Path(tf.sysconfig.get_lib())
+    abi = hashlib.sha256(
+        json.dumps([tf.__version__, compile_flags, tf.sysconfig.CXX11_ABI_FLAG]).encode()
+    ).hexdigest()[:16]
+    return {
+        "tf_version": tf.__version__,
+        "tf_lib": str(framework),
+        "abi": abi,
+        "compile_flags": compile_flags,
+        "link_flags": link_flags,
+    }
+
+
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"{shlex.join(cmd)}\n{proc.stdout}{proc.stderr}")
+
+
+def _compile_and_link(sources: list[Path], output: Path, cflags: list[str], ldflags: list[str]) -> None:
+    """Compile each source to an object in parallel (2 jobs), then link atomically."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="nvtx_tf_build_") as tmp:
+        objects = [Path(tmp) / (src.stem + ".o") for src in sources]
+        jobs = max(1, min(len(sources), os.cpu_count() or 1))
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            futures = [
+                pool.submit(_run, ["g++", *cflags, "-c", str(src), "-o", str(obj)])
+                for src, obj in zip(sources, objects)
+            ]
+            for future in futures:
+                future.result()
+        partial = output.with_name(output.name + f".tmp{os.getpid()}")
+        _run(["g++", "-shared", *map(str, objects), "-o", str(partial), *ldflags])
+        os.replace(partial, output)
+
+
+def _sources(folder: str) -> list[Path]:
+    sources = sorted((sources_root() / folder).glob("*.cc"))
+    if not sources:
+        raise BuildError(f"no sources in cc_ops/{folder}")
+    return sources
+
+
+def build_recorder(out_dir: Path) -> Path:
+    out = out_dir / LIBRARY_NAMES["recorder"]
+    cflags = [*_COMMON_FLAGS, "-fvisibility=hidden", f"-I{nvtx_include_dir()}", f"-I{sources_root()}"]
+    _compile_and_link(_sources("recorder"), out, cflags, ["-pthread", "-ldl"])
+    return out
+
+
+def build_reader(out_dir: Path) -> Path:
+    out = out_dir / LIBRARY_NAMES["reader"]
+    cflags = [*_COMMON_FLAGS, "-fvisibility=hidden", f"-I{sources_root()}"]
+    _compile_and_link(_sources("reader"), out, cflags, ["-pthread"])
+    return out
+
+
+def stamp_path(library: Path) -> Path:
+    return library.with_suffix(".json")
+
+
+def build_tf_ops(out_dir: Path) -> Path:
+    """Build the TensorFlow op library against the installed TensorFlow; write its stamp."""
+    info = tf_build_info()
+    out = out_dir / LIBRARY_NAMES["tf_ops"]
+    include = nvtx_include_dir()
+    cflags = [
+        *_COMMON_FLAGS,
+        *info["compile_flags"],
+        f"-I{include}",
+        f"-I{sources_root()}",
+        "-Wno-deprecated-declarations",
+        "-Wno-unused-function",
+        "-Wno-unknown-pragmas",
+    ]
+    ldflags = [*info["link_flags"], "-ldl", f"-Wl,-rpath,{info['tf_lib']}"]
+    _compile_and_link(_sources("tf_ops"), out, cflags, ldflags)
+    stamp = {
+        "tf_version": info["tf_version"],
+        "abi": info["abi"],
+        "nvtx": nvtx_header_version(include),
+        "compiler": subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
+    }
+    stamp_path(out).write_text(json.dumps(stamp, indent=1))
+    return out
+
+
+BUILDERS = {"recorder": build_recorder, "reader": build_reader, "tf_ops": build_tf_ops}
+
+
+def build(out_dir: Path, targets: tuple[str, ...] = TARGETS) -> list[Path]:
+    """Build ``targets`` into ``out_dir``; returns the libraries' paths."""
+    return [BUILDERS[target](Path(out_dir)) for target in targets]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("targets", nargs="*", choices=[*TARGETS, []], default=list(TARGETS))
+    parser.add_argument("--out", type=Path, default=_HERE.parent / "nvtx_plugins_tf" / "_native")
+    args = parser.parse_args(argv)
+    try:
+        for path in build(args.out, tuple(args.targets or TARGETS)):
+            print(f"built {path}")
+    except BuildError as exc:
+        print(f"build failed: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

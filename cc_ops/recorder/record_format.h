@@ -1,0 +1,123 @@
+// On-disk format of an NVTX recording: the one contract between the recorder
+// (cc_ops/recorder, the writer, loaded into a profiled process through
+// NVTX_INJECTION64_PATH) and the reader (cc_ops/reader and nvtx_plugins_tf.recorder).
+//
+// A recording is a directory (NVTX_TF_RECORD_DIR). Every process that makes an NVTX
+// call while the recorder is attached writes one segment file into it:
+//     <pid>-<start_ns>.nvtxseg
+// (a forked child opens its own segment on its first event; the parent's file is
+// never touched by the child).
+//
+// Segment file layout (all integers little-endian, x86_64):
+//     [SegmentHeader: kSegmentHeaderSize bytes]
+//     [chunk 0: chunk_size bytes][chunk 1] ...
+// Chunk k starts at kSegmentHeaderSize + k * chunk_size. Each chunk belongs to exactly
+// one thread of the process and holds a run of that thread's records in program order.
+// A thread's chunks are numbered by ChunkHeader.seq (0, 1, 2, ...).
+//
+// Crash safety: the file is written through MAP_SHARED mappings. Every write lands in
+// the page cache at once, so a SIGKILL loses nothing already written. The writer
+// stores the first word of a record (kind != 0) last, with release order; the first
+// zero word in a chunk ends that chunk's data. A chunk whose magic is not kChunkMagic
+// was never published and is skipped. Unknown record kinds end the chunk (damage).
+//
+// Every record starts with one 8-byte word and is a multiple of 8 bytes long:
+//     byte 0      kind   (RecordKind, never 0)
+//     byte 1      flags  (RecordFlags)
+//     bytes 2-3   domain (process-local domain id; 0 = NVTX default domain)
+//     bytes 4-7   msg    (process-local string id; 0 = no message)
+// followed by, in this order, only the fields its kind and flags call for:
+//     u64 timestamp_ns   all event kinds and kDomainCreate/kDomainDestroy
+//                        (CLOCK_MONOTONIC, nanoseconds)
+//     u64 range_id       kRangeStart, kRangeEnd (nonzero)
+//     u32 color, u32 category      if flags & (kFlagColor | kFlagCategory)
+//     u64 payload        if (flags & kPayloadMask) != 0; 32-bit payloads sit in the low
+//                        4 bytes (float/int32/uint32 bit patterns)
+// Definition records:
+//     kStringDef:     word0(msg = the new string id, domain = domain it was registered in
+//                     or 0), u32 byte_length, u32 0, then byte_length UTF-8 bytes padded
+//                     with zeros to a multiple of 8. A string is defined in a thread's
+//                     stream before that thread's first record using it; ids are unique
+//                     within a segment; one text may have several ids.
+//     kDomainCreate:  word0(domain = new id, msg = id of its name string), u64 timestamp
+//     kDomainDestroy: word0(domain), u64 timestamp
+//     kCategoryName:  word0(domain, msg = name string id), u32 category, u32 0
+//     kThreadName:    word0(msg = name string id, flags = kFlagThreadNameOverride when set
+//                     by nvtxNameOsThread), i64 tid
+#ifndef NVTX_PLUGINS_TF_RECORD_FORMAT_H_
+#define NVTX_PLUGINS_TF_RECORD_FORMAT_H_
+
+#include <stdint.h>
+
+namespace nvtx_record {
+
+constexpr char kSegmentMagic[8] = {'N', 'V', 'T', 'X', 'R', 'E', 'C', '1'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kSegmentHeaderSize = 4096;
+constexpr uint32_t kDefaultChunkSize = 256 * 1024;  // NVTX_TF_CHUNK_SIZE overrides
+constexpr uint32_t kChunkMagic = 0x4B4E4843;         // "CHNK"
+constexpr const char* kSegmentSuffix = ".nvtxseg";
+
+struct SegmentHeader {
+  char magic[8];          // kSegmentMagic
+  uint32_t version;       // kFormatVersion
+  uint32_t header_size;   // kSegmentHeaderSize
+  uint32_t chunk_size;    // bytes per chunk, a multiple of 4096
+  uint32_t reserved0;
+  int64_t pid;
+  int64_t ppid;
+  uint64_t start_ns;            // CLOCK_MONOTONIC when the segment was opened
+  uint64_t start_realtime_ns;   // CLOCK_REALTIME at the same moment
+  char process_name[64];        // /proc/self/comm, NUL-terminated
+  char cmdline[1024];           // argv joined by spaces, NUL-terminated, truncated
+  // rest of the kSegmentHeaderSize bytes: zero
+};
+
+struct ChunkHeader {        // 64 bytes at the start of every chunk
+  uint32_t magic;           // kChunkMagic, stored last (release) when the chunk is claimed
+  uint32_t thread_index;    // process-local index of the thread (0, 1, 2, ... by first use)
+  int64_t tid;              // OS thread id (gettid)
+  uint64_t seq;             // this thread's chunk number, 0-based
+  uint64_t reserved[5];
+};
+constexpr uint32_t kChunkHeaderSize = sizeof(ChunkHeader);
+
+enum RecordKind : uint8_t {
+  kEnd = 0,  // a zero word: no more records in this chunk
+  kRangePush = 1,
+  kRangePop = 2,
+  kRangeStart = 3,
+  kRangeEnd = 4,
+  kMark = 5,
+  kStringDef = 16,
+  kDomainCreate = 17,
+  kDomainDestroy = 18,
+  kCategoryName = 19,
+  kThreadName = 20,
+};
+
+enum RecordFlags : uint8_t {
+  kFlagColor = 1 << 0,
+  kFlagCategory = 1 << 1,
+  kFlagRegisteredMessage = 1 << 2,  // message came from nvtxDomainRegisterString
+  kFlagThreadNameOverride = 1 << 3, // kThreadName from nvtxNameOsThread
+  kPayloadShift = 4,
+  kPayloadMask = 0xF0,  // (flags & kPayloadMask) >> kPayloadShift is a PayloadType
+};
+
+enum PayloadType : uint8_t {
+  kPayloadNone = 0,
+  kPayloadU64 = 1,
+  kPayloadI64 = 2,
+  kPayloadDouble = 3,
+  kPayloadU32 = 4,
+  kPayloadI32 = 5,
+  kPayloadFloat = 6,
+};
+
+static_assert(sizeof(ChunkHeader) == 64, "chunk header is 64 bytes");
+static_assert(sizeof(SegmentHeader) <= kSegmentHeaderSize, "segment header fits");
+
+}  // namespace nvtx_record
+
+#endif  // NVTX_PLUGINS_TF_RECORD_FORMAT_H_

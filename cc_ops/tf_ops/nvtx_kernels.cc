@@ -1,0 +1,164 @@
+// Kernels of NvtxStart, NvtxEnd and NvtxMark (interfaces in nvtx_ops.cc).
+//
+// Every kernel forwards its inputs to its outputs (no copy) and makes one NVTX call.
+// Message, domain, color and category are attributes resolved once when the kernel is
+// built; the hot path is: forward tensors, optional payload read, one NVTX call, and for
+// NvtxStart one pooled scalar output (range_id_pool.h).
+#include <nvtx3/nvToolsExt.h>
+
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/types.h"
+#include "tf_ops/nvtx_handles.h"
+#include "tf_ops/range_id_pool.h"
+#include "tf_ops/step_ranges.h"
+
+namespace nvtx_tf {
+namespace {
+
+using ::tensorflow::OpInputList;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+
+// Forwards inputs [0, n) to outputs [0, n); returns n.
+int ForwardInputs(OpKernelContext* ctx, int n) {
+  for (int i = 0; i < n; ++i) ctx->set_output(i, ctx->input(i));
+  return n;
+}
+
+int NumForwarded(OpKernelConstruction* c) {
+  std::vector<tensorflow::DataType> t, host;
+  if (!c->GetAttr("T", &t).ok() || !c->GetAttr("Thost", &host).ok()) return 0;
+  return static_cast<int>(t.size() + host.size());
+}
+
+// Shared by NvtxStart and NvtxMark: the event spec and the optional payload.
+class EventKernel : public OpKernel {
+ public:
+  explicit EventKernel(OpKernelConstruction* c) : OpKernel(c), num_forwarded_(NumForwarded(c)) {
+    std::string message, domain_name;
+    int64_t color = 0, category = 0, num_payload = 0;
+    OP_REQUIRES_OK(c, c->GetAttr("message", &message));
+    OP_REQUIRES_OK(c, c->GetAttr("domain_name", &domain_name));
+    OP_REQUIRES_OK(c, c->GetAttr("color", &color));
+    OP_REQUIRES_OK(c, c->GetAttr("category", &category));
+    OP_REQUIRES_OK(c, c->GetAttr("num_payload", &num_payload));
+    OP_REQUIRES(c, num_payload <= 1,
+                absl::InvalidArgumentError("NVTX op attribute 'num_payload' must be 0 or 1"));
+    has_payload_ = num_payload == 1;
+    OP_REQUIRES_OK(c, MakeEventSpec(message, domain_name, color, category, &spec_));
+  }
+  bool IsExpensive() override { return false; }
+
+ protected:
+  // The attributes for this execution; false (and ctx has an error) on a bad payload.
+  bool Attributes(OpKernelContext* ctx, nvtxEventAttributes_t* out) {
+    *out = spec_.attributes;
+    if (!has_payload_) return true;
+    const Tensor& payload = ctx->input(num_forwarded_);
+    if (!tensorflow::TensorShapeUtils::IsScalar(payload.shape())) {
+      ctx->SetStatus(absl::InvalidArgumentError(
+          "NVTX op input 'payload' must be an int64 scalar, got shape " + payload.shape().DebugString()));
+      return false;
+    }
+    out->payloadType = NVTX_PAYLOAD_TYPE_INT64;
+    out->payload.llValue = payload.scalar<int64_t>()();
+    return true;
+  }
+
+  const int num_forwarded_;
+  bool has_payload_ = false;
+  EventSpec spec_;
+};
+
+class NvtxStartOp : public EventKernel {
+ public:
+  explicit NvtxStartOp(OpKernelConstruction* c) : EventKernel(c) {
+    OP_REQUIRES_OK(c, c->GetAttr("close_at_step_end", &close_at_step_end_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    nvtxEventAttributes_t attributes;
+    if (!Attributes(ctx, &attributes)) return;
+    ForwardInputs(ctx, num_forwarded_);
+    const nvtxRangeId_t id = nvtxDomainRangeStartEx(spec_.domain, &attributes);
+    if (close_at_step_end_) OP_REQUIRES_OK(ctx, RegisterStepRange(ctx, spec_.domain, id));
+    RangeIdPool::SetOutput(ctx, num_forwarded_, id);
+  }
+
+ private:
+  bool close_at_step_end_ = false;
+};
+
+class NvtxMarkOp : public EventKernel {
+ public:
+  using EventKernel::EventKernel;
+
+  void Compute(OpKernelContext* ctx) override {
+    nvtxEventAttributes_t attributes;
+    if (!Attributes(ctx, &attributes)) return;
+    ForwardInputs(ctx, num_forwarded_);
+    nvtxDomainMarkEx(spec_.domain, &attributes);
+  }
+};
+
+class NvtxEndOp : public OpKernel {
+ public:
+  explicit NvtxEndOp(OpKernelConstruction* c) : OpKernel(c), num_forwarded_(NumForwarded(c)) {
+    std::string domain_name;
+    OP_REQUIRES_OK(c, c->GetAttr("domain_name", &domain_name));
+    if (c->HasAttr("close_at_step_end")) OP_REQUIRES_OK(c, c->GetAttr("close_at_step_end", &close_at_step_end_));
+    domain_ = DomainFor(domain_name);
+  }
+  bool IsExpensive() override { return false; }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& range_id = ctx->input(num_forwarded_);
+    OP_REQUIRES(ctx, tensorflow::TensorShapeUtils::IsScalar(range_id.shape()),
+                absl::InvalidArgumentError("NvtxEnd input 'range_id' must be an int64 scalar, got shape " +
+                                           range_id.shape().DebugString()));
+    ForwardInputs(ctx, num_forwarded_);
+    const auto id = static_cast<nvtxRangeId_t>(range_id.scalar<int64_t>()());
+    if (close_at_step_end_ && !ForgetStepRange(ctx, id)) return;  // already ended at step end
+    nvtxDomainRangeEnd(domain_, id);
+  }
+
+ private:
+  const int num_forwarded_;
+  bool close_at_step_end_ = false;
+  nvtxDomainHandle_t domain_ = nullptr;
+};
+
+// CPU: everything in host memory.
+REGISTER_KERNEL_BUILDER(Name("NvtxStart").Device(tensorflow::DEVICE_CPU), NvtxStartOp);
+REGISTER_KERNEL_BUILDER(Name("NvtxEnd").Device(tensorflow::DEVICE_CPU), NvtxEndOp);
+REGISTER_KERNEL_BUILDER(Name("NvtxMark").Device(tensorflow::DEVICE_CPU), NvtxMarkOp);
+
+// GPU: `inputs` stay in device memory (no copy: the kernels only forward buffers);
+// `host_inputs` (int32, string, resource: TensorFlow's host-memory dtypes, as for its
+// Identity kernels), the payload and the range id live in host memory. No CUDA code is
+// involved, so these registrations compile without nvcc; they are used when the
+// installed TensorFlow has GPU support and a GPU is present.
+REGISTER_KERNEL_BUILDER(Name("NvtxStart")
+                            .Device(tensorflow::DEVICE_GPU)
+                            .HostMemory("host_inputs")
+                            .HostMemory("host_outputs")
+                            .HostMemory("payload")
+                            .HostMemory("range_id"),
+                        NvtxStartOp);
+REGISTER_KERNEL_BUILDER(Name("NvtxEnd")
+                            .Device(tensorflow::DEVICE_GPU)
+                            .HostMemory("host_inputs")
+                            .HostMemory("host_outputs")
+                            .HostMemory("range_id"),
+                        NvtxEndOp);
+REGISTER_KERNEL_BUILDER(Name("NvtxMark")
+                            .Device(tensorflow::DEVICE_GPU)
+                            .HostMemory("host_inputs")
+                            .HostMemory("host_outputs")
+                            .HostMemory("payload"),
+                        NvtxMarkOp);
+
+}  // namespace
+}  // namespace nvtx_tf

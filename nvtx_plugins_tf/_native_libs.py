@@ -1,0 +1,59 @@
+"""Where the package's native libraries are, and how to (re)build them.
+
+Three libraries live in ``nvtx_plugins_tf/_native`` after ``pip install``:
+``libnvtx_recorder.so`` (the NVTX injection tool), ``libnvtx_reader.so`` (the recording
+decoder) and ``libnvtx_tf_ops.so`` (the TensorFlow ops; it may instead live in the
+per-user cache, see :mod:`nvtx_plugins_tf.ops._loader`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+NATIVE_DIR = PACKAGE_DIR / "_native"
+BUILD_COMMAND = "python -m nvtx_plugins_tf build"
+
+
+class NativeLibraryMissing(ImportError):
+    """A native library is not built; the message gives the command that builds it."""
+
+
+def cache_dir() -> Path:
+    """Per-user folder for libraries rebuilt against another TensorFlow."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "nvtx_plugins_tf"
+
+
+def build_module() -> ModuleType:
+    """The build script: shipped as ``nvtx_plugins_tf._build`` or in the source tree."""
+    shipped = PACKAGE_DIR / "_build" / "build_native.py"
+    script = shipped if shipped.is_file() else PACKAGE_DIR.parent / "build_tools" / "build_native.py"
+    if not script.is_file():
+        raise NativeLibraryMissing(f"nvtx_plugins_tf: build script not found; reinstall with pip install nvtx_plugins_tf")
+    spec = importlib.util.spec_from_file_location("nvtx_plugins_tf_build_native", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def native_library(target: str) -> Path:
+    """Path of the built ``recorder`` or ``reader`` library, building it once if missing."""
+    names = {"recorder": "libnvtx_recorder.so", "reader": "libnvtx_reader.so"}
+    path = NATIVE_DIR / names[target]
+    if path.is_file():
+        return path
+    cached = cache_dir() / "native" / names[target]
+    if cached.is_file():
+        return cached
+    try:
+        build = build_module()
+        return build.BUILDERS[target](cached.parent)
+    except Exception as exc:  # noqa: BLE001 - turned into one clear line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NativeLibraryMissing(
+            f"nvtx_plugins_tf: {names[target]} is not built and building it failed ({first}); run: {BUILD_COMMAND}"
+        ) from exc

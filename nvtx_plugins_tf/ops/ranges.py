@@ -1,0 +1,427 @@
+"""start / end / mark / range / trace: NVTX ranges that open and close when the graph runs.
+
+The ops are identities on the tensors threaded through them; the range opens when
+``NvtxStart`` executes and closes when ``NvtxEnd`` executes, in ``tf.function``, in
+``compat.v1`` graphs and eagerly. Their gradients put backward ranges (``grad_message``
+in ``grad_domain_name``) around the backward pass of the region (see gradients.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+import warnings
+from typing import Any, Callable, Iterator, TypeVar
+
+import tensorflow as tf
+
+from nvtx_plugins_tf.ops import _loader, _structure, _validation
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def enabled() -> bool:
+    """False when ``NVTX_DISABLE`` is set (the ``nvtx`` package's switch): no ops are added.
+
+    >>> import nvtx_plugins_tf as nvtx_tf
+    >>> isinstance(nvtx_tf.ops.enabled(), bool)
+    True
+    """
+    return not os.environ.get("NVTX_DISABLE")
+
+
+class NvtxContext:
+    """What :func:`start` returns for :func:`end`: the range id tensor and its domain.
+
+    Iterating gives ``(range_id, domain_name)`` as the old package's tuple did.
+    A context is ended once; a disabled context (``enabled=False``) makes ``end`` a no-op.
+    """
+
+    __slots__ = ("range_id", "domain_name", "message", "grad_message", "grad_domain_name", "graph", "_ended")
+
+    def __init__(self, range_id, domain_name: str, message: str, grad_message: str, grad_domain_name: str, graph):
+        self.range_id = range_id
+        self.domain_name = domain_name
+        self.message = message
+        self.grad_message = grad_message
+        self.grad_domain_name = grad_domain_name
+        self.graph = graph
+        self._ended = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.range_id is not None
+
+    def __iter__(self) -> Iterator:
+        return iter((self.range_id, self.domain_name))
+
+    def __repr__(self) -> str:
+        state = "disabled" if not self.enabled else ("ended" if self._ended else "open")
+        return f"NvtxContext(message={self.message!r}, domain_name={self.domain_name!r}, {state})"
+
+
+def _disabled_context(message: str = "") -> NvtxContext:
+    return NvtxContext(None, "", message, "", "", None)
+
+
+_xla_warning_lock = threading.Lock()
+_xla_warned = False
+
+
+def _in_xla_context() -> bool:
+    """True while tracing a function compiled with XLA (``jit_compile=True``)."""
+    from tensorflow.python.ops import control_flow_util
+
+    if tf.executing_eagerly():
+        return False
+    graph = tf.compat.v1.get_default_graph()
+    if control_flow_util.GraphOrParentsInXlaContext(graph):
+        return True
+    while graph is not None:
+        if getattr(graph, "_xla_compile", False) or getattr(graph, "is_xla_compiled", False):
+            return True
+        graph = getattr(graph, "outer_graph", None)
+    return False
+
+
+def _skip_for_xla(message: str) -> bool:
+    """Our ops cannot be compiled by XLA: drop the range, warn once per process."""
+    global _xla_warned
+    if not _in_xla_context():
+        return False
+    with _xla_warning_lock:
+        if not _xla_warned:
+            _xla_warned = True
+            warnings.warn(
+                f"nvtx_plugins_tf: NVTX range {message!r} (and every other one) is dropped inside an "
+                "XLA-compiled function (jit_compile=True): XLA cannot compile the NvtxStart/NvtxEnd ops. "
+                "Compile without XLA to see the ranges.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+    return True
+
+
+def _current_graph():
+    return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+
+
+def _tf1_graph_mode() -> bool:
+    return not tf.compat.v1.executing_eagerly_outside_functions()
+
+
+def _start_op(flat, message, domain_name, color, category, payload, close_at_step_end, name):
+    device, host, is_host = _structure.split(flat)
+    out_device, out_host, range_id = _loader.load().nvtx_start(
+        device,
+        host,
+        payload,
+        message=message,
+        domain_name=domain_name,
+        color=color,
+        category=category,
+        close_at_step_end=close_at_step_end,
+        name=name,
+    )
+    return _structure.merge(list(out_device), list(out_host), is_host), range_id
+
+
+def _end_op(flat, range_id, domain_name, grad_message, grad_domain_name, close_at_step_end, name):
+    device, host, is_host = _structure.split(flat)
+    out_device, out_host = _loader.load().nvtx_end(
+        device,
+        host,
+        range_id,
+        domain_name=domain_name,
+        grad_message=grad_message,
+        grad_domain_name=grad_domain_name,
+        close_at_step_end=close_at_step_end,
+        name=name,
+    )
+    return _structure.merge(list(out_device), list(out_host), is_host)
+
+
+def start(
+    inputs: Any,
+    message: str,
+    domain_name: str | None = None,
+    grad_message: str | None = None,
+    grad_domain_name: str | None = None,
+    trainable: bool = False,
+    enabled: bool = True,
+    name: str | None = None,
+    *,
+    color: int | str | None = None,
+    category: int | None = None,
+    payload: int | tf.Tensor | None = None,
+) -> tuple[Any, NvtxContext]:
+    """Open an NVTX range when ``inputs`` flow through this point of the graph.
+
+    Args:
+      inputs: a tensor, a nested structure (list/tuple/dict) of tensors of any dtypes,
+        a ``tf.SparseTensor``/``tf.RaggedTensor``, or ``None`` for a range with no tensor
+        to thread through (order it with control dependencies, or use :func:`range`).
+      message: the range's name.
+      domain_name: NVTX domain; ``None`` for the default domain.
+      grad_message: name of the backward range (default: ``message``).
+      grad_domain_name: its domain (default: ``domain_name``).
+      trainable: accepted for old code; not needed: backward ranges are balanced
+        without a dummy variable, also for a model's first layer (see gradients.py).
+      enabled: ``False`` (or ``NVTX_DISABLE=1``) adds no op and returns ``inputs``.
+      name: name scope of the op.
+      color: ARGB int or a color name (``"red"``, ``"blue"``, ... as in ``nvtx``).
+      category: NVTX category id.
+      payload: an int or an integer scalar tensor (a step number, say) attached to
+        the range, evaluated when the range opens.
+
+    Returns:
+      ``(outputs, nvtx_context)``: ``outputs`` has the structure of ``inputs`` with the
+      same values; pass ``nvtx_context`` to :func:`end`.
+
+    Example:
+      >>> import tensorflow as tf, nvtx_plugins_tf as nvtx_tf
+      >>> x, ctx = nvtx_tf.ops.start(tf.ones([2]), message="Dense 1", domain_name="Forward")
+      >>> x = nvtx_tf.ops.end(x * 2.0, ctx)
+      >>> x.numpy().tolist()
+      [2.0, 2.0]
+    """
+    message = _validation.message(message, "message")
+    domain_name = _validation.domain(domain_name, "domain_name")
+    grad_message = _validation.optional_message(grad_message, "grad_message", message)
+    grad_domain_name = _validation.domain(grad_domain_name, "grad_domain_name") if grad_domain_name is not None else domain_name
+    _validation.boolean(trainable, "trainable")
+    color = _validation.color(color)
+    category = _validation.category(category)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if not (_validation.boolean(enabled, "enabled") and globals()["enabled"]()):
+        return inputs, _disabled_context(message)
+    flat = _structure.flatten(inputs)
+    payload_list = _validation.payload(payload)
+    if _skip_for_xla(message):
+        return inputs, _disabled_context(message)
+    out, range_id = _start_op(flat, message, domain_name, color, category, payload_list, False, name)
+    return _structure.pack(inputs, out), NvtxContext(
+        range_id, domain_name, message, grad_message, grad_domain_name, _current_graph()
+    )
+
+
+def end(inputs: Any, nvtx_context: NvtxContext, name: str | None = None) -> Any:
+    """Close the range of ``nvtx_context`` when ``inputs`` flow through this point.
+
+    Args:
+      inputs: as for :func:`start` (any structure, or ``None``).
+      nvtx_context: what :func:`start` returned; each context is ended exactly once.
+      name: name scope of the op.
+
+    Returns:
+      ``inputs`` with the same structure and values.
+
+    Raises:
+      TypeError: ``nvtx_context`` is not an :class:`NvtxContext`.
+      ValueError: it was already ended, or belongs to another graph.
+    """
+    if not isinstance(nvtx_context, NvtxContext):
+        raise TypeError(f"nvtx_context must be the NvtxContext returned by start(), got {type(nvtx_context).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if not nvtx_context.enabled:
+        return inputs
+    if nvtx_context._ended:
+        raise ValueError(f"nvtx_context of range {nvtx_context.message!r} was already ended")
+    if nvtx_context.graph is not _current_graph():
+        raise ValueError(
+            f"nvtx_context of range {nvtx_context.message!r} comes from another graph or function; "
+            "start and end a range in the same one"
+        )
+    flat = _structure.flatten(inputs)
+    out = _end_op(
+        flat,
+        nvtx_context.range_id,
+        nvtx_context.domain_name,
+        nvtx_context.grad_message,
+        nvtx_context.grad_domain_name,
+        False,
+        name,
+    )
+    nvtx_context._ended = True
+    return _structure.pack(inputs, out)
+
+
+def mark(
+    message: str,
+    inputs: Any = None,
+    domain_name: str | None = None,
+    *,
+    color: int | str | None = None,
+    category: int | None = None,
+    payload: int | tf.Tensor | None = None,
+    name: str | None = None,
+) -> Any:
+    """Emit an NVTX mark (an instant) when ``inputs`` flow through; returns ``inputs``.
+
+    >>> import tensorflow as tf, nvtx_plugins_tf as nvtx_tf
+    >>> nvtx_tf.ops.mark("checkpoint", tf.constant(3)).numpy()
+    3
+    """
+    message = _validation.message(message, "message")
+    domain_name = _validation.domain(domain_name, "domain_name")
+    color = _validation.color(color)
+    category = _validation.category(category)
+    if not enabled():
+        return inputs
+    flat = _structure.flatten(inputs)
+    payload_list = _validation.payload(payload)
+    if _skip_for_xla(message):
+        return inputs
+    device, host, is_host = _structure.split(flat)
+    out_device, out_host = _loader.load().nvtx_mark(
+        device, host, payload_list, message=message, domain_name=domain_name, color=color, category=category, name=name
+    )
+    return _structure.pack(inputs, _structure.merge(list(out_device), list(out_host), is_host))
+
+
+def _sink_ops(ops: list[tf.Operation]) -> list[tf.Operation]:
+    """Ops of ``ops`` whose outputs no other op of ``ops`` consumes."""
+    members = set(ops)
+    sinks = []
+    for op in ops:
+        consumed = any(consumer in members for out in op.outputs for consumer in out.consumers())
+        if not consumed:
+            sinks.append(op)
+    return sinks
+
+
+@contextlib.contextmanager
+def range(  # noqa: A001 - mirrors nvtx.annotate's vocabulary; exported as ops.range
+    message: str,
+    domain_name: str | None = None,
+    *,
+    color: int | str | None = None,
+    category: int | None = None,
+    payload: int | tf.Tensor | None = None,
+) -> Iterator[NvtxContext]:
+    """A range around the ops created in the ``with`` block, no tensor threading needed.
+
+    In a graph or ``tf.function``, every op created inside the block runs after the range
+    opens (control dependencies on NvtxStart) and the range closes after the block's
+    last ops ran (NvtxEnd depends on them). Eagerly, the block's ops run in between.
+    The backward pass of the block is not annotated: use :func:`start`/:func:`end` or
+    :func:`trace` for backward ranges.
+
+    >>> import tensorflow as tf, nvtx_plugins_tf as nvtx_tf
+    >>> @tf.function
+    ... def step(x):
+    ...     with nvtx_tf.ops.range("matmul", domain_name="Forward"):
+    ...         y = tf.matmul(x, x)
+    ...     return y
+    >>> step(tf.eye(2)).numpy().tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    message = _validation.message(message, "message")
+    domain_name = _validation.domain(domain_name, "domain_name")
+    color = _validation.color(color)
+    category = _validation.category(category)
+    if not enabled() or _skip_for_xla(message):
+        yield _disabled_context(message)
+        return
+    payload_list = _validation.payload(payload)
+    _, range_id = _start_op([], message, domain_name, color, category, payload_list, False, None)
+    context = NvtxContext(range_id, domain_name, message, "", "", _current_graph())
+    if tf.executing_eagerly():
+        try:
+            yield context
+        finally:
+            _end_op([], range_id, domain_name, "", "", False, None)
+        return
+    graph = tf.compat.v1.get_default_graph()
+    first = len(graph.get_operations())
+    try:
+        with tf.control_dependencies([range_id.op]):
+            yield context
+    finally:
+        inside = [op for op in graph.get_operations()[first:] if op is not range_id.op]
+        with tf.control_dependencies(_sink_ops(inside) or [range_id.op]):
+            _end_op([], range_id, domain_name, "", "", False, None)
+
+
+def _is_tensor_leaf(value: Any) -> bool:
+    return isinstance(value, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor))
+
+
+def trace(
+    message: str,
+    domain_name: str | None = None,
+    grad_message: str | None = None,
+    grad_domain_name: str | None = None,
+    trainable: bool = False,
+    enabled: bool = True,
+    name: str | None = None,
+    *,
+    color: int | str | None = None,
+    category: int | None = None,
+) -> Callable[[F], F]:
+    """Decorator: a range (and a backward range) around every call of the function.
+
+    Every tensor among the arguments (positional, keyword, nested) enters the range
+    through NvtxStart and every tensor in the result leaves it through NvtxEnd; other
+    arguments are passed untouched. With no tensor argument or result, the range
+    covers the ops the function creates (as :func:`range` does).
+
+    >>> import tensorflow as tf, nvtx_plugins_tf as nvtx_tf
+    >>> @nvtx_tf.ops.trace("scale", domain_name="Forward")
+    ... def scale(x, factor=2.0):
+    ...     return x * factor
+    >>> scale(tf.ones([2])).numpy().tolist()
+    [2.0, 2.0]
+    """
+    options = dict(
+        message=_validation.message(message, "message"),
+        domain_name=domain_name,
+        grad_message=grad_message,
+        grad_domain_name=grad_domain_name,
+        trainable=trainable,
+        enabled=enabled,
+        name=name,
+        color=color,
+        category=category,
+    )
+    _validation.domain(domain_name, "domain_name")
+    _validation.color(color)
+    _validation.category(category)
+
+    def decorator(func: F) -> F:
+        if not callable(func):
+            raise TypeError(f"trace decorates a callable, got {type(func).__name__}")
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            if not (options["enabled"] and globals()["enabled"]()):
+                return func(*args, **kwargs)
+            leaves = tf.nest.flatten((args, kwargs))
+            positions = [i for i, leaf in enumerate(leaves) if _is_tensor_leaf(leaf)]
+            if not positions:
+                with range(message, domain_name, color=color, category=category):
+                    return func(*args, **kwargs)
+            traced, context = start([leaves[i] for i in positions], **options)
+            for i, value in zip(positions, traced):
+                leaves[i] = value
+            args2, kwargs2 = tf.nest.pack_sequence_as((args, kwargs), leaves)
+            result = func(*args2, **kwargs2)
+            out_leaves = tf.nest.flatten(result)
+            out_positions = [i for i, leaf in enumerate(out_leaves) if _is_tensor_leaf(leaf)]
+            if not context.enabled:
+                return result
+            if not out_positions:
+                end(None, context)
+                return result
+            ended = end([out_leaves[i] for i in out_positions], context)
+            for i, value in zip(out_positions, ended):
+                out_leaves[i] = value
+            return tf.nest.pack_sequence_as(result, out_leaves)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorator

@@ -1,0 +1,61 @@
+"""Build hooks: compile the native libraries into nvtx_plugins_tf/_native.
+
+The recorder and the reader are always built (they need only g++ and the nvidia-nvtx
+headers, a build requirement). The TensorFlow op library is built here only when
+TensorFlow is importable in the build environment (``pip install --no-build-isolation``);
+otherwise the package builds it on first use against the TensorFlow it runs with
+(see nvtx_plugins_tf/ops/_loader.py), or ``python -m nvtx_plugins_tf build`` does.
+The build logic and the C++ sources ship inside the package as
+``nvtx_plugins_tf/_build`` so that a rebuild works from an installed wheel too.
+"""
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "build_tools"))
+import build_native  # noqa: E402  (build_tools/ is not a package; this is the build script)
+
+sys.path.pop(0)
+
+
+class BuildNative(build_ext):
+    """Each Extension names one target of build_tools/build_native.py."""
+
+    def get_ext_filename(self, ext_name):
+        return str(Path(*ext_name.split(".")[:-1]) / build_native.LIBRARY_NAMES[ext_name.split(".")[-1]])
+
+    def build_extension(self, ext):
+        target = ext.name.split(".")[-1]
+        if target == "tf_ops" and importlib.util.find_spec("tensorflow") is None:
+            print("nvtx_plugins_tf: TensorFlow not in the build environment; "
+                  "the op library is built on first use", file=sys.stderr)
+            return
+        out_dir = Path(self.get_ext_fullpath(ext.name)).parent
+        build_native.BUILDERS[target](out_dir)
+
+
+class BuildPyWithSources(build_py):
+    """Ship cc_ops/ and the build script inside the package for rebuilds."""
+
+    def run(self):
+        super().run()
+        if self.editable_mode:
+            return
+        dest = Path(self.build_lib) / "nvtx_plugins_tf" / "_build"
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / "build_tools" / "build_native.py", dest / "build_native.py")
+        (dest / "__init__.py").write_text("")
+        shutil.copytree(ROOT / "cc_ops", dest / "cc_ops", dirs_exist_ok=True)
+
+
+setup(
+    ext_modules=[Extension(f"nvtx_plugins_tf._native.{t}", sources=[]) for t in build_native.TARGETS],
+    cmdclass={"build_ext": BuildNative, "build_py": BuildPyWithSources},
+)
