@@ -1,0 +1,368 @@
+// NVTX calls -> records. Hot path (push/pop/start/end/mark): thread-local state, one
+// clock read, an interning-cache probe for the message, a bounds check and a few
+// stores into the mapped chunk. No locks, syscalls or allocation unless a chunk is full,
+// a message is new to the thread, or the recording segment changed.
+#include "recorder/callbacks.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include <atomic>
+
+#include "recorder/registry.h"
+#include "recorder/segment_writer.h"
+#include "recorder/string_table.h"
+
+namespace nvtx_recorder {
+
+using namespace nvtx_record;
+
+namespace {
+
+enum MsgKind { kMsgNone = 0, kMsgAscii = 1, kMsgUnicode = 2, kMsgRegistered = 3 };
+
+struct Event {
+  uint8_t flags = 0;
+  uint8_t msg_kind = kMsgNone;
+  uint32_t color = 0;
+  uint32_t category = 0;
+  uint64_t payload = 0;
+  const void* msg = nullptr;
+};
+
+std::atomic<uint64_t> g_fallback_range_ids{1};
+
+// Range id when the thread has no state (exiting thread): still nonzero and unique.
+uint64_t FallbackRangeId() {
+  return (uint64_t(1) << 63) | g_fallback_range_ids.fetch_add(1, std::memory_order_relaxed);
+}
+
+inline uint16_t DomainId(nvtxDomainHandle_t h) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(h);
+  return v <= 0xFFFF ? uint16_t(v) : 0;  // handles we hand out are small integers
+}
+
+inline nvtxDomainHandle_t DomainHandle(uint16_t id) {
+  return reinterpret_cast<nvtxDomainHandle_t>(uintptr_t(id));
+}
+
+// Reads the attributes NVTX defines, honoring version and size: a field is used only if
+// it lies entirely within `size` bytes. Unknown enum values drop that attribute.
+NVTXREC_INLINE void ParseAttributes(const nvtxEventAttributes_t* a, Event* ev) {
+  if (!a) return;
+  const size_t size = a->size;
+  if (a->version == 0 || size < offsetof(nvtxEventAttributes_t, category)) return;
+#define NVTXREC_HAS(field) (offsetof(nvtxEventAttributes_t, field) + sizeof(a->field) <= size)
+  if (NVTXREC_HAS(category) && a->category != 0) {
+    ev->flags |= kFlagCategory;
+    ev->category = a->category;
+  }
+  if (NVTXREC_HAS(color) && a->colorType == NVTX_COLOR_ARGB) {
+    ev->flags |= kFlagColor;
+    ev->color = a->color;
+  }
+  if (NVTXREC_HAS(payload)) {
+    uint8_t type = kPayloadNone;
+    uint64_t v = 0;
+    switch (a->payloadType) {
+      case NVTX_PAYLOAD_TYPE_UNSIGNED_INT64: type = kPayloadU64; v = a->payload.ullValue; break;
+      case NVTX_PAYLOAD_TYPE_INT64: type = kPayloadI64; v = uint64_t(a->payload.llValue); break;
+      case NVTX_PAYLOAD_TYPE_DOUBLE: type = kPayloadDouble; memcpy(&v, &a->payload.dValue, 8); break;
+      case NVTX_PAYLOAD_TYPE_UNSIGNED_INT32: type = kPayloadU32; v = a->payload.uiValue; break;
+      case NVTX_PAYLOAD_TYPE_INT32: type = kPayloadI32; v = uint32_t(a->payload.iValue); break;
+      case NVTX_PAYLOAD_TYPE_FLOAT: {
+        uint32_t bits;
+        memcpy(&bits, &a->payload.fValue, 4);
+        type = kPayloadFloat;
+        v = bits;
+        break;
+      }
+      default: break;
+    }
+    ev->flags |= uint8_t(type << kPayloadShift);
+    ev->payload = v;
+  }
+  if (NVTXREC_HAS(message)) {
+    switch (a->messageType) {
+      case NVTX_MESSAGE_TYPE_ASCII: ev->msg_kind = kMsgAscii; ev->msg = a->message.ascii; break;
+      case NVTX_MESSAGE_TYPE_UNICODE: ev->msg_kind = kMsgUnicode; ev->msg = a->message.unicode; break;
+      case NVTX_MESSAGE_TYPE_REGISTERED: ev->msg_kind = kMsgRegistered; ev->msg = a->message.registered; break;
+      default: break;
+    }
+    if (!ev->msg) ev->msg_kind = kMsgNone;
+  }
+#undef NVTXREC_HAS
+}
+
+// Per-call thread state with a re-entrancy guard (an NVTX call from a signal handler
+// interrupting one on the same thread is dropped).
+class Call {
+ public:
+  Call() : ts_(GetThreadState()) {
+    if (ts_) {
+      if (ts_->busy) ts_ = nullptr;
+      else ts_->busy = 1;
+    }
+  }
+  ~Call() {
+    if (ts_) ts_->busy = 0;
+  }
+  ThreadState* ts() const { return ts_; }
+
+ private:
+  ThreadState* ts_;
+};
+
+__attribute__((noinline)) uint32_t ResolveOtherMessage(ThreadState* ts, const Event& ev, uint8_t* flags) {
+  switch (ev.msg_kind) {
+    case kMsgUnicode: {
+      const char* u;
+      size_t len = Utf32ToUtf8(ts, static_cast<const wchar_t*>(ev.msg), MaxStringBytes(), &u);
+      return Intern(ts, u, len);
+    }
+    case kMsgRegistered:
+      *flags |= kFlagRegisteredMessage;
+      return uint32_t(reinterpret_cast<uintptr_t>(ev.msg));
+    default:
+      return 0;
+  }
+}
+
+NVTXREC_INLINE uint32_t ResolveMessage(ThreadState* ts, const Event& ev, uint8_t* flags) {
+  if (NVTXREC_LIKELY(ev.msg_kind == kMsgAscii)) return InternCString(ts, static_cast<const char*>(ev.msg));
+  if (ev.msg_kind == kMsgNone) return 0;
+  return ResolveOtherMessage(ts, ev, flags);
+}
+
+// Appends one event record: word0 | timestamp | [range id] | [color, category] | [payload].
+NVTXREC_INLINE void Record(ThreadState* ts, uint8_t kind, uint16_t domain, const Event& ev, uint64_t now,
+                   bool has_range_id, uint64_t range_id) {
+  const bool has_cc = (ev.flags & (kFlagColor | kFlagCategory)) != 0;
+  const bool has_payload = (ev.flags & kPayloadMask) != 0;
+  const uint32_t n = 16 + (has_range_id ? 8 : 0) + (has_cc ? 8 : 0) + (has_payload ? 8 : 0);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const uint32_t gen = ts->gen;
+    uint8_t flags = ev.flags;
+    uint32_t msg = ResolveMessage(ts, ev, &flags);
+    uint8_t* p = Reserve(ts, n);
+    if (NVTXREC_UNLIKELY(!p)) return;
+    // The thread moved to a new segment meanwhile: its strings must be defined there.
+    if (NVTXREC_UNLIKELY(ts->gen != gen) && (ev.msg_kind == kMsgAscii || ev.msg_kind == kMsgUnicode)) {
+      continue;
+    }
+    uint8_t* q = p + 8;
+    memcpy(q, &now, 8);
+    q += 8;
+    if (has_range_id) {
+      memcpy(q, &range_id, 8);
+      q += 8;
+    }
+    if (has_cc) {
+      uint32_t cc[2] = {ev.color, ev.category};
+      memcpy(q, cc, 8);
+      q += 8;
+    }
+    if (has_payload) memcpy(q, &ev.payload, 8);
+    Commit(ts, p, MakeWord0(kind, flags, domain, msg), n);
+    CountEvent(ts);
+    return;
+  }
+}
+
+inline int32_t& DepthSlot(ThreadState* ts, uint16_t domain) { return ts->depth[domain % kDepthSlots]; }
+
+// ---- generic implementations ----
+
+int PushImpl(uint16_t domain, const Event& ev) {
+  Call call;
+  ThreadState* ts = call.ts();
+  if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
+  uint64_t now = NowNs();
+  Record(ts, kRangePush, domain, ev, now, false, 0);
+  return DepthSlot(ts, domain)++;
+}
+
+int PopImpl(uint16_t domain) {
+  Call call;
+  ThreadState* ts = call.ts();
+  if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
+  uint64_t now = NowNs();
+  Record(ts, kRangePop, domain, Event(), now, false, 0);
+  int32_t& d = DepthSlot(ts, domain);
+  if (d <= 0) return -1;  // pop without push: recorded, reported as an error
+  return --d;
+}
+
+nvtxRangeId_t StartImpl(uint16_t domain, const Event& ev) {
+  Call call;
+  ThreadState* ts = call.ts();
+  if (!ts) return FallbackRangeId();
+  uint64_t now = NowNs();
+  uint64_t id = ts->range_hi | (++ts->range_counter & ((uint64_t(1) << kRangeCounterBits) - 1));
+  Record(ts, kRangeStart, domain, ev, now, true, id);
+  return id;
+}
+
+void EndImpl(uint16_t domain, nvtxRangeId_t id) {
+  Call call;
+  ThreadState* ts = call.ts();
+  if (!ts) return;
+  uint64_t now = NowNs();
+  Record(ts, kRangeEnd, domain, Event(), now, true, id);
+}
+
+void MarkImpl(uint16_t domain, const Event& ev) {
+  Call call;
+  ThreadState* ts = call.ts();
+  if (!ts) return;
+  uint64_t now = NowNs();
+  Record(ts, kMark, domain, ev, now, false, 0);
+}
+
+inline Event AsciiEvent(const char* m) {
+  Event ev;
+  if (m) {
+    ev.msg_kind = kMsgAscii;
+    ev.msg = m;
+  }
+  return ev;
+}
+
+inline Event UnicodeEvent(const wchar_t* m) {
+  Event ev;
+  if (m) {
+    ev.msg_kind = kMsgUnicode;
+    ev.msg = m;
+  }
+  return ev;
+}
+
+inline Event AttrEvent(const nvtxEventAttributes_t* a) {
+  Event ev;
+  ParseAttributes(a, &ev);
+  return ev;
+}
+
+inline size_t SafeLen(const char* s) { return s ? strlen(s) : 0; }
+
+// ---- NVTX_CB_MODULE_CORE ----
+
+void NVTX_API MarkEx(const nvtxEventAttributes_t* a) { MarkImpl(0, AttrEvent(a)); }
+void NVTX_API MarkA(const char* m) { MarkImpl(0, AsciiEvent(m)); }
+void NVTX_API MarkW(const wchar_t* m) { MarkImpl(0, UnicodeEvent(m)); }
+nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) { return StartImpl(0, AttrEvent(a)); }
+nvtxRangeId_t NVTX_API RangeStartA(const char* m) { return StartImpl(0, AsciiEvent(m)); }
+nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* m) { return StartImpl(0, UnicodeEvent(m)); }
+void NVTX_API RangeEnd(nvtxRangeId_t id) { EndImpl(0, id); }
+int NVTX_API RangePushEx(const nvtxEventAttributes_t* a) { return PushImpl(0, AttrEvent(a)); }
+int NVTX_API RangePushA(const char* m) { return PushImpl(0, AsciiEvent(m)); }
+int NVTX_API RangePushW(const wchar_t* m) { return PushImpl(0, UnicodeEvent(m)); }
+int NVTX_API RangePop(void) { return PopImpl(0); }
+
+void NVTX_API NameCategoryA(uint32_t category, const char* name) {
+  NameCategory(0, category, name, SafeLen(name));
+}
+void NVTX_API NameCategoryW(uint32_t category, const wchar_t* name) {
+  std::string s = Utf32ToUtf8String(name, MaxStringBytes());
+  NameCategory(0, category, s.data(), s.size());
+}
+void NVTX_API NameOsThreadA(uint32_t tid, const char* name) { NameOsThread(tid, name, SafeLen(name)); }
+void NVTX_API NameOsThreadW(uint32_t tid, const wchar_t* name) {
+  std::string s = Utf32ToUtf8String(name, MaxStringBytes());
+  NameOsThread(tid, s.data(), s.size());
+}
+
+// ---- NVTX_CB_MODULE_CORE2 ----
+
+void NVTX_API DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  MarkImpl(DomainId(d), AttrEvent(a));
+}
+nvtxRangeId_t NVTX_API DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  return StartImpl(DomainId(d), AttrEvent(a));
+}
+void NVTX_API DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { EndImpl(DomainId(d), id); }
+int NVTX_API DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  return PushImpl(DomainId(d), AttrEvent(a));
+}
+int NVTX_API DomainRangePop(nvtxDomainHandle_t d) { return PopImpl(DomainId(d)); }
+
+std::atomic<uintptr_t> g_resource_handles{1};
+nvtxResourceHandle_t NVTX_API DomainResourceCreate(nvtxDomainHandle_t, nvtxResourceAttributes_t*) {
+  // Resources are not recorded; hand out distinct non-null opaque handles.
+  return reinterpret_cast<nvtxResourceHandle_t>(g_resource_handles.fetch_add(1) << 4);
+}
+void NVTX_API DomainResourceDestroy(nvtxResourceHandle_t) {}
+
+void NVTX_API DomainNameCategoryA(nvtxDomainHandle_t d, uint32_t category, const char* name) {
+  NameCategory(DomainId(d), category, name, SafeLen(name));
+}
+void NVTX_API DomainNameCategoryW(nvtxDomainHandle_t d, uint32_t category, const wchar_t* name) {
+  std::string s = Utf32ToUtf8String(name, MaxStringBytes());
+  NameCategory(DomainId(d), category, s.data(), s.size());
+}
+nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t d, const char* s) {
+  uint32_t id = RegisterString(DomainId(d), s, SafeLen(s));
+  return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(id));
+}
+nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t d, const wchar_t* s) {
+  std::string u = Utf32ToUtf8String(s, MaxStringBytes());
+  uint32_t id = RegisterString(DomainId(d), u.data(), u.size());
+  return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(id));
+}
+nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
+  return DomainHandle(CreateDomain(name, SafeLen(name)));
+}
+nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
+  std::string u = Utf32ToUtf8String(name, MaxStringBytes());
+  return DomainHandle(CreateDomain(u.data(), u.size()));
+}
+void NVTX_API DomainDestroy(nvtxDomainHandle_t d) {
+  uint16_t id = DomainId(d);
+  if (id) DestroyDomain(id);
+}
+void NVTX_API Initialize(const void*) {}
+
+template <typename F>
+inline void Set(NvtxFunctionTable table, unsigned int size, unsigned int id, F fn) {
+  if (id < size && table[id]) *table[id] = reinterpret_cast<NvtxFunctionPointer>(fn);
+}
+
+}  // namespace
+
+void InstallCoreCallbacks(NvtxFunctionTable t, unsigned int n) {
+  Set(t, n, NVTX_CBID_CORE_MarkEx, MarkEx);
+  Set(t, n, NVTX_CBID_CORE_MarkA, MarkA);
+  Set(t, n, NVTX_CBID_CORE_MarkW, MarkW);
+  Set(t, n, NVTX_CBID_CORE_RangeStartEx, RangeStartEx);
+  Set(t, n, NVTX_CBID_CORE_RangeStartA, RangeStartA);
+  Set(t, n, NVTX_CBID_CORE_RangeStartW, RangeStartW);
+  Set(t, n, NVTX_CBID_CORE_RangeEnd, RangeEnd);
+  Set(t, n, NVTX_CBID_CORE_RangePushEx, RangePushEx);
+  Set(t, n, NVTX_CBID_CORE_RangePushA, RangePushA);
+  Set(t, n, NVTX_CBID_CORE_RangePushW, RangePushW);
+  Set(t, n, NVTX_CBID_CORE_RangePop, RangePop);
+  Set(t, n, NVTX_CBID_CORE_NameCategoryA, NameCategoryA);
+  Set(t, n, NVTX_CBID_CORE_NameCategoryW, NameCategoryW);
+  Set(t, n, NVTX_CBID_CORE_NameOsThreadA, NameOsThreadA);
+  Set(t, n, NVTX_CBID_CORE_NameOsThreadW, NameOsThreadW);
+}
+
+void InstallCore2Callbacks(NvtxFunctionTable t, unsigned int n) {
+  Set(t, n, NVTX_CBID_CORE2_DomainMarkEx, DomainMarkEx);
+  Set(t, n, NVTX_CBID_CORE2_DomainRangeStartEx, DomainRangeStartEx);
+  Set(t, n, NVTX_CBID_CORE2_DomainRangeEnd, DomainRangeEnd);
+  Set(t, n, NVTX_CBID_CORE2_DomainRangePushEx, DomainRangePushEx);
+  Set(t, n, NVTX_CBID_CORE2_DomainRangePop, DomainRangePop);
+  Set(t, n, NVTX_CBID_CORE2_DomainResourceCreate, DomainResourceCreate);
+  Set(t, n, NVTX_CBID_CORE2_DomainResourceDestroy, DomainResourceDestroy);
+  Set(t, n, NVTX_CBID_CORE2_DomainNameCategoryA, DomainNameCategoryA);
+  Set(t, n, NVTX_CBID_CORE2_DomainNameCategoryW, DomainNameCategoryW);
+  Set(t, n, NVTX_CBID_CORE2_DomainRegisterStringA, DomainRegisterStringA);
+  Set(t, n, NVTX_CBID_CORE2_DomainRegisterStringW, DomainRegisterStringW);
+  Set(t, n, NVTX_CBID_CORE2_DomainCreateA, DomainCreateA);
+  Set(t, n, NVTX_CBID_CORE2_DomainCreateW, DomainCreateW);
+  Set(t, n, NVTX_CBID_CORE2_DomainDestroy, DomainDestroy);
+  Set(t, n, NVTX_CBID_CORE2_Initialize, Initialize);
+}
+
+}  // namespace nvtx_recorder

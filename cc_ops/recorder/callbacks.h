@@ -1,0 +1,19 @@
+// The NVTX entry points of the recorder and the code that installs them into the
+// callback tables NVTX hands out (NVTX_CB_MODULE_CORE / NVTX_CB_MODULE_CORE2).
+#ifndef NVTX_PLUGINS_TF_RECORDER_CALLBACKS_H_
+#define NVTX_PLUGINS_TF_RECORDER_CALLBACKS_H_
+
+#ifndef NVTX_NO_IMPL
+#define NVTX_NO_IMPL  // we implement callbacks, we never call the NVTX API
+#endif
+#include <nvtx3/nvToolsExt.h>
+
+namespace nvtx_recorder {
+
+// Fills the entries of a module's table (only ids < size, only non-null slots).
+void InstallCoreCallbacks(NvtxFunctionTable table, unsigned int size);
+void InstallCore2Callbacks(NvtxFunctionTable table, unsigned int size);
+
+}  // namespace nvtx_recorder
+
+#endif  // NVTX_PLUGINS_TF_RECORDER_CALLBACKS_H_

@@ -1,0 +1,20 @@
+// Internal declarations shared by the recorder's translation units (not installed,
+// not part of the on-disk contract; see record_format.h for that).
+//
+// Layout of the recorder:
+//   segment_writer.{h,cc}  process-wide recording state, segment files, chunk claiming,
+//                          per-thread state and its lifetime, fork handling
+//   string_table.{h,cc}    UTF-8 helpers, kStringDef records, per-thread interning cache
+//   registry.{h,cc}        domains, registered strings, category and thread names
+//   callbacks.{h,cc}       the NVTX entry points, turning calls into records
+//   injection.cc           InitializeInjectionNvtx2 (fills the NVTX callback tables)
+//   control.cc             the exported nvtx_recorder_* control API
+#ifndef NVTX_PLUGINS_TF_RECORDER_INTERNAL_H_
+#define NVTX_PLUGINS_TF_RECORDER_INTERNAL_H_
+
+#define NVTXREC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define NVTXREC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define NVTXREC_INLINE inline __attribute__((always_inline))
+#define NVTXREC_EXPORT extern "C" __attribute__((visibility("default")))
+
+#endif  // NVTX_PLUGINS_TF_RECORDER_INTERNAL_H_

@@ -1,0 +1,37 @@
+// Process-wide registries for the rare NVTX calls: domains, registered strings,
+// category names and thread-name overrides. Guarded by RecorderMutex(). Each call writes
+// its definition records into the calling thread's stream; every new segment (output
+// directory switch, forked child) gets all known definitions re-emitted by the first
+// thread that claims a chunk in it, with the same ids.
+#ifndef NVTX_PLUGINS_TF_RECORDER_REGISTRY_H_
+#define NVTX_PLUGINS_TF_RECORDER_REGISTRY_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recorder/segment_writer.h"
+
+namespace nvtx_recorder {
+
+// Domain id for `name` (the same name always maps to the same id); 0 on failure.
+// Writes kStringDef + kDomainCreate unless the domain is already alive (created by
+// another library in the process and not destroyed).
+uint16_t CreateDomain(const char* name, size_t len);
+void DestroyDomain(uint16_t domain);
+
+// Id of a registered string (same (domain, text) -> same id); 0 on failure.
+uint32_t RegisterString(uint16_t domain, const char* text, size_t len);
+
+void NameCategory(uint16_t domain, uint32_t category, const char* name, size_t len);
+void NameOsThread(int64_t tid, const char* name, size_t len);
+
+// Writes kStringDef(sid or a new id) + kThreadName(tid) into ts's stream.
+bool WriteThreadNameRecord(ThreadState* ts, int64_t tid, const char* name, size_t len,
+                           bool override_name, uint32_t sid);
+
+// Re-emits every known definition into ts's stream (caller holds RecorderMutex()).
+void EmitRegistryLocked(ThreadState* ts);
+
+}  // namespace nvtx_recorder
+
+#endif  // NVTX_PLUGINS_TF_RECORDER_REGISTRY_H_

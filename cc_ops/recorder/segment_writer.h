@@ -1,0 +1,152 @@
+// Segment files, chunks and per-thread record streams.
+//
+// Every thread that records owns a ThreadState (heap, reached through one
+// thread-local pointer). The thread appends records to the chunk it currently has
+// mapped (MAP_SHARED view of the segment file, so a SIGKILL loses nothing written);
+// only claiming a new chunk takes the recorder mutex. A record is written body first
+// and its first word last (release), so the reader stops at the first zero word.
+//
+// A process-wide epoch names the segment threads must write into. It changes when the
+// output directory is switched (nvtx_recorder_set_output_dir) and in a forked child;
+// a thread whose ThreadState carries an older epoch abandons its chunk (munmap, no
+// further writes) and claims a fresh one from the current segment on its next record.
+#ifndef NVTX_PLUGINS_TF_RECORDER_SEGMENT_WRITER_H_
+#define NVTX_PLUGINS_TF_RECORDER_SEGMENT_WRITER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "recorder/record_format.h"
+#include "recorder/recorder_internal.h"
+
+namespace nvtx_recorder {
+
+constexpr int kStringCacheSize = 1024;    // direct-mapped, per thread
+constexpr uint32_t kMaxCachedStringBytes = 1024;  // longer texts are defined per use
+constexpr int kDepthSlots = 256;          // push/pop depth per domain id (mod slots)
+constexpr uint32_t kMaxEventRecordBytes = 40;
+// Chunks are brought into the page cache this many bytes at a time as the thread fills
+// them (see Prefault in segment_writer.cc): cheap page faults on the hot path, and at
+// most one window of a chunk's unused tail gets allocated on disk.
+constexpr uint32_t kPopulateWindow = 64 * 1024;
+
+struct StringCacheEntry {
+  uint64_t hash;
+  uint32_t len;
+  uint32_t id;  // 0: empty slot
+  char* text;   // owned copy (malloc)
+};
+
+// First-level message cache keyed by the caller's pointer; a hit is confirmed by
+// comparing the text with the interned copy (cache[slot]) so reused buffers are safe.
+struct PointerCacheEntry {
+  const char* ptr;
+  uint32_t slot;
+  uint32_t id;
+};
+constexpr int kPointerCacheSize = 256;
+
+struct ThreadState {
+  // Hot fields first.
+  uint8_t* chunk;        // currently mapped chunk, or null
+  uint32_t pos;          // offset of the next record inside the chunk
+  uint32_t limit;        // end of the prefaulted part of the chunk (0: no chunk)
+  uint32_t chunk_end;    // chunk size when a chunk is mapped, else 0
+  uint64_t chunk_offset; // file offset of the chunk
+  uint32_t epoch;        // epoch the chunk belongs to (0: none yet)
+  uint32_t gen;          // bumped whenever the thread switches segment
+  uint32_t busy;         // re-entrancy guard (signal handlers)
+  uint32_t in_segment;   // has claimed a chunk in the current segment
+  uint64_t range_hi;     // (thread serial + 1) << kRangeCounterBits
+  uint64_t range_counter;
+  std::atomic<uint64_t> events;  // written by the owner only, read by control API
+  int64_t tid;
+  uint64_t seq;          // next chunk seq in the current segment
+  uint32_t seg_thread_index;
+  ThreadState* next;     // list of live thread states (under RecorderMutex)
+  ThreadState* prev;
+  char* scratch;         // UTF-32 -> UTF-8 conversion buffer
+  size_t scratch_cap;
+  int32_t depth[kDepthSlots];
+  PointerCacheEntry ptr_cache[kPointerCacheSize];
+  StringCacheEntry cache[kStringCacheSize];
+};
+
+constexpr int kRangeCounterBits = 40;
+
+// ---- process-wide state (segment_writer.cc) ----
+extern std::atomic<uint32_t> g_epoch;
+extern uint32_t g_chunk_size;               // fixed once configured
+extern std::atomic<uint32_t> g_next_string_id;
+
+std::recursive_mutex& RecorderMutex();
+
+inline uint64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+inline uint32_t AllocStringId() {
+  uint32_t id = g_next_string_id.fetch_add(1, std::memory_order_relaxed);
+  if (NVTXREC_UNLIKELY(id == 0)) id = g_next_string_id.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+// Largest text a kStringDef may carry so that it fits a fresh chunk.
+inline uint32_t MaxStringBytes() { return g_chunk_size - nvtx_record::kChunkHeaderSize - 16; }
+
+inline uint64_t MakeWord0(uint8_t kind, uint8_t flags, uint16_t domain, uint32_t msg) {
+  return uint64_t(kind) | (uint64_t(flags) << 8) | (uint64_t(domain) << 16) | (uint64_t(msg) << 32);
+}
+
+// Thread state of the calling thread, created on first use; null when it cannot exist
+// (thread exiting, allocation failure): the caller then drops the event.
+ThreadState* CreateThreadState();
+extern __thread ThreadState* t_state;
+inline ThreadState* GetThreadState() {
+  ThreadState* ts = t_state;
+  if (NVTXREC_LIKELY(ts != nullptr)) return ts;
+  return CreateThreadState();
+}
+
+// Space for an `n`-byte record (n multiple of 8, n <= chunk payload) in the thread's
+// current chunk of the current segment; null if recording is impossible right now.
+// Does not advance; Commit() publishes. May switch segment (ts->gen changes) or claim
+// a chunk (takes the recorder mutex).
+uint8_t* ReserveSlow(ThreadState* ts, uint32_t n);
+inline uint8_t* Reserve(ThreadState* ts, uint32_t n) {
+  if (NVTXREC_LIKELY(ts->epoch == g_epoch.load(std::memory_order_relaxed) &&
+                     ts->pos + n <= ts->limit)) {
+    return ts->chunk + ts->pos;
+  }
+  return ReserveSlow(ts, n);
+}
+
+// Publishes a record whose body is already written at p: first word last, release.
+inline void Commit(ThreadState* ts, uint8_t* p, uint64_t word0, uint32_t n) {
+  __atomic_store_n(reinterpret_cast<uint64_t*>(p), word0, __ATOMIC_RELEASE);
+  ts->pos += n;
+}
+
+inline void CountEvent(ThreadState* ts) {
+  ts->events.store(ts->events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// ---- configuration / control (segment_writer.cc) ----
+// Reads NVTX_TF_RECORD_DIR / NVTX_TF_CHUNK_SIZE once; true if a usable directory is set.
+bool ConfigureFromEnvironment();
+// Makes `dir` the recording directory (creating it); -1 with errno on failure.
+int SetOutputDir(const char* dir);
+const char* OutputDir();
+uint64_t EventCount();
+// Registers fork handlers / thread-exit key and pins the library (idempotent).
+void EnsureRuntime();
+
+}  // namespace nvtx_recorder
+
+#endif  // NVTX_PLUGINS_TF_RECORDER_SEGMENT_WRITER_H_

@@ -1,0 +1,132 @@
+#include "recorder/string_table.h"
+
+#include <stdlib.h>
+
+namespace nvtx_recorder {
+
+using namespace nvtx_record;
+
+size_t Utf8TruncateLen(const char* s, size_t len, size_t max) {
+  if (len <= max) return len;
+  size_t k = max;
+  // s[k] is the first byte left out; back off while it continues a sequence.
+  while (k > 0 && (uint8_t(s[k]) & 0xC0) == 0x80) --k;
+  return k;
+}
+
+static bool GrowScratch(ThreadState* ts, size_t need) {
+  if (ts->scratch_cap >= need) return true;
+  size_t cap = ts->scratch_cap ? ts->scratch_cap : 256;
+  while (cap < need) cap *= 2;
+  char* p = static_cast<char*>(realloc(ts->scratch, cap));
+  if (!p) return false;
+  ts->scratch = p;
+  ts->scratch_cap = cap;
+  return true;
+}
+
+namespace {
+
+// Encodes one code point (invalid ones as U+FFFD); returns its byte count.
+size_t EncodeUtf8(uint32_t c, char* buf) {
+  if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = 0xFFFD;
+  if (c < 0x80) {
+    buf[0] = char(c);
+    return 1;
+  }
+  if (c < 0x800) {
+    buf[0] = char(0xC0 | (c >> 6));
+    buf[1] = char(0x80 | (c & 0x3F));
+    return 2;
+  }
+  if (c < 0x10000) {
+    buf[0] = char(0xE0 | (c >> 12));
+    buf[1] = char(0x80 | ((c >> 6) & 0x3F));
+    buf[2] = char(0x80 | (c & 0x3F));
+    return 3;
+  }
+  buf[0] = char(0xF0 | (c >> 18));
+  buf[1] = char(0x80 | ((c >> 12) & 0x3F));
+  buf[2] = char(0x80 | ((c >> 6) & 0x3F));
+  buf[3] = char(0x80 | (c & 0x3F));
+  return 4;
+}
+
+}  // namespace
+
+size_t Utf32ToUtf8(ThreadState* ts, const wchar_t* w, size_t max_out, const char** out) {
+  static const char kEmpty[1] = {0};
+  *out = kEmpty;
+  if (!w) return 0;
+  size_t len = 0;
+  for (size_t i = 0; w[i] != 0; ++i) {
+    char buf[4];
+    size_t k = EncodeUtf8(static_cast<uint32_t>(w[i]), buf);
+    if (len + k > max_out) break;
+    if (!GrowScratch(ts, len + k + 1)) break;
+    memcpy(ts->scratch + len, buf, k);
+    len += k;
+  }
+  if (!ts->scratch) return 0;
+  ts->scratch[len] = 0;
+  *out = ts->scratch;
+  return len;
+}
+
+std::string Utf32ToUtf8String(const wchar_t* w, size_t max_out) {
+  std::string out;
+  if (!w) return out;
+  for (size_t i = 0; w[i] != 0; ++i) {
+    char buf[4];
+    size_t k = EncodeUtf8(static_cast<uint32_t>(w[i]), buf);
+    if (out.size() + k > max_out) break;
+    out.append(buf, k);
+  }
+  return out;
+}
+
+bool WriteStringDef(ThreadState* ts, uint32_t id, uint16_t domain, const char* s, size_t len) {
+  if (!s) len = 0;
+  len = Utf8TruncateLen(s, len, MaxStringBytes());
+  uint32_t padded = uint32_t((len + 7) & ~size_t(7));
+  uint32_t n = 16 + padded;
+  uint8_t* p = Reserve(ts, n);
+  if (!p) return false;
+  uint32_t hdr[2] = {uint32_t(len), 0};
+  memcpy(p + 8, hdr, 8);
+  if (len) memcpy(p + 16, s, len);
+  if (padded != len) memset(p + 16 + len, 0, padded - len);
+  Commit(ts, p, MakeWord0(kStringDef, 0, domain, id), n);
+  return true;
+}
+
+uint32_t InternSlow(ThreadState* ts, const char* s, size_t len, uint64_t hash) {
+  uint32_t id = AllocStringId();
+  if (!WriteStringDef(ts, id, 0, s, len)) return 0;
+  if (len > kMaxCachedStringBytes) return id;  // long texts: defined at every use
+  StringCacheEntry& e = ts->cache[hash & (kStringCacheSize - 1)];
+  char* copy = static_cast<char*>(malloc(len + 1));
+  if (!copy) return id;
+  memcpy(copy, s, len);
+  copy[len] = 0;
+  free(e.text);
+  e.text = copy;
+  e.hash = hash;
+  e.len = uint32_t(len);
+  e.id = id;
+  return id;
+}
+
+void ClearStringCache(ThreadState* ts) {
+  for (int i = 0; i < kPointerCacheSize; ++i) ts->ptr_cache[i] = PointerCacheEntry{nullptr, 0, 0};
+  for (int i = 0; i < kStringCacheSize; ++i) {
+    StringCacheEntry& e = ts->cache[i];
+    free(e.text);
+    e.text = nullptr;
+    e.id = 0;
+    e.hash = 0;
+    e.len = 0;
+  }
+}
+
+}  // namespace nvtx_recorder

@@ -1,0 +1,523 @@
+"""End-to-end tests of the native NVTX recorder (cc_ops/recorder).
+
+A C program using the NVTX v3 header API (tests/native/nvtx_sample.c) runs with
+NVTX_INJECTION64_PATH pointing at libnvtx_recorder.so; the segments it writes are decoded
+here by a small decoder written from cc_ops/recorder/record_format.h alone, independent
+of the project's reader.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_SRC = REPO / "tests" / "native" / "nvtx_sample.c"
+
+# ---- record_format.h, transcribed ------------------------------------------------------
+SEGMENT_MAGIC = b"NVTXREC1"
+SEGMENT_HEADER_SIZE = 4096
+CHUNK_MAGIC = 0x4B4E4843
+CHUNK_HEADER_SIZE = 64
+K_PUSH, K_POP, K_START, K_END, K_MARK = 1, 2, 3, 4, 5
+K_STRING, K_DOMAIN_CREATE, K_DOMAIN_DESTROY, K_CATEGORY, K_THREAD = 16, 17, 18, 19, 20
+EVENT_KINDS = {K_PUSH, K_POP, K_START, K_END, K_MARK}
+F_COLOR, F_CATEGORY, F_REGISTERED, F_THREAD_OVERRIDE = 1, 2, 4, 8
+PAYLOAD_FORMATS = {1: "<Q", 2: "<q", 3: "<d", 4: "<I", 5: "<i", 6: "<f"}
+
+
+@dataclass
+class Rec:
+    kind: int
+    flags: int
+    domain: int
+    msg: int
+    tid: int
+    thread_index: int
+    ts: int | None = None
+    range_id: int | None = None
+    color: int | None = None
+    category: int | None = None
+    payload: object = None
+    text: str | None = None  # resolved message / name
+    extra: int | None = None  # kCategoryName category, kThreadName tid
+
+
+@dataclass
+class Segment:
+    path: Path
+    pid: int
+    ppid: int
+    chunk_size: int
+    process_name: str
+    cmdline: str
+    start_ns: int
+    records: list[Rec] = field(default_factory=list)
+    strings: dict[int, str] = field(default_factory=dict)
+    string_domains: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def events(self) -> list[Rec]:
+        return [r for r in self.records if r.kind in EVENT_KINDS]
+
+    def domains(self) -> dict[int, str]:
+        return {r.domain: self.strings[r.msg] for r in self.records if r.kind == K_DOMAIN_CREATE}
+
+    def thread_names(self) -> dict[int, list[tuple[bool, str]]]:
+        out: dict[int, list[tuple[bool, str]]] = {}
+        for r in self.records:
+            if r.kind == K_THREAD:
+                out.setdefault(r.extra, []).append((bool(r.flags & F_THREAD_OVERRIDE), self.strings[r.msg]))
+        return out
+
+
+def _decode_chunk(seg: Segment, data: bytes, base: int, chunk_index: int) -> list[Rec]:
+    magic, thread_index, tid, seq = struct.unpack_from("<IIqQ", data, base)
+    if magic != CHUNK_MAGIC:
+        return []
+    out = []
+    pos, end = base + CHUNK_HEADER_SIZE, base + seg.chunk_size
+    while pos + 8 <= end:
+        (word0,) = struct.unpack_from("<Q", data, pos)
+        if word0 == 0:
+            break
+        kind, flags, domain, msg = word0 & 0xFF, (word0 >> 8) & 0xFF, (word0 >> 16) & 0xFFFF, word0 >> 32
+        rec = Rec(kind, flags, domain, msg, tid, thread_index)
+        pos += 8
+        if kind == K_STRING:
+            length, zero = struct.unpack_from("<II", data, pos)
+            assert zero == 0
+            raw = data[pos + 8 : pos + 8 + length]
+            rec.text = raw.decode("utf-8")  # must be valid UTF-8
+            assert msg not in seg.strings or seg.strings[msg] == rec.text, "string id redefined"
+            seg.strings[msg] = rec.text
+            seg.string_domains[msg] = domain
+            pos += 8 + (length + 7) // 8 * 8
+        elif kind in (K_DOMAIN_CREATE, K_DOMAIN_DESTROY):
+            (rec.ts,) = struct.unpack_from("<Q", data, pos)
+            pos += 8
+        elif kind == K_CATEGORY:
+            rec.extra, _ = struct.unpack_from("<II", data, pos)
+            pos += 8
+        elif kind == K_THREAD:
+            (rec.extra,) = struct.unpack_from("<q", data, pos)
+            pos += 8
+        elif kind in EVENT_KINDS:
+            (rec.ts,) = struct.unpack_from("<Q", data, pos)
+            pos += 8
+            if kind in (K_START, K_END):
+                (rec.range_id,) = struct.unpack_from("<Q", data, pos)
+                pos += 8
+            if flags & (F_COLOR | F_CATEGORY):
+                color, category = struct.unpack_from("<II", data, pos)
+                rec.color = color if flags & F_COLOR else None
+                rec.category = category if flags & F_CATEGORY else None
+                pos += 8
+            ptype = (flags & 0xF0) >> 4
+            if ptype:
+                rec.payload = struct.unpack_from(PAYLOAD_FORMATS[ptype], data, pos)[0]
+                pos += 8
+        else:
+            raise AssertionError(f"unknown record kind {kind} in {seg.path} chunk {chunk_index}")
+        assert pos <= end, "record overruns its chunk"
+        out.append(rec)
+    return [(thread_index, seq, out)]
+
+
+def decode_segment(path: Path) -> Segment:
+    data = path.read_bytes()
+    assert data[:8] == SEGMENT_MAGIC
+    version, header_size, chunk_size, _ = struct.unpack_from("<IIII", data, 8)
+    assert (version, header_size) == (1, SEGMENT_HEADER_SIZE)
+    assert chunk_size % 4096 == 0
+    pid, ppid, start_ns, _start_rt = struct.unpack_from("<qqQQ", data, 24)
+    name = data[56:120].split(b"\0")[0].decode()
+    cmdline = data[120:1144].split(b"\0")[0].decode()
+    seg = Segment(path, pid, ppid, chunk_size, name, cmdline, start_ns)
+    chunks = []
+    for k in range((len(data) - SEGMENT_HEADER_SIZE) // chunk_size):
+        chunks += _decode_chunk(seg, data, SEGMENT_HEADER_SIZE + k * chunk_size, k)
+    # Per thread, chunks in seq order (0, 1, 2, ... without gaps) give program order.
+    by_thread: dict[int, list] = {}
+    for thread_index, seq, recs in chunks:
+        by_thread.setdefault(thread_index, []).append((seq, recs))
+    for thread_index, items in sorted(by_thread.items()):
+        items.sort(key=lambda item: item[0])
+        assert [s for s, _ in items] == list(range(len(items))), "missing chunk"
+        for _, recs in items:
+            seg.records.extend(recs)
+    for r in seg.records:
+        if r.kind in EVENT_KINDS and r.msg:
+            assert r.msg in seg.strings, f"undefined string id {r.msg}"
+            r.text = seg.strings[r.msg]
+    return seg
+
+
+def decode_dir(path: Path) -> list[Segment]:
+    return [decode_segment(p) for p in sorted(path.glob("*.nvtxseg"))]
+
+
+# ---- fixtures ---------------------------------------------------------------------------
+
+
+def _nvtx_include() -> Path:
+    sys.path.insert(0, str(REPO / "build_tools"))
+    try:
+        import build_native
+    finally:
+        sys.path.pop(0)
+    return build_native.nvtx_include_dir()
+
+
+@pytest.fixture(scope="module")
+def recorder_lib(tmp_path_factory) -> Path:
+    """A fresh build of libnvtx_recorder.so (into a temporary folder)."""
+    out = tmp_path_factory.mktemp("recorder_build")
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "build_tools" / "build_native.py"), "--out", str(out), "recorder"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out / "libnvtx_recorder.so"
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> Path:
+    exe = tmp_path_factory.mktemp("sample") / "nvtx_sample"
+    proc = subprocess.run(
+        ["gcc", "-O2", "-Wall", f"-I{_nvtx_include()}", str(SAMPLE_SRC), "-o", str(exe), "-ldl", "-pthread"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return exe
+
+
+def _env(lib: Path, record_dir: Path, **extra) -> dict:
+    env = dict(os.environ)
+    env.pop("NVTX_TF_CHUNK_SIZE", None)
+    env.update(NVTX_INJECTION64_PATH=str(lib), NVTX_TF_RECORD_DIR=str(record_dir), **extra)
+    return env
+
+
+def _run(exe, args, env, timeout=60) -> dict[str, str]:
+    proc = subprocess.run([str(exe), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    out = {}
+    for line in proc.stdout.splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            out[key] = value
+    return out
+
+
+# ---- tests ------------------------------------------------------------------------------
+
+
+def test_basic_events(recorder_lib, sample, tmp_path):
+    out = _run(sample, ["basic"], _env(recorder_lib, tmp_path))
+    tid_main, tid_thread = int(out["tid_main"]), int(out["tid_thread"])
+    assert out["push_levels"] == "0,1" and out["pop_levels"] == "1,0"
+    assert out["domain_levels"] == "0,0" and out["empty_pop"] == "-1"
+    assert out["same_domain"] == "1"
+
+    [seg] = decode_dir(tmp_path)
+    assert seg.path.name.startswith(f"{seg.pid}-") and seg.path.name.endswith(".nvtxseg")
+    assert seg.process_name == "nvtx_sample"
+    assert seg.cmdline.endswith("nvtx_sample basic")
+    events = seg.events
+    assert Counter(e.kind for e in events) == {K_MARK: 14, K_PUSH: 5, K_POP: 6, K_START: 4, K_END: 5}
+    assert {e.tid for e in events} == {tid_main, tid_thread}
+    assert all(e.ts >= seg.start_ns for e in events)
+    main = [e for e in events if e.tid == tid_main]
+    assert [e.ts for e in main] == sorted(e.ts for e in main)
+
+    def one(text, kind=None):
+        found = [e for e in events if e.text == text and (kind is None or e.kind == kind)]
+        assert len(found) == 1, (text, found)
+        return found[0]
+
+    # Thread names: comm at first chunk claim + the nvtxNameOsThread override.
+    names = seg.thread_names()
+    assert (False, "nvtx_sample") in names[tid_main]
+    assert (True, "main-renamed") in names[tid_main]
+    assert (False, "nvtx_sample") in names[tid_thread]
+    # Categories.
+    cats = {(r.domain, r.extra): seg.strings[r.msg] for r in seg.records if r.kind == K_CATEGORY}
+    domains = seg.domains()
+    assert list(domains.values()) == ["my-domain"]  # created twice, defined once
+    dom = next(iter(domains))
+    assert dom != 0
+    assert cats == {(0, 7): "cat-seven", (dom, 3): "dom-cat"}
+
+    # Push/pop nesting in program order.
+    kinds = [(e.kind, e.text) for e in main if e.kind in (K_PUSH, K_POP) and e.domain == 0][:4]
+    assert kinds == [(K_PUSH, "push-outer"), (K_PUSH, "push-inner"), (K_POP, None), (K_POP, None)]
+
+    start = one("start-ex", K_START)
+    assert (start.color, start.category, start.payload) == (0xFF00FF00, 7, 42)
+    assert start.range_id == int(out["range_start_ex"]) != 0
+    ends = [e for e in events if e.kind == K_END and e.range_id == start.range_id]
+    assert len(ends) == 1 and ends[0].tid == tid_main
+
+    assert one("p-i64").payload == -5
+    assert one("p-dbl").payload == 2.5
+    assert one("p-u32").payload == 7
+    assert one("p-i32").payload == -7
+    assert one("p-flt").payload == 1.5
+    assert all(one(t).color is None and one(t).category is None for t in ("p-i64", "p-flt"))
+
+    # Domain events with a registered string.
+    dpush = [e for e in events if e.kind == K_PUSH and e.domain == dom]
+    assert len(dpush) == 1
+    assert dpush[0].flags & F_REGISTERED and dpush[0].text == "reg-msg" and dpush[0].color == 0xFFFF0000
+    assert seg.string_domains[dpush[0].msg] == dom
+    assert [e.kind for e in events if e.domain == dom] == [K_PUSH, K_POP, K_MARK, K_START, K_END]
+    dmark = one("dom-mark")
+    assert dmark.domain == dom and dmark.category == 3
+    assert sum(r.kind == K_DOMAIN_DESTROY and r.domain == dom for r in seg.records) == 1
+
+    # Unicode (UTF-32 wchar_t -> UTF-8).
+    assert one("wide-\u00fc\u20ac\U0001F600", K_PUSH).tid == tid_main
+    one("mark-w", K_MARK)
+    one("start-w", K_START)
+
+    # A range started on one thread and ended on another.
+    cross = one("cross-thread", K_START)
+    assert cross.tid == tid_main and cross.range_id == int(out["range_cross"])
+    [cross_end] = [e for e in events if e.kind == K_END and e.range_id == cross.range_id]
+    assert cross_end.tid == tid_thread
+    assert one("in-thread").tid == tid_thread
+    range_ids = [e.range_id for e in events if e.kind == K_START]
+    assert len(set(range_ids)) == len(range_ids) and 0 not in range_ids
+
+    # Robustness cases: recorded, without the broken parts.
+    bare_marks = [e for e in events if e.kind == K_MARK and e.msg == 0 and e.flags == 0]
+    assert len(bare_marks) == 3  # MarkA(NULL), MarkEx(NULL), size=3
+    bad = one("bad-types")
+    assert bad.flags == 0 and bad.color is None and bad.payload is None
+    [cat_only] = [e for e in events if e.kind == K_MARK and e.category == 5]
+    assert cat_only.msg == 0 and cat_only.flags == F_CATEGORY  # messageType 99: no message
+    assert [e for e in events if e.kind == K_END and e.range_id == 0xDEADBEEF][0].tid == tid_main
+
+
+def test_threads_every_event_once(recorder_lib, sample, tmp_path):
+    threads, n = 8, 100_000
+    # Small chunks: many chunk claims racing between threads.
+    _run(sample, ["stress", str(threads), str(n)], _env(recorder_lib, tmp_path, NVTX_TF_CHUNK_SIZE="65536"))
+    [seg] = decode_dir(tmp_path)
+    assert seg.chunk_size == 65536
+    per_tid: dict[int, Counter] = {}
+    text_of_tid: dict[int, set] = {}
+    for e in seg.events:
+        per_tid.setdefault(e.tid, Counter())[e.kind] += 1
+        if e.kind == K_PUSH:
+            text_of_tid.setdefault(e.tid, set()).add(e.text)
+    assert len(per_tid) == threads
+    assert all(c == {K_PUSH: n, K_POP: n} for c in per_tid.values())
+    assert sorted(t for texts in text_of_tid.values() for t in texts) == sorted(f"stress-{i}" for i in range(threads))
+    assert all(len(texts) == 1 for texts in text_of_tid.values())
+    # Strictly alternating push/pop per thread (program order across chunks).
+    for tid in per_tid:
+        kinds = [e.kind for e in seg.events if e.tid == tid]
+        assert kinds[0::2] == [K_PUSH] * n and kinds[1::2] == [K_POP] * n
+
+
+def test_sigkill_keeps_completed_ranges(recorder_lib, sample, tmp_path):
+    n = 200_000
+    env = _env(recorder_lib, tmp_path, NVTX_TF_CHUNK_SIZE="16384")
+    proc = subprocess.Popen([str(sample), "kill", str(n)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == f"ready {n}"
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    [seg] = decode_dir(tmp_path)
+    pushes = [e.payload for e in seg.events if e.kind == K_PUSH]
+    assert pushes[:n] == list(range(n))  # every completed range, in order, once
+    assert sum(e.kind == K_POP for e in seg.events) >= n
+    assert all(e.text == "kill-range" for e in seg.events if e.kind == K_PUSH)
+
+
+def test_fork_child_writes_own_segment(recorder_lib, sample, tmp_path):
+    out = _run(sample, ["fork"], _env(recorder_lib, tmp_path))
+    assert out["child_status"] == "0"
+    parent_pid = int(out["parent_pid"])
+    segs = {s.pid: s for s in decode_dir(tmp_path)}
+    assert len(segs) == 2 and parent_pid in segs
+    parent = segs.pop(parent_pid)
+    [child] = segs.values()
+    assert child.ppid == parent_pid
+    assert [e.text for e in parent.events] == ["parent-before", None, "parent-after"]
+    assert [(e.kind, e.text) for e in child.events] == [
+        (K_PUSH, "child-range"),
+        (K_POP, None),
+        (K_MARK, "child-domain-mark"),
+    ]
+    # The domain created before fork is defined in the child's segment too.
+    mark = child.events[-1]
+    assert child.domains()[mark.domain] == "fork-domain"
+    assert {e.tid for e in child.events} == {child.pid}
+
+
+def test_long_and_many_strings(recorder_lib, sample, tmp_path):
+    _run(sample, ["strings"], _env(recorder_lib, tmp_path, NVTX_TF_CHUNK_SIZE="8192"))
+    [seg] = decode_dir(tmp_path)  # decoding checks UTF-8 validity and chunk bounds
+    assert seg.chunk_size == 8192
+    texts = [e.text for e in seg.events]
+    assert len(texts) == 2 + 6000
+    first, second = texts[0], texts[1]
+    assert set(first) == {"\u00e9"} and 1000 < len(first.encode()) <= 8192 - 64 - 16
+    assert second.startswith("xx\u00e9") and len(second.encode()) <= 8192 - 64 - 16
+    assert texts[2:] == [f"msg-{i}" for i in range(3000)] * 2
+
+
+def test_calls_after_thread_teardown_are_dropped(recorder_lib, sample, tmp_path):
+    _run(sample, ["exit"], _env(recorder_lib, tmp_path))
+    [seg] = decode_dir(tmp_path)
+    assert Counter(e.text for e in seg.events) == {"main-mark": 1, "thread-mark": 4, "main-end": 1}
+    assert len({e.tid for e in seg.events}) == 5
+
+
+def test_two_nvtx_instances_share_state(recorder_lib, sample, tmp_path):
+    lib = tmp_path / "libsecond.so"
+    proc = subprocess.run(
+        ["gcc", "-O2", "-shared", "-fPIC", "-DNVTX_SAMPLE_LIBRARY", f"-I{_nvtx_include()}", str(SAMPLE_SRC),
+         "-o", str(lib), "-ldl", "-pthread"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rec = tmp_path / "rec"
+    out = _run(sample, ["twolibs", str(lib)], _env(recorder_lib, rec))
+    assert out["attached"] == "2"
+    [seg] = decode_dir(rec)
+    creates = [r for r in seg.records if r.kind == K_DOMAIN_CREATE]
+    assert [seg.strings[r.msg] for r in creates] == ["shared-domain"]
+    dom = creates[0].domain
+    assert [(e.kind, e.domain, e.text) for e in seg.events] == [
+        (K_MARK, dom, "from-main"),
+        (K_PUSH, dom, "from-lib"),
+        (K_POP, dom, None),
+    ]
+
+
+def test_unusable_dir_disables_recorder(recorder_lib, sample, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a dir")
+    _run(sample, ["basic"], _env(recorder_lib, blocker / "sub"))
+    assert not list(tmp_path.rglob("*.nvtxseg"))
+
+
+def test_python_nvtx_package(recorder_lib, tmp_path):
+    record_dir = tmp_path / "rec"
+    script = textwrap.dedent(
+        f"""
+        import ctypes, nvtx
+        with nvtx.annotate("x", domain="d", color="red"):
+            pass
+        nvtx.push_range("plain")
+        nvtx.pop_range()
+        lib = ctypes.CDLL({str(recorder_lib)!r})
+        lib.nvtx_recorder_event_count.restype = ctypes.c_uint64
+        lib.nvtx_recorder_output_dir.restype = ctypes.c_char_p
+        print("attached", lib.nvtx_recorder_attached())
+        print("events", lib.nvtx_recorder_event_count())
+        print("dir", lib.nvtx_recorder_output_dir().decode())
+        """
+    )
+    venv_python = REPO / ".venv" / "bin" / "python"
+    python = str(venv_python) if venv_python.exists() else sys.executable
+    proc = subprocess.run(
+        [python, "-c", script], env=_env(recorder_lib, record_dir), capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert int(lines["attached"]) >= 1
+    assert int(lines["events"]) == 4
+    assert lines["dir"] == str(record_dir.resolve())
+    [seg] = decode_dir(record_dir)
+    domains = seg.domains()
+    push = [e for e in seg.events if e.kind == K_PUSH and e.text == "x"]
+    assert len(push) == 1
+    assert domains[push[0].domain] == "d"
+    assert push[0].color is not None and (push[0].color & 0xFFFFFF) == 0xFF0000
+    assert [e.text for e in seg.events if e.domain == 0 and e.kind == K_PUSH] == ["plain"]
+
+
+def test_python_multiprocessing_children(recorder_lib, tmp_path):
+    """fork, spawn and forkserver children each write their own segment."""
+    record_dir = tmp_path / "rec"
+    script = textwrap.dedent(
+        """
+        import multiprocessing as mp, os, nvtx
+
+        def child(method):
+            nvtx.mark(f"child-{method}")
+
+        if __name__ == "__main__":
+            nvtx.mark("parent")
+            for method in ("fork", "spawn", "forkserver"):
+                p = mp.get_context(method).Process(target=child, args=(method,))
+                p.start()
+                p.join()
+                assert p.exitcode == 0, method
+            nvtx.mark("parent-end")
+        """
+    )
+    path = tmp_path / "mp_script.py"
+    path.write_text(script)
+    venv_python = REPO / ".venv" / "bin" / "python"
+    python = str(venv_python) if venv_python.exists() else sys.executable
+    proc = subprocess.run([python, str(path)], env=_env(recorder_lib, record_dir), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    by_text = {}
+    for seg in decode_dir(record_dir):
+        for e in seg.events:
+            by_text.setdefault(e.text, []).append(seg.pid)
+    assert sorted(by_text) == ["child-fork", "child-forkserver", "child-spawn", "parent", "parent-end"]
+    assert all(len(pids) == 1 for pids in by_text.values())
+    assert by_text["parent"] == by_text["parent-end"]
+    assert len({pids[0] for pids in by_text.values()}) == 4
+
+
+def test_in_process_output_dir_switch(recorder_lib, tmp_path):
+    """nvtx_recorder_set_output_dir moves the next events into a new segment."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    script = textwrap.dedent(
+        f"""
+        import ctypes, threading, nvtx
+        nvtx.push_range("before"); nvtx.pop_range()
+        lib = ctypes.CDLL({str(recorder_lib)!r})
+        lib.nvtx_recorder_set_output_dir.argtypes = [ctypes.c_char_p]
+        assert lib.nvtx_recorder_set_output_dir({str(second)!r}.encode()) == 0
+        nvtx.push_range("after"); nvtx.pop_range()
+        t = threading.Thread(target=lambda: nvtx.mark("in-thread"))
+        t.start(); t.join()
+        assert lib.nvtx_recorder_set_output_dir(b"/proc/forbidden/x") == -1
+        print("ok")
+        """
+    )
+    venv_python = REPO / ".venv" / "bin" / "python"
+    python = str(venv_python) if venv_python.exists() else sys.executable
+    proc = subprocess.run([python, "-c", script], env=_env(recorder_lib, first), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    [a] = decode_dir(first)
+    [b] = decode_dir(second)
+    assert [e.text for e in a.events if e.kind == K_PUSH] == ["before"]
+    assert [e.text for e in b.events if e.kind in (K_PUSH, K_MARK)] == ["after", "in-thread"]
