@@ -33,10 +33,6 @@ class BuildNative(build_ext):
 
     def build_extension(self, ext):
         target = ext.name.split(".")[-1]
-        if target == "tf_ops" and importlib.util.find_spec("tensorflow") is None:
-            print("nvtx_plugins_tf: TensorFlow not in the build environment; "
-                  "the op library is built on first use", file=sys.stderr)
-            return
         out_dir = Path(self.get_ext_fullpath(ext.name)).parent
         build_native.BUILDERS[target](out_dir)
 
@@ -55,7 +51,13 @@ class BuildPyWithSources(build_py):
         shutil.copytree(ROOT / "cc_ops", dest / "cc_ops", dirs_exist_ok=True)
 
 
+TARGETS = list(build_native.TARGETS)
+if importlib.util.find_spec("tensorflow") is None:
+    TARGETS.remove("tf_ops")
+    print("nvtx_plugins_tf: TensorFlow not in the build environment; the op library is built "
+          "on first use (or by: python -m nvtx_plugins_tf build)", file=sys.stderr)
+
 setup(
-    ext_modules=[Extension(f"nvtx_plugins_tf._native.{t}", sources=[]) for t in build_native.TARGETS],
+    ext_modules=[Extension(f"nvtx_plugins_tf._native.{t}", sources=[]) for t in TARGETS],
     cmdclass={"build_ext": BuildNative, "build_py": BuildPyWithSources},
 )

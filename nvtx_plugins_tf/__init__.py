@@ -6,12 +6,14 @@ callbacks), ``nvtx_tf.hooks`` / ``nvtx_tf.estimator`` (session hooks); plus
 ``nvtx_tf.recorder`` (read recordings) and ``nvtx_tf.testing`` (capture ranges in tests).
 
 Submodules load on first use, so ``python -m nvtx_plugins_tf record`` does not import
-TensorFlow.
+TensorFlow; when TensorFlow is already imported, ``ops`` (and with it the op library) is
+loaded at once, so that SavedModels using the ops load after ``import nvtx_plugins_tf``.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 
 __version__ = "0.1.0"
 __all__ = ["ops", "keras", "hooks", "estimator", "recorder", "testing", "__version__"]
@@ -27,3 +29,9 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(list(globals()) + __all__)
+
+
+# With TensorFlow already imported (the usual order), register the NVTX ops now, so that
+# `import nvtx_plugins_tf` is enough to load a SavedModel that uses them.
+if "tensorflow" in sys.modules:
+    from nvtx_plugins_tf import ops as ops  # noqa: E402,F401  (loads the op library)

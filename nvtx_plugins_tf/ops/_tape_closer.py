@@ -76,10 +76,10 @@ def _close(call: _Call) -> None:
         if gradients.take_pending(key) is None:
             continue  # NvtxStart's gradient ended it
         if start_op is None:
-            ranges._end_op([], range_id, domain, "", "", False, None)
+            ranges._end_op([], range_id, domain, "", "", None)
             continue
         with call.graph.as_default(), tf.control_dependencies(_downstream_sinks(call, start_op) or [start_op]):
-            ranges._end_op([], range_id, domain, "", "", False, None)
+            ranges._end_op([], range_id, domain, "", "", None)
 
 
 def install() -> None:

@@ -57,10 +57,6 @@ def _through(op_fn, grads):
     return out
 
 
-def _tf1_graph_mode() -> bool:
-    return not tf.compat.v1.executing_eagerly_outside_functions()
-
-
 @tf.RegisterGradient("NvtxEnd")
 def _nvtx_end_grad(op, *grads):
     from nvtx_plugins_tf.ops import ranges
@@ -72,17 +68,16 @@ def _nvtx_end_grad(op, *grads):
         return grads + [None]
     grad_domain = op.get_attr("grad_domain_name")
     grad_domain = grad_domain.decode() if isinstance(grad_domain, bytes) else grad_domain
-    close = _tf1_graph_mode()
     backward_id = []
 
     def open_range(flat):
-        out, range_id = ranges._start_op(flat, grad_message, grad_domain, 0, 0, [], close, None)
+        out, range_id = ranges._start_op(flat, grad_message, grad_domain, 0, 0, [], None)
         backward_id.append(range_id)
         return out
 
     out = _through(open_range, grads)
     key = _range_key(op.inputs[-1])
-    _remember(key, (backward_id[0], grad_domain, close))
+    _remember(key, (backward_id[0], grad_domain))
     _tape_closer.opened(key, backward_id[0], grad_domain)
     return out + [None]
 
@@ -96,9 +91,9 @@ def _nvtx_start_grad(op, *grads):
     passthrough = list(grads[:n])
     entry = take_pending(_range_key(op.outputs[-1]))
     if entry is not None:
-        backward_id, grad_domain, close = entry
+        backward_id, grad_domain = entry
         passthrough = _through(
-            lambda flat: ranges._end_op(flat, backward_id, grad_domain, "", "", close, None), passthrough
+            lambda flat: ranges._end_op(flat, backward_id, grad_domain, "", "", None), passthrough
         )
     return passthrough + [None] * num_payload
 

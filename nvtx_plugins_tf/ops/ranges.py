@@ -104,6 +104,17 @@ def _skip_for_xla(message: str) -> bool:
     return True
 
 
+def replica_category() -> int:
+    """``replica_id_in_sync_group + 1`` inside a replica of a multi-replica
+    ``tf.distribute`` strategy, else 0: the default NVTX category of ranges built there,
+    so each replica's ranges are told apart (``Range.category``; nsys "Category")."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync <= 1:
+        return 0
+    replica = tf.get_static_value(context.replica_id_in_sync_group)
+    return int(replica) + 1 if replica is not None else 0
+
+
 def _current_graph():
     return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
 
@@ -112,7 +123,9 @@ def _tf1_graph_mode() -> bool:
     return not tf.compat.v1.executing_eagerly_outside_functions()
 
 
-def _start_op(flat, message, domain_name, color, category, payload, close_at_step_end, name):
+def _start_op(flat, message, domain_name, color, category, payload, name):
+    """One NvtxStart. In a compat.v1 graph the range is also registered to be ended when
+    the session step ends, in case its NvtxEnd is not among the ops a run executes."""
     device, host, is_host = _structure.split(flat)
     out_device, out_host, range_id = _loader.load().nvtx_start(
         device,
@@ -122,13 +135,13 @@ def _start_op(flat, message, domain_name, color, category, payload, close_at_ste
         domain_name=domain_name,
         color=color,
         category=category,
-        close_at_step_end=close_at_step_end,
+        close_at_step_end=_tf1_graph_mode(),
         name=name,
     )
     return _structure.merge(list(out_device), list(out_host), is_host), range_id
 
 
-def _end_op(flat, range_id, domain_name, grad_message, grad_domain_name, close_at_step_end, name):
+def _end_op(flat, range_id, domain_name, grad_message, grad_domain_name, name):
     device, host, is_host = _structure.split(flat)
     out_device, out_host = _loader.load().nvtx_end(
         device,
@@ -137,7 +150,7 @@ def _end_op(flat, range_id, domain_name, grad_message, grad_domain_name, close_a
         domain_name=domain_name,
         grad_message=grad_message,
         grad_domain_name=grad_domain_name,
-        close_at_step_end=close_at_step_end,
+        close_at_step_end=_tf1_graph_mode(),
         name=name,
     )
     return _structure.merge(list(out_device), list(out_host), is_host)
@@ -172,7 +185,8 @@ def start(
       enabled: ``False`` (or ``NVTX_DISABLE=1``) adds no op and returns ``inputs``.
       name: name scope of the op.
       color: ARGB int or a color name (``"red"``, ``"blue"``, ... as in ``nvtx``).
-      category: NVTX category id.
+      category: NVTX category id. Default: inside a replica of a multi-replica
+        ``tf.distribute`` strategy, the replica's ``replica_id_in_sync_group + 1``.
       payload: an int or an integer scalar tensor (a step number, say) attached to
         the range, evaluated when the range opens.
 
@@ -202,7 +216,8 @@ def start(
     payload_list = _validation.payload(payload)
     if _skip_for_xla(message):
         return inputs, _disabled_context(message)
-    out, range_id = _start_op(flat, message, domain_name, color, category, payload_list, False, name)
+    category = category or replica_category()
+    out, range_id = _start_op(flat, message, domain_name, color, category, payload_list, name)
     return _structure.pack(inputs, out), NvtxContext(
         range_id, domain_name, message, grad_message, grad_domain_name, _current_graph()
     )
@@ -243,7 +258,6 @@ def end(inputs: Any, nvtx_context: NvtxContext, name: str | None = None) -> Any:
         nvtx_context.domain_name,
         nvtx_context.grad_message,
         nvtx_context.grad_domain_name,
-        False,
         name,
     )
     nvtx_context._ended = True
@@ -328,13 +342,13 @@ def range(  # noqa: A001 - mirrors nvtx.annotate's vocabulary; exported as ops.r
         yield _disabled_context(message)
         return
     payload_list = _validation.payload(payload)
-    _, range_id = _start_op([], message, domain_name, color, category, payload_list, False, None)
+    _, range_id = _start_op([], message, domain_name, color, category, payload_list, None)
     context = NvtxContext(range_id, domain_name, message, "", "", _current_graph())
     if tf.executing_eagerly():
         try:
             yield context
         finally:
-            _end_op([], range_id, domain_name, "", "", False, None)
+            _end_op([], range_id, domain_name, "", "", None)
         return
     graph = tf.compat.v1.get_default_graph()
     first = len(graph.get_operations())
@@ -344,7 +358,7 @@ def range(  # noqa: A001 - mirrors nvtx.annotate's vocabulary; exported as ops.r
     finally:
         inside = [op for op in graph.get_operations()[first:] if op is not range_id.op]
         with tf.control_dependencies(_sink_ops(inside) or [range_id.op]):
-            _end_op([], range_id, domain_name, "", "", False, None)
+            _end_op([], range_id, domain_name, "", "", None)
 
 
 def _is_tensor_leaf(value: Any) -> bool:

@@ -1,0 +1,204 @@
+"""NVTXCallback: NVTX ranges for Keras ``fit`` / ``evaluate`` / ``predict``, epochs and batches.
+
+Same names as NVIDIA's old ``nvtx.plugins.tf.keras.callbacks.NVTXCallback`` by default::
+
+    model.fit(x, y, epochs=2, callbacks=[nvtx_tf.keras.callbacks.NVTXCallback()])
+
+gives ``Train`` > ``epoch 0`` > ``batch 0``, ``batch 1`` ... (and ``Test``/``Predict`` for
+``evaluate``/``predict``, with their own batch ranges), in the ``"Keras"`` domain. The
+batch (or epoch) number is the range's payload and the batch ranges carry the category
+``Train``/``Test``/``Predict``.
+
+The ranges are host-side (Python, through the ``nvtx`` package): they cover what the
+Keras loop does between the callback calls. Domains and strings are registered once;
+with no NVTX tool attached every callback returns after one identity check (well under
+2 microseconds per batch).
+"""
+
+from __future__ import annotations
+
+import collections
+
+import nvtx
+from nvtx._lib import EventAttributes, RegisteredString, dummy_domain
+
+from nvtx_plugins_tf.keras._compat import keras
+
+__all__ = ["NVTXCallback", "DEFAULT_DOMAIN", "DEFAULT_COLORS"]
+
+DEFAULT_DOMAIN = "Keras"
+
+#: ARGB colors of the range kinds.
+DEFAULT_COLORS = {
+    "train": 0xFF76B900,  # NVIDIA green
+    "test": 0xFFFFA500,  # orange
+    "predict": 0xFF7400FF,  # purple
+    "epoch": 0xFF1F77B4,  # blue
+    "batch": 0xFF17BECF,  # cyan
+}
+
+_MODES = ("train", "test", "predict")
+_MAX_CACHED_MESSAGES = 8192
+
+
+class NVTXCallback(keras.callbacks.Callback):
+    """NVTX ranges around training, evaluation, prediction, each epoch and each batch.
+
+    Args:
+      domain_name: NVTX domain of all the ranges (``None``: NVTX's default domain).
+      train_message, test_message, predict_message: names of the outer ranges.
+      epoch_message: format of epoch range names (``{epoch}`` is the epoch index).
+      batch_message: format of batch range names (``{batch}`` is the batch index).
+        Use a constant such as ``"batch"`` to register a single string; the index is the
+        payload either way.
+      batch_ranges: ``False`` to record no batch range.
+      colors: overrides of :data:`DEFAULT_COLORS` (keys ``train``, ``test``,
+        ``predict``, ``epoch``, ``batch``; ARGB ints or color names).
+    """
+
+    def __init__(
+        self,
+        domain_name: str | None = DEFAULT_DOMAIN,
+        *,
+        train_message: str = "Train",
+        test_message: str = "Test",
+        predict_message: str = "Predict",
+        epoch_message: str = "epoch {epoch}",
+        batch_message: str = "batch {batch}",
+        batch_ranges: bool = True,
+        colors: dict | None = None,
+    ):
+        super().__init__()
+        for argument, value in (
+            ("train_message", train_message),
+            ("test_message", test_message),
+            ("predict_message", predict_message),
+            ("epoch_message", epoch_message),
+            ("batch_message", batch_message),
+        ):
+            if not isinstance(value, str):
+                raise TypeError(f"{argument} must be a str, got {type(value).__name__}")
+        if domain_name is not None and not isinstance(domain_name, str):
+            raise TypeError(f"domain_name must be a str or None, got {type(domain_name).__name__}")
+        unknown = set(colors or {}) - set(DEFAULT_COLORS)
+        if unknown:
+            raise ValueError(f"colors: unknown keys {sorted(unknown)}; expected some of {sorted(DEFAULT_COLORS)}")
+        self.domain_name = domain_name
+        self.messages = {"train": train_message, "test": test_message, "predict": predict_message}
+        self.epoch_message = epoch_message
+        self.batch_message = batch_message
+        self.batch_ranges = bool(batch_ranges)
+        self.colors = {**DEFAULT_COLORS, **(colors or {})}
+        self._domain = nvtx.get_domain(domain_name)  # cached by nvtx; dummy when no tool
+        self._active = self._domain is not dummy_domain
+        self._strings: "collections.OrderedDict[str, RegisteredString]" = collections.OrderedDict()
+        self._open: dict[str, int] = {}
+        self._categories = {}
+        if self._active:
+            for mode in _MODES:
+                self._categories[mode] = self._domain.get_category_id(self.messages[mode])
+
+    # ------------------------------------------------------------------ internals
+    def _string(self, text: str) -> RegisteredString:
+        handle = self._strings.get(text)
+        if handle is None:
+            handle = RegisteredString(self._domain.handle, text)
+            self._strings[text] = handle
+            if len(self._strings) > _MAX_CACHED_MESSAGES:
+                self._strings.popitem(last=False)
+        return handle
+
+    def _start(self, key: str, text: str, color_key: str, category=None, payload=None) -> None:
+        previous = self._open.pop(key, None)
+        domain = self._domain
+        if previous is not None:  # left open by an interrupted loop
+            domain.end_range(previous)
+        attributes = EventAttributes(domain, self._string(text), self.colors[color_key], category, payload)
+        self._open[key] = domain.start_range(attributes)
+
+    def _end(self, key: str) -> None:
+        range_id = self._open.pop(key, None)
+        if range_id is not None:
+            self._domain.end_range(range_id)
+
+    def _begin_mode(self, mode: str) -> None:
+        if self._active:
+            self._start(mode, self.messages[mode], mode)
+
+    def _end_mode(self, mode: str) -> None:
+        if self._active:
+            self._end(mode + "/batch")
+            if mode == "train":
+                self._end("train/epoch")
+            self._end(mode)
+
+    def _begin_batch(self, mode: str, batch: int) -> None:
+        if self._active and self.batch_ranges:
+            self._start(
+                mode + "/batch",
+                self.batch_message.format(batch=batch),
+                "batch",
+                self._categories[mode],
+                int(batch),
+            )
+
+    def _end_batch(self, mode: str) -> None:
+        if self._active:
+            self._end(mode + "/batch")
+
+    @property
+    def open_ranges(self) -> list[str]:
+        """Keys of the ranges this callback has open (``train``, ``train/epoch`` ...)."""
+        return list(self._open)
+
+    # ------------------------------------------------------------------ Keras hooks
+    def on_train_begin(self, logs=None):
+        self._begin_mode("train")
+
+    def on_train_end(self, logs=None):
+        self._end_mode("train")
+
+    def on_test_begin(self, logs=None):
+        self._begin_mode("test")
+
+    def on_test_end(self, logs=None):
+        self._end_mode("test")
+
+    def on_predict_begin(self, logs=None):
+        self._begin_mode("predict")
+
+    def on_predict_end(self, logs=None):
+        self._end_mode("predict")
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._active:
+            self._start("train/epoch", self.epoch_message.format(epoch=epoch), "epoch", None, int(epoch))
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._active:
+            self._end("train/batch")
+            self._end("train/epoch")
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._active:
+            self._begin_batch("train", batch)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._active:
+            self._end("train/batch")
+
+    def on_test_batch_begin(self, batch, logs=None):
+        if self._active:
+            self._begin_batch("test", batch)
+
+    def on_test_batch_end(self, batch, logs=None):
+        if self._active:
+            self._end("test/batch")
+
+    def on_predict_batch_begin(self, batch, logs=None):
+        if self._active:
+            self._begin_batch("predict", batch)
+
+    def on_predict_batch_end(self, batch, logs=None):
+        if self._active:
+            self._end("predict/batch")

@@ -1,0 +1,243 @@
+"""Keras layers that open (NVTXStart) and close (NVTXEnd) an NVTX range in a model.
+
+The call shapes of NVIDIA's old ``nvtx.plugins.tf.keras.layers``::
+
+    from nvtx_plugins_tf.keras.layers import NVTXStart, NVTXEnd
+
+    inputs = keras.Input((64,))
+    x, marker_id, domain_id = NVTXStart(message="Dense 1", domain_name="Forward")(inputs)
+    x = keras.layers.Dense(1024, activation="relu")(x)
+    x = NVTXEnd(grad_message="Dense 1 grad", grad_domain_name="Backward")([x, marker_id, domain_id])
+
+``marker_id`` is the range id (an int64 scalar tensor) and ``domain_id`` a string scalar
+tensor holding the domain name, read back statically by NVTXEnd (the NvtxEnd op must name
+the domain of the range it closes). The forward range opens and closes as the model
+runs; the gradient of NVTXEnd opens the backward range (``grad_message`` in
+``grad_domain_name``) and the gradient of NVTXStart closes it, also for a model's first
+layer: ``trainable`` is accepted for old code but no dummy variable is needed.
+
+Model styles:
+
+* functional models and subclassed models (call the layers in ``call``): supported;
+* ``keras.Sequential``: not possible, NVTXStart has three outputs and NVTXEnd three
+  inputs. Wrap the layer instead: ``Sequential([NVTXRange(Dense(8)), ...])``
+  (:class:`nvtx_plugins_tf.keras.NVTXRange`) or call :func:`nvtx_plugins_tf.keras.annotate`.
+
+Both layers set ``supports_jit = False``: Keras 3 resolves ``jit_compile="auto"`` to XLA on
+a GPU unless a layer opts out, and XLA cannot compile the NVTX ops; an explicit
+``compile(jit_compile=True)`` falls back to ``jit_compile=False`` with a Keras warning.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import tensorflow as tf
+
+from nvtx_plugins_tf import ops as _ops
+from nvtx_plugins_tf.ops import _validation, ranges as _ranges
+from nvtx_plugins_tf.keras._compat import keras, register_serializable
+
+__all__ = ["NVTXStart", "NVTXEnd"]
+
+_DISABLED_ID = -1
+
+_warn_lock = threading.Lock()
+_warned_dynamic_domain = False
+
+# Messages of ranges opened eagerly by NVTXStart, by range id, so that an eager NVTXEnd
+# without grad_message names the backward range after the forward one (bounded).
+_eager_messages: dict[int, str] = {}
+_EAGER_MESSAGES_MAX = 4096
+
+
+def _remember_eager_message(range_id, message: str) -> None:
+    if len(_eager_messages) >= _EAGER_MESSAGES_MAX:
+        _eager_messages.pop(next(iter(_eager_messages)))
+    _eager_messages[int(range_id)] = message
+
+
+def _forward_message(marker_id) -> str | None:
+    """The message of the NvtxStart op that produced ``marker_id`` (graph or eager)."""
+    if not tf.is_symbolic_tensor(marker_id):
+        try:
+            return _eager_messages.get(int(marker_id))
+        except (TypeError, ValueError):
+            return None
+    tensor = marker_id
+    for _ in range(16):  # through Identity ops Keras or the user may have put in between
+        op = tensor.op
+        if op.type == "NvtxStart":
+            value = op.get_attr("message")
+            return value.decode() if isinstance(value, bytes) else value
+        if op.type in ("Identity", "IdentityN", "StopGradient") and op.inputs:
+            tensor = op.inputs[tensor.value_index if op.type == "IdentityN" else 0]
+            continue
+        return None
+    return None
+
+
+def _resolve_domain(domain_id) -> str:
+    """The domain name held by ``domain_id``; the default domain (warning once) if not static."""
+    global _warned_dynamic_domain
+    if isinstance(domain_id, str):
+        return domain_id
+    if isinstance(domain_id, bytes):
+        return domain_id.decode()
+    value = tf.get_static_value(domain_id)
+    if value is not None:
+        if hasattr(value, "item"):
+            value = value.item()
+        return value.decode() if isinstance(value, bytes) else str(value)
+    with _warn_lock:
+        if not _warned_dynamic_domain:
+            _warned_dynamic_domain = True
+            warnings.warn(
+                "nvtx_plugins_tf: NVTXEnd could not read the domain name from domain_id (not a constant "
+                "tensor); closing the range in NVTX's default domain. Pass NVTXStart's domain_id output "
+                "unchanged to NVTXEnd.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+    return ""
+
+
+def _tensor_positions(leaves) -> list[int]:
+    return [i for i, leaf in enumerate(leaves) if isinstance(leaf, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor, tf.Variable))]
+
+
+@register_serializable
+class NVTXStart(keras.layers.Layer):
+    """Opens an NVTX range; returns ``(inputs, marker_id, domain_id)``.
+
+    Args:
+      message: the range's name.
+      domain_name: NVTX domain of the range (``None``: NVTX's default domain).
+      trainable: accepted for old code (the old package needed a trainable dummy
+        variable to balance backward ranges of a first layer; this one does not).
+      color, category: NVTX attributes of the forward range.
+      enabled: ``False`` adds no op (``marker_id`` is then -1 and NVTXEnd does nothing).
+      **kwargs: ``name``, ``dtype`` ... of ``keras.layers.Layer``.
+    """
+
+    def __init__(self, message, domain_name=None, trainable=False, *, color=None, category=None, enabled=True, **kwargs):
+        super().__init__(trainable=trainable, **kwargs)
+        self.message = _validation.message(message, "message")
+        self.domain_name = domain_name if domain_name is None else _validation.message(domain_name, "domain_name")
+        self.color = color
+        self.category = category
+        self._color_value = _validation.color(color)
+        _validation.category(category)
+        self.enabled = bool(enabled)
+        self.supports_jit = False
+        self.supports_masking = True
+
+    def call(self, inputs):
+        domain = self.domain_name or ""
+        domain_id = tf.constant(domain, dtype=tf.string)
+        if not (self.enabled and _ranges.enabled()):
+            return inputs, tf.constant(_DISABLED_ID, dtype=tf.int64), domain_id
+        outputs, ctx = _ops.start(
+            inputs, message=self.message, domain_name=domain, color=self.color, category=self.category
+        )
+        if not ctx.enabled:  # dropped (XLA-compiled function)
+            return inputs, tf.constant(_DISABLED_ID, dtype=tf.int64), domain_id
+        if tf.executing_eagerly():
+            _remember_eager_message(ctx.range_id, self.message)
+        return outputs, ctx.range_id, domain_id
+
+    def compute_output_shape(self, input_shape):
+        return input_shape, (), ()
+
+    def compute_mask(self, inputs, mask=None):
+        return mask, None, None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            message=self.message,
+            domain_name=self.domain_name,
+            color=self.color,
+            category=self.category,
+            enabled=self.enabled,
+        )
+        return config
+
+
+@register_serializable
+class NVTXEnd(keras.layers.Layer):
+    """Closes the range of an :class:`NVTXStart`: call it on ``[inputs, marker_id, domain_id]``.
+
+    Args:
+      grad_message: name of the backward range (default: the forward range's message).
+      grad_domain_name: its domain (default: the forward range's domain).
+      trainable: accepted for old code.
+      **kwargs: ``name``, ``dtype`` ... of ``keras.layers.Layer``.
+
+    Returns ``inputs`` (same structure and values).
+    """
+
+    def __init__(self, grad_message=None, grad_domain_name=None, trainable=False, **kwargs):
+        super().__init__(trainable=trainable, **kwargs)
+        self.grad_message = grad_message if grad_message is None else _validation.message(grad_message, "grad_message")
+        self.grad_domain_name = (
+            grad_domain_name if grad_domain_name is None else _validation.message(grad_domain_name, "grad_domain_name")
+        )
+        self.supports_jit = False
+        self.supports_masking = True
+
+    @staticmethod
+    def _split(inputs):
+        if not isinstance(inputs, (list, tuple)) or len(inputs) != 3:
+            raise ValueError(
+                "NVTXEnd is called on [inputs, marker_id, domain_id], the three outputs of NVTXStart; "
+                f"got {type(inputs).__name__}" + (f" of length {len(inputs)}" if isinstance(inputs, (list, tuple)) else "")
+            )
+        return inputs[0], inputs[1], inputs[2]
+
+    def call(self, inputs):
+        x, marker_id, domain_id = self._split(inputs)
+        static_id = tf.get_static_value(marker_id)
+        if static_id is not None and int(static_id) == _DISABLED_ID:
+            return x
+        if not _ranges.enabled() or _ranges._skip_for_xla("NVTXEnd"):
+            return x
+        domain = _resolve_domain(domain_id)
+        grad_message = self.grad_message if self.grad_message is not None else (_forward_message(marker_id) or self.name)
+        grad_domain = self.grad_domain_name if self.grad_domain_name is not None else domain
+        leaves = tf.nest.flatten(x, expand_composites=False)
+        positions = _tensor_positions(leaves)
+        flat = [leaves[i] for i in positions]
+        out = _ranges._end_op(
+            _ops_structure_flatten(flat), tf.cast(marker_id, tf.int64), domain, grad_message, grad_domain, None
+        )
+        out = _ops_structure_pack(flat, out)
+        for i, value in zip(positions, out):
+            leaves[i] = value
+        return tf.nest.pack_sequence_as(x, leaves)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape[0]
+
+    def compute_mask(self, inputs, mask=None):
+        if isinstance(mask, (list, tuple)) and mask:
+            return mask[0]
+        return None
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(grad_message=self.grad_message, grad_domain_name=self.grad_domain_name)
+        return config
+
+
+def _ops_structure_flatten(flat):
+    from nvtx_plugins_tf.ops import _structure
+
+    return _structure.flatten(flat)
+
+
+def _ops_structure_pack(structure, flat):
+    from nvtx_plugins_tf.ops import _structure
+
+    return _structure.pack(structure, flat)

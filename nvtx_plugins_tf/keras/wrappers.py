@@ -1,0 +1,195 @@
+"""Annotate Keras layers without threading marker ids: :class:`NVTXRange` and :func:`annotate`.
+
+``NVTXRange(layer)`` is a ``keras.layers.Wrapper``: a forward range around the layer's
+call and a backward range around its gradient, named after the layer. It works in
+``Sequential`` models too::
+
+    model = keras.Sequential([keras.Input((64,)), NVTXRange(keras.layers.Dense(1024)), ...])
+
+``annotate(model)`` annotates every layer of an existing (possibly pre-built, e.g.
+``keras.applications``) model in place, nested models included (their ranges nest)::
+
+    model = annotate(keras.applications.MobileNetV2(weights=None))
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+from nvtx_plugins_tf import ops as _ops
+from nvtx_plugins_tf.ops import _validation
+from nvtx_plugins_tf.keras._compat import KERAS3, flatten_layers, keras, register_serializable
+
+__all__ = ["NVTXRange", "annotate", "DEFAULT_FORWARD_DOMAIN", "DEFAULT_BACKWARD_DOMAIN"]
+
+DEFAULT_FORWARD_DOMAIN = "Forward"
+DEFAULT_BACKWARD_DOMAIN = "Backward"
+
+_ANNOTATED = "_nvtx_plugins_tf_annotation"
+
+
+@register_serializable
+class NVTXRange(keras.layers.Wrapper):
+    """Wraps one layer in a forward range and a backward range.
+
+    Args:
+      layer: the layer to wrap.
+      message: forward range name (default: the layer's name).
+      domain_name: forward domain (default ``"Forward"``).
+      grad_message: backward range name (default: ``message``).
+      grad_domain_name: backward domain (default ``"Backward"``).
+      color, category: NVTX attributes of the forward range.
+    """
+
+    def __init__(
+        self,
+        layer,
+        message=None,
+        domain_name=DEFAULT_FORWARD_DOMAIN,
+        grad_message=None,
+        grad_domain_name=DEFAULT_BACKWARD_DOMAIN,
+        *,
+        color=None,
+        category=None,
+        **kwargs,
+    ):
+        kwargs.setdefault("name", f"nvtx_range_{layer.name}")
+        super().__init__(layer, **kwargs)
+        self.message = message if message is None else _validation.message(message, "message")
+        self.domain_name = domain_name if domain_name is None else _validation.message(domain_name, "domain_name")
+        self.grad_message = grad_message if grad_message is None else _validation.message(grad_message, "grad_message")
+        self.grad_domain_name = (
+            grad_domain_name if grad_domain_name is None else _validation.message(grad_domain_name, "grad_domain_name")
+        )
+        self.color = color
+        self.category = category
+        _validation.color(color)
+        _validation.category(category)
+        self.supports_jit = False
+        self.supports_masking = getattr(layer, "supports_masking", False)
+
+    def call(self, inputs, *args, **kwargs):
+        message = self.message or self.layer.name
+        traced = _ops.trace(
+            message,
+            domain_name=self.domain_name,
+            grad_message=self.grad_message or message,
+            grad_domain_name=self.grad_domain_name,
+            color=self.color,
+            category=self.category,
+        )(self.layer.__call__)
+        return traced(inputs, *args, **kwargs)
+
+    def compute_output_shape(self, input_shape):
+        return self.layer.compute_output_shape(input_shape)
+
+    def compute_output_spec(self, *args, **kwargs):
+        return self.layer.compute_output_spec(*args, **kwargs)
+
+    def compute_mask(self, inputs, mask=None):
+        if hasattr(self.layer, "compute_mask"):
+            return self.layer.compute_mask(inputs, mask)
+        return mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            message=self.message,
+            domain_name=self.domain_name,
+            grad_message=self.grad_message,
+            grad_domain_name=self.grad_domain_name,
+            color=self.color,
+            category=self.category,
+        )
+        return config
+
+
+def _is_input_layer(layer) -> bool:
+    return type(layer).__name__ == "InputLayer"
+
+
+def _wrap_call(layer, message, domain_name, grad_message, grad_domain_name, color, category):
+    original = layer.call
+    traced = _ops.trace(
+        message,
+        domain_name=domain_name,
+        grad_message=grad_message,
+        grad_domain_name=grad_domain_name,
+        color=color,
+        category=category,
+    )(original)
+
+    @functools.wraps(original)
+    def call(*args, **kwargs):
+        return traced(*args, **kwargs)
+
+    call._nvtx_original_call = original  # type: ignore[attr-defined]
+    object.__setattr__(layer, "call", call)
+    object.__setattr__(layer, _ANNOTATED, (message, domain_name, grad_message, grad_domain_name))
+    layer.supports_jit = False
+
+
+def annotate(
+    model,
+    *,
+    filter: Callable | None = None,  # noqa: A002 - the documented keyword
+    domain_name: str | None = DEFAULT_FORWARD_DOMAIN,
+    grad_domain_name: str | None = DEFAULT_BACKWARD_DOMAIN,
+    message: Callable | None = None,
+    grad_message: Callable | None = None,
+    include_model: bool = False,
+    color=None,
+    category=None,
+):
+    """Annotate every layer of ``model`` in place; returns ``model``.
+
+    Each annotated layer's ``call`` opens a forward range named after the layer (in
+    ``domain_name``) and its gradient a backward range (in ``grad_domain_name``), so one
+    training step gives one forward and one backward range per layer, balanced also for
+    the first layer. Nested models are layers too: their ranges enclose those of their
+    own layers. Input layers are skipped; a layer is annotated once even if ``annotate``
+    is called again.
+
+    Args:
+      model: a built or unbuilt Keras model (functional, Sequential or subclassed) or layer.
+      filter: ``layer -> bool``; only layers for which it is true are annotated.
+      domain_name, grad_domain_name: NVTX domains of forward and backward ranges.
+      message, grad_message: ``layer -> str`` naming the ranges (default: ``layer.name``).
+      include_model: also put a range around ``model`` itself.
+      color, category: NVTX attributes of the forward ranges.
+
+    Annotated layers get ``supports_jit = False`` (XLA cannot compile the NVTX ops). Call
+    ``annotate`` before ``compile``/``fit`` so that Keras does not pick XLA (on GPU) and
+    so that the annotated calls are the ones traced into the train function.
+    """
+    if filter is not None and not callable(filter):
+        raise TypeError(f"filter must be a callable layer -> bool, got {type(filter).__name__}")
+    _validation.domain(domain_name, "domain_name")
+    _validation.domain(grad_domain_name, "grad_domain_name")
+    _validation.color(color)
+    _validation.category(category)
+    layers = flatten_layers(model, include_self=include_model)
+    seen = set()
+    for layer in layers:
+        if id(layer) in seen or _is_input_layer(layer) or getattr(layer, _ANNOTATED, None) is not None:
+            continue
+        seen.add(id(layer))
+        if filter is not None and not filter(layer):
+            continue
+        name = _validation.message(message(layer) if message else layer.name, "message")
+        grad_name = _validation.message(grad_message(layer) if grad_message else name, "grad_message")
+        _wrap_call(layer, name, domain_name, grad_name, grad_domain_name, color, category)
+    # Functions traced before annotation would not contain the ranges.
+    for attr in ("train_function", "test_function", "predict_function"):
+        if getattr(model, attr, None) is not None:
+            try:
+                setattr(model, attr, None)
+            except AttributeError:
+                pass
+    return model
+
+
+def is_annotated(layer) -> bool:
+    """True when :func:`annotate` wrapped ``layer.call``."""
+    return getattr(layer, _ANNOTATED, None) is not None

@@ -1,0 +1,67 @@
+"""NVTX recorder: record every NVTX range of a process tree, read and export it.
+
+The recorder itself is a native NVTX injection library (``libnvtx_recorder.so``):
+set ``NVTX_INJECTION64_PATH`` to :func:`library_path` and ``NVTX_TF_RECORD_DIR`` to a
+directory before the first NVTX call of a process (see :func:`environment`), or run
+``python -m nvtx_plugins_tf record -o PREFIX -- COMMAND``. This package reads the
+recording (:func:`load`, :func:`iter_batches`), exports it (:func:`export_json`,
+:func:`export_sqlite`), summarizes it (:func:`summarize`) and draws it
+(:func:`render_timeline`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .reader import (
+    ROW_DTYPE,
+    DamageReport,
+    ProcessInfo,
+    Range,
+    Recording,
+    RecordingReader,
+    iter_batches,
+    load,
+    segment_files,
+)
+from .export_json import export_json  # noqa: E402  (rebinds the submodule name to the function)
+from .export_sqlite import export_sqlite
+from .summary import Summary, summarize
+from .timeline import render_timeline
+
+__all__ = [
+    "ROW_DTYPE",
+    "DamageReport",
+    "ProcessInfo",
+    "Range",
+    "Recording",
+    "RecordingReader",
+    "iter_batches",
+    "load",
+    "segment_files",
+    "export_json",
+    "export_sqlite",
+    "summarize",
+    "Summary",
+    "render_timeline",
+    "library_path",
+    "environment",
+    "INJECTION_ENV",
+    "RECORD_DIR_ENV",
+]
+
+INJECTION_ENV = "NVTX_INJECTION64_PATH"
+RECORD_DIR_ENV = "NVTX_TF_RECORD_DIR"
+
+
+def library_path() -> Path:
+    """Path of the NVTX injection library ``libnvtx_recorder.so`` (built if missing)."""
+    from .._native_libs import native_library
+
+    return Path(native_library("recorder"))
+
+
+def environment(directory) -> dict[str, str]:
+    """Environment variables that make NVTX calls of a process record into ``directory``."""
+    return {INJECTION_ENV: str(library_path()), RECORD_DIR_ENV: os.path.abspath(os.fspath(directory))}

@@ -1,0 +1,240 @@
+"""ctypes binding of libnvtx_reader.so (cc_ops/reader/decode.h)."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .._native_libs import native_library
+
+ABI_VERSION = 1
+
+KIND_PUSH_POP = 1
+KIND_START_END = 2
+KIND_MARK = 3
+KIND_NAMES = {KIND_PUSH_POP: "push-pop", KIND_START_END: "start-end", KIND_MARK: "mark"}
+
+FLAG_HAS_COLOR = 1 << 0
+FLAG_HAS_CATEGORY = 1 << 1
+FLAG_UNCLOSED = 1 << 2
+FLAG_REGISTERED = 1 << 3
+FLAG_UNKNOWN_STRING = 1 << 4
+
+PAYLOAD_NONE, PAYLOAD_U64, PAYLOAD_I64, PAYLOAD_DOUBLE, PAYLOAD_U32, PAYLOAD_I32, PAYLOAD_FLOAT = range(7)
+
+#: numpy mirror of ``NvtxrRow`` (80 bytes).
+ROW_DTYPE = np.dtype(
+    [
+        ("start_ns", "<i8"),
+        ("end_ns", "<i8"),
+        ("pid", "<i8"),
+        ("tid", "<i8"),
+        ("end_tid", "<i8"),
+        ("payload", "<u8"),
+        ("range_id", "<u8"),
+        ("message", "<u4"),
+        ("domain", "<u4"),
+        ("category", "<u4"),
+        ("color", "<u4"),
+        ("depth", "<i4"),
+        ("flags", "<u2"),
+        ("kind", "u1"),
+        ("payload_type", "u1"),
+    ]
+)
+assert ROW_DTYPE.itemsize == 80
+
+
+class SegmentInfo(ctypes.Structure):
+    _fields_ = [
+        ("pid", ctypes.c_int64),
+        ("ppid", ctypes.c_int64),
+        ("start_ns", ctypes.c_uint64),
+        ("start_realtime_ns", ctypes.c_uint64),
+        ("chunk_size", ctypes.c_uint32),
+        ("chunk_count", ctypes.c_uint32),
+        ("process_name", ctypes.c_char * 64),
+        ("cmdline", ctypes.c_char * 1024),
+    ]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "segments",
+            "damaged_segments",
+            "chunks",
+            "damaged_chunks",
+            "unpublished_chunks",
+            "seq_gaps",
+            "events",
+            "records",
+            "unmatched_pops",
+            "unmatched_ends",
+            "unclosed",
+            "rows",
+        )
+    ]
+
+
+class Domain(ctypes.Structure):
+    _fields_ = [
+        ("pid", ctypes.c_int64),
+        ("create_ns", ctypes.c_uint64),
+        ("local_id", ctypes.c_uint32),
+        ("name", ctypes.c_int32),
+    ]
+
+
+class Category(ctypes.Structure):
+    _fields_ = [
+        ("domain", ctypes.c_uint32),
+        ("category", ctypes.c_uint32),
+        ("name", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+class ThreadName(ctypes.Structure):
+    _fields_ = [
+        ("pid", ctypes.c_int64),
+        ("tid", ctypes.c_int64),
+        ("name", ctypes.c_uint32),
+        ("override", ctypes.c_uint32),
+    ]
+
+
+_lib = None
+_lock = threading.Lock()
+
+
+def library() -> ctypes.CDLL:
+    """The loaded reader library (built on first use if missing)."""
+    global _lib
+    with _lock:
+        if _lib is None:
+            lib = ctypes.CDLL(str(native_library("reader")))
+            vp, u32, i64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int64
+            sigs = {
+                "nvtxr_abi_version": (u32, []),
+                "nvtxr_new": (vp, []),
+                "nvtxr_free": (None, [vp]),
+                "nvtxr_open_segment": (ctypes.c_int, [vp, ctypes.c_char_p, ctypes.c_char_p, u32]),
+                "nvtxr_segment_info": (ctypes.c_int, [vp, ctypes.POINTER(SegmentInfo)]),
+                "nvtxr_next": (i64, [vp, vp, i64]),
+                "nvtxr_close_segment": (None, [vp]),
+                "nvtxr_stats": (None, [vp, ctypes.POINTER(Stats)]),
+                "nvtxr_string_count": (u32, [vp]),
+                "nvtxr_strings": (u32, [vp, u32, u32, vp, ctypes.c_uint64, vp]),
+                "nvtxr_domain_count": (u32, [vp]),
+                "nvtxr_domain": (ctypes.c_int, [vp, u32, ctypes.POINTER(Domain)]),
+                "nvtxr_category_count": (u32, [vp]),
+                "nvtxr_category": (ctypes.c_int, [vp, u32, ctypes.POINTER(Category)]),
+                "nvtxr_thread_name_count": (u32, [vp]),
+                "nvtxr_thread_name": (ctypes.c_int, [vp, u32, ctypes.POINTER(ThreadName)]),
+            }
+            for name, (restype, argtypes) in sigs.items():
+                fn = getattr(lib, name)
+                fn.restype = restype
+                fn.argtypes = argtypes
+            if lib.nvtxr_abi_version() != ABI_VERSION:
+                raise ImportError(
+                    "nvtx_plugins_tf: libnvtx_reader.so is out of date; run: python -m nvtx_plugins_tf build"
+                )
+            _lib = lib
+        return _lib
+
+
+class Decoder:
+    """One native decoder context: global tables plus the segment being read."""
+
+    def __init__(self):
+        self._lib = library()
+        self._ctx = self._lib.nvtxr_new()
+        if not self._ctx:
+            raise MemoryError("nvtxr_new failed")
+        self._strings: list[str] = []
+
+    def close(self) -> None:
+        if self._ctx:
+            self._lib.nvtxr_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def open_segment(self, path: str) -> tuple[int, str]:
+        err = ctypes.create_string_buffer(512)
+        rc = self._lib.nvtxr_open_segment(self._ctx, str(path).encode(), err, len(err))
+        return rc, err.value.decode(errors="replace")
+
+    def segment_info(self) -> SegmentInfo | None:
+        info = SegmentInfo()
+        if self._lib.nvtxr_segment_info(self._ctx, ctypes.byref(info)) != 0:
+            return None
+        return info
+
+    def next_rows(self, capacity: int) -> np.ndarray:
+        rows = np.empty(capacity, dtype=ROW_DTYPE)
+        n = self._lib.nvtxr_next(self._ctx, rows.ctypes.data, capacity)
+        if n < 0:
+            raise MemoryError("nvtxr_next failed")
+        return rows[:n]
+
+    def close_segment(self) -> None:
+        self._lib.nvtxr_close_segment(self._ctx)
+
+    def stats(self) -> dict:
+        s = Stats()
+        self._lib.nvtxr_stats(self._ctx, ctypes.byref(s))
+        return {name: getattr(s, name) for name, _ in Stats._fields_}
+
+    def strings(self) -> list[str]:
+        """All strings so far (index = global string id); fetched incrementally."""
+        total = self._lib.nvtxr_string_count(self._ctx)
+        while len(self._strings) < total:
+            want = min(65536, total - len(self._strings))
+            size = 1 << 22
+            while True:
+                buf = ctypes.create_string_buffer(size)
+                lengths = np.empty(want, dtype=np.uint32)
+                got = self._lib.nvtxr_strings(self._ctx, len(self._strings), want, buf, size, lengths.ctypes.data)
+                if got:
+                    break
+                size *= 4
+            raw = buf.raw
+            offset = 0
+            for length in lengths[:got].tolist():
+                self._strings.append(raw[offset : offset + length].decode("utf-8", errors="replace"))
+                offset += length
+        return self._strings
+
+    def domains(self) -> list[Domain]:
+        out = []
+        for i in range(self._lib.nvtxr_domain_count(self._ctx)):
+            d = Domain()
+            self._lib.nvtxr_domain(self._ctx, i, ctypes.byref(d))
+            out.append(d)
+        return out
+
+    def categories(self) -> list[Category]:
+        out = []
+        for i in range(self._lib.nvtxr_category_count(self._ctx)):
+            c = Category()
+            self._lib.nvtxr_category(self._ctx, i, ctypes.byref(c))
+            out.append(c)
+        return out
+
+    def thread_names(self) -> list[ThreadName]:
+        out = []
+        for i in range(self._lib.nvtxr_thread_name_count(self._ctx)):
+            t = ThreadName()
+            self._lib.nvtxr_thread_name(self._ctx, i, ctypes.byref(t))
+            out.append(t)
+        return out

@@ -1,0 +1,261 @@
+"""Range statistics like ``nsys stats --report nvtx_sum``.
+
+Works from a recording (directory or segment file) or from an SQLite file in Nsight
+Systems' schema (ours or a real ``nsys export``). Push/pop and start/end ranges that
+closed are grouped by (domain, message, style) -- and by process with
+``by_process=True`` -- and the range is shown as ``domain:message`` when a domain is
+set. Time (%) is the share of the total time of all rows (of the same process when
+grouping by process). StdDev is the sample standard deviation (0 for one instance).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ._decoder import FLAG_UNCLOSED, KIND_PUSH_POP, KIND_START_END
+
+__all__ = ["SummaryRow", "Summary", "summarize", "summarize_arrays", "is_sqlite"]
+
+STYLE_NAMES = {0: "PushPop", 1: "StartEnd"}
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    time_percent: float
+    total_ns: int
+    instances: int
+    avg_ns: float
+    med_ns: float
+    min_ns: int
+    max_ns: int
+    stddev_ns: float
+    style: str
+    range: str
+    pid: int | None = None
+
+
+@dataclass
+class Summary:
+    rows: list[SummaryRow]
+    by_process: bool = False
+
+    COLUMNS = ("Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
+               "StdDev (ns)", "Style", "Range")
+
+    def format(self) -> str:
+        """The table as text, nsys style."""
+        header = list(self.COLUMNS)
+        if self.by_process:
+            header.insert(-1, "PID")
+        lines = []
+        for r in self.rows:
+            cells = [
+                f"{r.time_percent:.1f}",
+                f"{r.total_ns:,}",
+                f"{r.instances:,}",
+                f"{r.avg_ns:,.1f}",
+                f"{r.med_ns:,.1f}",
+                f"{r.min_ns:,}",
+                f"{r.max_ns:,}",
+                f"{r.stddev_ns:,.1f}",
+                r.style,
+            ]
+            if self.by_process:
+                cells.append(str(r.pid))
+            cells.append(r.range)
+            lines.append(cells)
+        widths = [max([len(h)] + [len(c[i]) for c in lines]) for i, h in enumerate(header)]
+        left = {header.index("Style")}
+
+        def fmt(cells):
+            out = []
+            for i, c in enumerate(cells):
+                if i == len(cells) - 1:
+                    out.append(c)
+                elif i in left:
+                    out.append(c.ljust(widths[i]))
+                else:
+                    out.append(c.rjust(widths[i]))
+            return "  ".join(out).rstrip()
+
+        text = [fmt(header), fmt(["-" * w for w in widths])]
+        text += [fmt(c) for c in lines]
+        return "\n".join(text)
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def summarize_arrays(durations, labels, label_ids, styles, pids=None) -> Summary:
+    """Summary from flat arrays: duration (ns), label index into ``labels``, style (0/1), pid."""
+    dur = np.asarray(durations, dtype=np.int64)
+    lab = np.asarray(label_ids, dtype=np.int64)
+    sty = np.asarray(styles, dtype=np.int64)
+    by_process = pids is not None
+    pid = np.asarray(pids, dtype=np.int64) if by_process else np.zeros(len(dur), dtype=np.int64)
+    if len(dur) == 0:
+        return Summary([], by_process)
+    order = np.lexsort((dur, sty, lab, pid))
+    dur, lab, sty, pid = dur[order], lab[order], sty[order], pid[order]
+    change = np.ones(len(dur), dtype=bool)
+    change[1:] = (lab[1:] != lab[:-1]) | (sty[1:] != sty[:-1]) | (pid[1:] != pid[:-1])
+    starts = np.flatnonzero(change)
+    counts = np.diff(np.append(starts, len(dur)))
+    dur_f = dur.astype(np.float64)
+    totals = np.add.reduceat(dur, starts)
+    means = totals / counts
+    mins = dur[starts]
+    maxs = dur[starts + counts - 1]
+    meds = (dur_f[starts + (counts - 1) // 2] + dur_f[starts + counts // 2]) / 2
+    dev = dur_f - np.repeat(means, counts)
+    sq = np.add.reduceat(dev * dev, starts)
+    std = np.where(counts > 1, np.sqrt(sq / np.maximum(counts - 1, 1)), 0.0)
+    gpid = pid[starts]
+    if by_process:
+        uniq, inv = np.unique(gpid, return_inverse=True)
+        per = np.zeros(len(uniq))
+        np.add.at(per, inv, totals)
+        denom = per[inv]
+    else:
+        denom = np.full(len(totals), float(totals.sum()))
+    pct = np.where(denom > 0, 100.0 * totals / np.maximum(denom, 1), 0.0)
+    rank = np.lexsort((lab[starts], -totals, gpid)) if by_process else np.lexsort((lab[starts], -totals))
+    rows = [
+        SummaryRow(
+            time_percent=float(pct[i]),
+            total_ns=int(totals[i]),
+            instances=int(counts[i]),
+            avg_ns=float(means[i]),
+            med_ns=float(meds[i]),
+            min_ns=int(mins[i]),
+            max_ns=int(maxs[i]),
+            stddev_ns=float(std[i]),
+            style=STYLE_NAMES.get(int(sty[starts[i]]), "?"),
+            range=labels[int(lab[starts[i]])],
+            pid=int(gpid[i]) if by_process else None,
+        )
+        for i in rank.tolist()
+    ]
+    return Summary(rows, by_process)
+
+
+def _label(domain: str | None, message: str | None) -> str:
+    message = message or ""
+    return f"{domain}:{message}" if domain else message
+
+
+def is_sqlite(path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def _from_recording(path, by_process: bool, reader=None) -> Summary:
+    from .reader import RecordingReader
+
+    own = reader is None
+    reader = reader or RecordingReader(path)
+    try:
+        durs, msgs, doms, kinds, pids = [], [], [], [], []
+        for rows in reader.batches():
+            keep = ((rows["kind"] == KIND_PUSH_POP) | (rows["kind"] == KIND_START_END)) & (
+                (rows["flags"] & FLAG_UNCLOSED) == 0
+            )
+            r = rows[keep]
+            durs.append(r["end_ns"] - r["start_ns"])
+            msgs.append(r["message"].astype(np.int64))
+            doms.append(r["domain"].astype(np.int64))
+            kinds.append((r["kind"] == KIND_START_END).astype(np.int64))
+            if by_process:
+                pids.append(r["pid"])
+        strings = reader.strings()
+        domain_names = reader.domain_names()
+        if not durs:
+            return Summary([], by_process)
+        msg = np.concatenate(msgs)
+        dom = np.concatenate(doms)
+        # Label id = unique (domain name, message) pair; domains of equal name merge.
+        dom_name_ids = {}
+        dom_map = np.array([dom_name_ids.setdefault(n, len(dom_name_ids)) for n in domain_names], dtype=np.int64)
+        key = dom_map[dom] * (len(strings) + 1) + msg
+        uniq, inv = np.unique(key, return_inverse=True)
+        names_by_id = {v: k for k, v in dom_name_ids.items()}
+        labels = [_label(names_by_id[int(k) // (len(strings) + 1)], strings[int(k) % (len(strings) + 1)]) for k in uniq]
+        return summarize_arrays(
+            np.concatenate(durs), labels, inv, np.concatenate(kinds), np.concatenate(pids) if by_process else None
+        )
+    finally:
+        if own:
+            reader.close()
+
+
+def _from_sqlite(path, by_process: bool) -> Summary:
+    con = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+    con.execute("PRAGMA temp_store=MEMORY")
+    try:
+        cols = {r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")}
+        if not cols:
+            raise ValueError(f"{path}: no NVTX_EVENTS table (not an Nsight Systems export?)")
+        has_strings = bool(con.execute("SELECT 1 FROM sqlite_master WHERE name='StringIds'").fetchone())
+        domains = {}
+        for dom_id, gtid, name in con.execute(
+            "SELECT domainId, globalTid, text FROM NVTX_EVENTS WHERE eventType = 75"
+        ):
+            domains[(dom_id, ((gtid or 0) >> 24) & 0xFFFFFF)] = name
+        text_expr = "coalesce(e.text, s.value)" if has_strings and "textId" in cols else "e.text"
+        join = "LEFT JOIN StringIds s ON e.textId = s.id" if has_strings and "textId" in cols else ""
+        where = "WHERE e.eventType IN (59, 60) AND e.end IS NOT NULL"
+        pid_expr = "((e.globalTid >> 24) & 16777215)" if by_process else "0"
+        # SQLite factorizes (text, domain, pid, style) into group ids; Python only sees
+        # one small tuple per range and one row per group.
+        con.execute("CREATE TEMP TABLE grp (t TEXT, d INTEGER, p INTEGER, dp INTEGER, y INTEGER)")
+        con.execute(
+            f"INSERT INTO temp.grp SELECT DISTINCT {text_expr}, e.domainId, {pid_expr}, "
+            f"((e.globalTid >> 24) & 16777215), e.eventType FROM NVTX_EVENTS e {join} {where}"
+        )
+        con.execute("CREATE INDEX temp.grp_idx ON grp (t, d, p, dp, y)")
+        groups = con.execute("SELECT rowid, t, d, p, dp, y FROM temp.grp").fetchall()
+        cur = con.execute(
+            f"SELECT e.end - e.start, g.rowid FROM NVTX_EVENTS e {join} JOIN temp.grp g "
+            f"ON g.t IS {text_expr} AND g.d IS e.domainId AND g.p = {pid_expr} "
+            f"AND g.dp = ((e.globalTid >> 24) & 16777215) AND g.y = e.eventType {where}"
+        )
+        parts = []
+        while True:
+            batch = cur.fetchmany(500000)
+            if not batch:
+                break
+            parts.append(np.array(batch, dtype=np.int64).reshape(-1, 2))
+        data = np.concatenate(parts) if parts else np.zeros((0, 2), dtype=np.int64)
+        # Group -> (label id, style, pid).
+        label_ids: dict[str, int] = {}
+        max_gid = max((g[0] for g in groups), default=0)
+        g_label = np.zeros(max_gid + 1, dtype=np.int64)
+        g_style = np.zeros(max_gid + 1, dtype=np.int64)
+        g_pid = np.zeros(max_gid + 1, dtype=np.int64)
+        for gid, text, dom_id, pid, dpid, etype in groups:
+            dname = domains.get((dom_id, dpid)) if dom_id else None
+            if dom_id and dname is None:
+                dname = next((n for (d, _), n in domains.items() if d == dom_id), None)
+            label = _label(dname, text)
+            g_label[gid] = label_ids.setdefault(label, len(label_ids))
+            g_style[gid] = 0 if etype == 59 else 1
+            g_pid[gid] = pid
+        gids = data[:, 1]
+        return summarize_arrays(data[:, 0], list(label_ids), g_label[gids], g_style[gids],
+                                g_pid[gids] if by_process else None)
+    finally:
+        con.close()
+
+
+def summarize(source, *, by_process: bool = False, reader=None) -> Summary:
+    """Summary of a recording dir/segment or an SQLite export (``.sqlite``)."""
+    if reader is None and Path(source).is_file() and is_sqlite(source):
+        return _from_sqlite(source, by_process)
+    return _from_recording(source, by_process, reader)

@@ -1,0 +1,96 @@
+"""Each example runs in a few seconds under `python -m nvtx_plugins_tf record` and records
+the ranges it promises."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nvtx_plugins_tf import recorder
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def _record(tmp_path, script, *args):
+    prefix = tmp_path / Path(script).stem
+    env = dict(os.environ)
+    # a fresh recording of its own, whatever the test session has attached
+    env.pop(recorder.INJECTION_ENV, None)
+    env.pop(recorder.RECORD_DIR_ENV, None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--",
+               sys.executable, str(EXAMPLES / script), *args]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert Path(str(prefix) + ".json").is_file()
+    return recorder.load(str(prefix) + ".nvtxrec"), proc.stdout
+
+
+def test_keras_example(tmp_path):
+    rec, out = _record(tmp_path, "keras_example.py", "--epochs", "2", "--steps", "3", "--small")
+    assert "keras_example: loss" in out
+    for i in range(1, 6):
+        assert rec.count(message=f"Dense {i}", domain="Forward") == 6
+        assert rec.count(message=f"Dense {i} grad", domain="Gradient") == 6
+    assert rec.count(message="Train", domain="Keras") == 1
+    assert rec.count(message="epoch 1", domain="Keras") == 1
+    assert len([r for r in rec.ranges if r.domain == "Keras" and r.message.startswith("batch ")]) == 6
+    assert not rec.open_ranges
+
+
+def test_tf_session_example(tmp_path):
+    rec, _ = _record(tmp_path, "tf_session_example.py", "--steps", "4", "--skip", "1")
+    assert [r.message for r in sorted(rec.find(), key=lambda r: r.start_ns) if r.message.startswith("step ")] == [
+        "step 1", "step 2", "step 3"]
+    assert rec.count(message="Session") == 1
+    for name in ("hidden", "output"):
+        assert rec.count(message=name, domain="Forward") == 4
+        assert rec.count(message=name, domain="Backward") == 4
+    assert not rec.open_ranges
+
+
+def test_custom_training_loop(tmp_path):
+    rec, _ = _record(tmp_path, "custom_training_loop.py", "--steps", "3")
+    steps = rec.find(message="train_step", domain="Loop")
+    assert sorted(r.payload for r in steps) == [0, 1, 2]
+    for name in ("layer 1", "layer 2", "loss"):
+        assert rec.count(message=name, domain="Forward") == 3
+        assert rec.count(message=name, domain="Backward") == 3
+    assert not rec.open_ranges
+
+
+def test_multi_inputs_outputs(tmp_path):
+    rec, _ = _record(tmp_path, "multi_inputs_outputs.py", "--steps", "2")
+    assert rec.count(message="Merge", domain="Forward") == 2
+    assert rec.count(message="Heads", domain="Forward") == 2
+    assert rec.count(message="Merge grad", domain="Backward") == 2
+    assert rec.count(message="Heads grad", domain="Backward") == 2
+    assert not rec.open_ranges
+
+
+def test_tf_data_pipeline(tmp_path):
+    rec, _ = _record(tmp_path, "tf_data_pipeline.py", "--elements", "32", "--batch-size", "8")
+    decode = rec.find(message="decode", domain="Data")
+    assert len(decode) == 32
+    assert rec.count(message="augment", domain="Data") == 32
+    consume = rec.find(message="consume", domain="Train")
+    assert len(consume) == 4
+    main_tid = consume[0].tid
+    assert all(r.tid == r.pid for r in consume)  # the main thread
+    assert all(r.tid != main_tid for r in decode)  # tf.data's own threads
+    assert not rec.open_ranges
+
+
+def test_auto_annotate(tmp_path):
+    rec, out = _record(tmp_path, "auto_annotate.py", "--steps", "1", "--batch-size", "4")
+    assert "annotated layers" in out
+    forward = {r.message for r in rec.find(domain="Forward")}
+    backward = {r.message for r in rec.find(domain="Backward")}
+    assert len(forward) > 100
+    assert forward == backward
+    assert "Conv1" in forward and "predictions" in forward
+    assert rec.count(message="batch 0", domain="Keras") == 1
+    assert not rec.open_ranges

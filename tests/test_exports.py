@@ -1,0 +1,192 @@
+"""Exporters and summary on synthetic recordings (no recorder needed)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+
+import pytest
+
+from nvtx_plugins_tf.recorder import export_json, export_sqlite, summarize
+from nvtx_plugins_tf.recorder._synth import SegmentWriter
+
+DENSE = [100, 300, 200, 1000]  # durations of "Dense 1" push/pop ranges
+ASYNC = [50, 70]
+
+
+def _recording(tmp_path):
+    rec = tmp_path / "rec.nvtxrec"
+    w = SegmentWriter(pid=1000, start_ns=10_000, process_name="trainer")
+    main, worker = w.thread(1000), w.thread(1001)
+    main.string(1, "Dense 1").string(2, "step").string(3, "tf").domain_create(10_001, 1, 3)
+    main.string(4, "main").thread_name(1000, 4, override=True)
+    t = 20_000
+    for d in DENSE:
+        main.push(t, 2, color=0xFF112233)
+        main.push(t + 1, 1, domain=1, payload=("i64", -7), category=3)
+        main.pop(t + 1 + d, domain=1)
+        main.pop(t + 2 + d)
+        t += 5_000
+    worker.string(5, "load \"batch\"\n")
+    for i, d in enumerate(ASYNC):
+        worker.start(t + i * 100, 500 + i, 5, payload=("double", 0.5))
+        main.end(t + i * 100 + d, 500 + i)  # ended on another thread
+    worker.mark(t + 1000, 5)
+    worker.push(t + 2000, 2)  # never popped
+    w.write(rec)
+    # A second process, registered string for the same text.
+    w2 = SegmentWriter(pid=2000, start_ns=15_000, process_name="worker")
+    th = w2.thread(2000)
+    th.string(9, "Dense 1").push(30_000, 9, registered=True).pop(30_400)
+    w2.write(rec)
+    return rec
+
+
+def test_json_trace_event_format(tmp_path):
+    rec = _recording(tmp_path)
+    out = tmp_path / "trace.json"
+    export_json(rec, out)
+    doc = json.loads(out.read_text())
+    events = doc["traceEvents"]
+    assert isinstance(events, list) and doc["displayTimeUnit"] == "ns"
+    for e in events:
+        assert isinstance(e["name"], str) and isinstance(e["ph"], str)
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        if e["ph"] != "M":
+            assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0
+            assert isinstance(e["cat"], str)
+        if e["ph"] == "X":
+            assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0
+        if e["ph"] in "be":
+            assert "id" in e
+        if e["ph"] == "i":
+            assert e["s"] in "gpt"
+    assert {e["ph"] for e in events} == {"X", "B", "b", "e", "i", "M"}
+    # Async pairs matched by (cat, id); the end sits on the thread that ended the range.
+    begins = {(e["cat"], e["id"]): e for e in events if e["ph"] == "b"}
+    ends = {(e["cat"], e["id"]): e for e in events if e["ph"] == "e"}
+    assert set(ends) == set(begins) and len(begins) == 2
+    for key, b in begins.items():
+        e = ends[key]
+        assert e["name"] == b["name"] == 'load "batch"\n'
+        assert (b["tid"], e["tid"]) == (1001, 1000)
+        assert b["args"]["payload"] == 0.5
+    durations = sorted(round((ends[k]["ts"] - b["ts"]) * 1000) for k, b in begins.items())
+    assert durations == ASYNC
+    dense = [e for e in events if e["ph"] == "X" and e["name"] == "Dense 1"]
+    assert len(dense) == 5
+    tf_dense = [e for e in dense if e["cat"] == "tf"]
+    assert sorted(round(e["dur"] * 1000) for e in tf_dense) == sorted(DENSE)
+    assert all(e["args"]["payload"] == -7 and e["args"]["domain"] == "tf" for e in tf_dense)
+    step = [e for e in events if e["name"] == "step" and e["ph"] == "X"]
+    assert all(e["args"]["color"] == "#112233" for e in step)
+    # Timestamps: µs since the earliest segment start (10_000 ns).
+    assert min(e["ts"] for e in step) == pytest.approx((20_000 - 10_000) / 1000)
+    meta = {(e["name"], e["pid"], e["tid"]): e["args"] for e in events if e["ph"] == "M"}
+    assert meta[("process_name", 1000, 0)]["name"].startswith("trainer")
+    assert meta[("process_name", 2000, 0)]["name"].startswith("worker")
+    assert meta[("thread_name", 1000, 1000)]["name"] == "main"
+    assert ("thread_name", 1000, 1001) in meta
+    unclosed = [e for e in events if e["ph"] == "B"]
+    assert len(unclosed) == 1 and unclosed[0]["args"]["unclosed"] is True
+
+
+def test_sqlite_nsys_schema_and_query(tmp_path):
+    rec = _recording(tmp_path)
+    out = tmp_path / "rec.sqlite"
+    export_sqlite(rec, out)
+    con = sqlite3.connect(out)
+    count, avg = con.execute(
+        "SELECT count(*), avg(end - start) FROM NVTX_EVENTS WHERE text LIKE 'Dense 1' AND start > 0"
+    ).fetchone()
+    assert count == 5 and avg == pytest.approx(statistics.mean(DENSE + [400]))
+    cols = [r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")]
+    for c in ("start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid",
+              "textId", "domainId", "uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value",
+              "floatValue", "jsonText"):
+        assert c in cols
+    types = dict(con.execute("SELECT eventType, count(*) FROM NVTX_EVENTS GROUP BY eventType").fetchall())
+    assert types[59] == 4 + 4 + 1 + 1 and types[60] == 2 and types[34] == 1 and types[75] == 1
+    # Registered string: textId set, text still filled.
+    text, text_id = con.execute("SELECT text, textId FROM NVTX_EVENTS WHERE globalTid >> 24 = 2000").fetchone()
+    assert text == "Dense 1" and con.execute("SELECT value FROM StringIds WHERE id = ?", (text_id,)).fetchone() == (
+        "Dense 1",)
+    # Start/end: ends on another thread; payload columns.
+    rows = con.execute("SELECT globalTid & 0xFFFFFF, endGlobalTid & 0xFFFFFF, (globalTid >> 24) & 0xFFFFFF, "
+                       "doubleValue, rangeId FROM NVTX_EVENTS WHERE eventType = 60 ORDER BY start").fetchall()
+    assert rows == [(1001, 1000, 1000, 0.5, 500), (1001, 1000, 1000, 0.5, 501)]
+    assert con.execute("SELECT DISTINCT e.int64Value, e.category FROM NVTX_EVENTS e JOIN NVTX_EVENTS d "
+                       "ON d.eventType = 75 AND d.domainId = e.domainId AND d.text = 'tf' "
+                       "WHERE e.eventType = 59").fetchall() == [(-7, 3)]
+    assert con.execute("SELECT color FROM NVTX_EVENTS WHERE text = 'step' AND end IS NOT NULL LIMIT 1").fetchone() == (
+        0xFF112233,)
+    assert con.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 59 AND end IS NULL").fetchone() == (1,)
+    names = con.execute("SELECT s.value, t.globalTid FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId").fetchall()
+    assert names == [("main", (1000 << 24) | 1000)]
+    assert sorted(con.execute("SELECT pid, name FROM PROCESSES")) == [(1000, "trainer"), (2000, "worker")]
+
+
+def _expected(durations):
+    return (sum(durations), len(durations), statistics.mean(durations), statistics.median(durations),
+            min(durations), max(durations), statistics.stdev(durations) if len(durations) > 1 else 0.0)
+
+
+@pytest.mark.parametrize("source", ["recording", "sqlite"])
+def test_summary_numbers(tmp_path, source):
+    rec = _recording(tmp_path)
+    path = rec
+    if source == "sqlite":
+        path = tmp_path / "rec.sqlite"
+        export_sqlite(rec, path)
+    summary = summarize(path)
+    rows = {(r.range, r.style): r for r in summary.rows}
+    step = [d + 2 for d in DENSE]
+    expected = {
+        ("tf:Dense 1", "PushPop"): _expected(DENSE),
+        ("step", "PushPop"): _expected(step),
+        ("Dense 1", "PushPop"): _expected([400]),
+        ('load "batch"\n', "StartEnd"): _expected(ASYNC),
+    }
+    assert set(rows) == set(expected)
+    grand = sum(v[0] for v in expected.values())
+    for key, (total, n, avg, med, lo, hi, std) in expected.items():
+        r = rows[key]
+        assert (r.total_ns, r.instances, r.min_ns, r.max_ns) == (total, n, lo, hi)
+        assert r.avg_ns == pytest.approx(avg) and r.med_ns == pytest.approx(med)
+        assert r.stddev_ns == pytest.approx(std)
+        assert r.time_percent == pytest.approx(100 * total / grand)
+    assert [r.total_ns for r in summary.rows] == sorted((r.total_ns for r in summary.rows), reverse=True)
+    text = summary.format()
+    header = text.splitlines()[0]
+    for col in ("Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
+                "StdDev (ns)", "Style", "Range"):
+        assert col in header
+    # By process: the two "Dense 1" groups of different processes stay apart.
+    by_proc = summarize(path, by_process=True)
+    assert {(r.pid, r.range) for r in by_proc.rows if r.range == "Dense 1"} == {(2000, "Dense 1")}
+    assert [r.time_percent for r in by_proc.rows if r.pid == 2000] == [pytest.approx(100.0)]
+    assert "PID" in by_proc.format().splitlines()[0]
+
+
+def test_summary_of_real_nsys_style_sqlite(tmp_path):
+    """An nsys export: text NULL for registered strings (textId), domains as eventType 75."""
+    path = tmp_path / "nsys.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, rangeId INTEGER,
+            category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER,
+            textId INTEGER, domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL,
+            uint32Value INTEGER, int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT);
+        INSERT INTO StringIds VALUES (7, 'conv');
+    """)
+    g = (281474976710656 | (77 << 24) | 78)
+    con.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, textId, globalTid, domainId) "
+                    "VALUES (?,?,?,?,?,?,?)",
+                    [(1, None, 75, "cudnn", None, g, 3), (10, 30, 59, None, 7, g, 3), (40, 50, 59, None, 7, g, 3),
+                     (5, 6, 60, "plain", None, g, 0), (7, None, 34, "mark", None, g, 0)])
+    con.commit()
+    con.close()
+    rows = {(r.range, r.style): (r.total_ns, r.instances) for r in summarize(path).rows}
+    assert rows == {("cudnn:conv", "PushPop"): (30, 2), ("plain", "StartEnd"): (1, 1)}
