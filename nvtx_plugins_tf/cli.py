@@ -194,6 +194,9 @@ def cmd_record(args) -> int:
     env = dict(os.environ)
     env[INJECTION_ENV] = str(library)
     env[RECORD_DIR_ENV] = str(raw_dir.resolve())
+    if args.keras_layers:
+        site = str(Path(__file__).resolve().parent / "_site")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH", "")) if p)
     sys.stdout.flush()
     status = _run_forwarding_signals(command, env)
     code = 128 - status if status < 0 else status
@@ -229,6 +232,9 @@ def _register_record(subparsers) -> None:
     p.add_argument("--png", action="store_true", help="also draw PREFIX.png (needs matplotlib)")
     p.add_argument("--keep-raw", action="store_true", default=True,
                    help="keep the raw recording PREFIX.nvtxrec/ (always done; accepted for compatibility)")
+    p.add_argument("--keras-layers", action="store_true",
+                   help="annotate every layer of every Keras model (forward and backward ranges) "
+                   "in an unmodified Python script")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
     p.set_defaults(func=cmd_record)
 
