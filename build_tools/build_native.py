@@ -190,9 +190,12 @@ def build(out_dir: Path, targets: tuple[str, ...] = TARGETS) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("targets", nargs="*", choices=[*TARGETS, []], default=list(TARGETS))
+    parser.add_argument("targets", nargs="*", metavar="TARGET", help=f"any of {', '.join(TARGETS)} (default: all)")
     parser.add_argument("--out", type=Path, default=_HERE.parent / "nvtx_plugins_tf" / "_native")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.targets) - set(TARGETS))
+    if unknown:
+        parser.error(f"unknown target(s) {', '.join(unknown)}; choose from {', '.join(TARGETS)}")
     try:
         for path in build(args.out, tuple(args.targets or TARGETS)):
             print(f"built {path}")
