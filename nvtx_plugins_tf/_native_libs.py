@@ -33,7 +33,7 @@ def build_module() -> ModuleType:
     shipped = PACKAGE_DIR / "_build" / "build_native.py"
     script = shipped if shipped.is_file() else PACKAGE_DIR.parent / "build_tools" / "build_native.py"
     if not script.is_file():
-        raise NativeLibraryMissing(f"nvtx_plugins_tf: build script not found; reinstall with pip install nvtx_plugins_tf")
+        raise NativeLibraryMissing("nvtx_plugins_tf: build script not found; reinstall with pip install nvtx_plugins_tf")
     spec = importlib.util.spec_from_file_location("nvtx_plugins_tf_build_native", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,7 +1,6 @@
 """NvtxStart/NvtxEnd in tf.function, compat.v1 Session and eager, checked through the recorder."""
 
 import nvtx
-import numpy as np
 import pytest
 import tensorflow as tf
 

@@ -15,12 +15,11 @@ The file is written batch by batch, never built in memory.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 
 from ._decoder import FLAG_HAS_CATEGORY, FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP
-from .reader import DamageReport, RecordingReader, decode_payload
+from ._output import atomic_output
+from .reader import DamageReport, RecordingReader, decode_payload, reading
 
 __all__ = ["export_json"]
 
@@ -40,12 +39,8 @@ def export_json(recording, output, *, reader: RecordingReader | None = None) -> 
     Returns the recording's :class:`DamageReport`. Pass an open ``reader`` to reuse it
     (it must not have been iterated yet).
     """
-    own = reader is None
-    reader = reader or RecordingReader(recording)
-    output = Path(output)
-    tmp = output.with_name(output.name + f".tmp{os.getpid()}")
-    origin = reader.origin_ns
-    try:
+    with reading(recording, reader) as reader, atomic_output(output) as tmp:
+        origin = reader.origin_ns
         with open(tmp, "w", encoding="utf-8", buffering=1 << 20) as out:
             out.write('{"displayTimeUnit":"ns","traceEvents":[\n')
             first = True
@@ -162,14 +157,4 @@ def export_json(recording, output, *, reader: RecordingReader | None = None) -> 
                 "damaged_segments": damage.damaged_segments,
             }
             out.write("\n],\n\"otherData\":" + _dumps(other) + "}\n")
-        os.replace(tmp, output)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    finally:
-        if own:
-            reader.close()
     return damage

@@ -21,9 +21,8 @@ to int64 (SQLite integers are signed).
 
 from __future__ import annotations
 
-import os
+import contextlib
 import sqlite3
-from pathlib import Path
 
 import numpy as np
 
@@ -36,7 +35,8 @@ from ._decoder import (
     KIND_PUSH_POP,
     KIND_START_END,
 )
-from .reader import DamageReport, RecordingReader
+from ._output import atomic_output
+from .reader import DamageReport, RecordingReader, reading
 
 __all__ = ["export_sqlite", "global_tid", "EVENT_MARK", "EVENT_PUSH_POP", "EVENT_START_END", "EVENT_DOMAIN_CREATE"]
 
@@ -156,14 +156,8 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
 
 def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -> DamageReport:
     """Write ``recording`` to the SQLite file ``output`` (replaced if it exists)."""
-    own = reader is None
-    reader = reader or RecordingReader(recording)
-    output = Path(output)
-    tmp = output.with_name(output.name + f".tmp{os.getpid()}")
-    if tmp.exists():
-        tmp.unlink()
-    con = sqlite3.connect(str(tmp), isolation_level=None)
-    try:
+    with reading(recording, reader) as reader, atomic_output(output) as tmp, \
+            contextlib.closing(sqlite3.connect(str(tmp), isolation_level=None)) as con:
         con.execute("PRAGMA journal_mode=OFF")
         con.execute("PRAGMA synchronous=OFF")
         con.execute("PRAGMA cache_size=-65536")
@@ -223,16 +217,4 @@ def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -
         }
         con.executemany("INSERT INTO META_DATA_EXPORT (name, value) VALUES (?, ?)", meta.items())
         con.execute("COMMIT")
-        con.close()
-        os.replace(tmp, output)
-    except BaseException:
-        con.close()
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    finally:
-        if own:
-            reader.close()
     return damage

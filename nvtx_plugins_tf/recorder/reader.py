@@ -13,6 +13,8 @@ Decoding is done by the native ``libnvtx_reader.so`` (cc_ops/reader/decode.cc).
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 import struct
 from dataclasses import dataclass, field
@@ -166,6 +168,16 @@ def _peek_start_ns(path: Path) -> int | None:
     except OSError:
         pass
     return None
+
+
+@contextlib.contextmanager
+def reading(recording, reader: "RecordingReader | None" = None):
+    """``reader`` as given (left open), or a new reader of ``recording`` closed on exit."""
+    if reader is not None:
+        yield reader
+        return
+    with RecordingReader(recording) as own:
+        yield own
 
 
 class RecordingReader:

@@ -157,11 +157,9 @@ def is_sqlite(path) -> bool:
 
 
 def _from_recording(path, by_process: bool, reader=None) -> Summary:
-    from .reader import RecordingReader
+    from .reader import reading
 
-    own = reader is None
-    reader = reader or RecordingReader(path)
-    try:
+    with reading(path, reader) as reader:
         durs, msgs, doms, kinds, pids = [], [], [], [], []
         for rows in reader.batches():
             keep = ((rows["kind"] == KIND_PUSH_POP) | (rows["kind"] == KIND_START_END)) & (
@@ -190,9 +188,6 @@ def _from_recording(path, by_process: bool, reader=None) -> Summary:
         return summarize_arrays(
             np.concatenate(durs), labels, inv, np.concatenate(kinds), np.concatenate(pids) if by_process else None
         )
-    finally:
-        if own:
-            reader.close()
 
 
 def _from_sqlite(path, by_process: bool) -> Summary:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ._decoder import FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP
-from .reader import RecordingReader
+from .reader import reading
 
 __all__ = ["render_timeline", "MatplotlibMissing"]
 
@@ -42,11 +42,9 @@ def render_timeline(recording, output, *, max_ranges: int = 20000, width: float 
     plt = _pyplot()
     from ._decoder import ROW_DTYPE
 
-    own = reader is None
-    reader = reader or RecordingReader(recording)
     kept = np.empty(0, dtype=ROW_DTYPE)
     last_ns = 0
-    try:
+    with reading(recording, reader) as reader:
         for rows in reader.batches():
             last_ns = max(last_ns, int(rows["start_ns"].max()), int(rows["end_ns"].max()))
             kept = np.concatenate([kept, rows])
@@ -57,9 +55,6 @@ def render_timeline(recording, output, *, max_ranges: int = 20000, width: float 
         thread_names = reader.thread_names
         processes = dict(reader.processes)
         origin = reader.origin_ns
-    finally:
-        if own:
-            reader.close()
     rows = kept
     if len(rows) > max_ranges:
         dur = np.where(rows["flags"] & FLAG_UNCLOSED, np.iinfo(np.int64).max, rows["end_ns"] - rows["start_ns"])
