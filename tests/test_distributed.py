@@ -3,23 +3,58 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from nvtx_plugins_tf.recorder import reader
+from nvtx_plugins_tf.recorder.summary import summarize
 
 HERE = Path(__file__).resolve().parent
 STEPS = 3
+EPOCHS = 2
+
+# Bounds for a loaded 2-core machine; the runs take ~10 s (Mirrored fit) and ~20 s (MWMS).
+MWMS_WORKER_TIMEOUT_S = 150  # the launcher kills the workers after this
+RECORD_TIMEOUT_S = 600
 
 
-def _record(tmp_path: Path, script: str, *args: str, env=None) -> Path:
+def _run_bounded(cmd: list[str], timeout: float, env=None) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in its own process group; on timeout kill that group (the recorder,
+    the launcher and the workers alike) so that no process outlives the test."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate(timeout=30)
+        pytest.fail(f"{cmd[-1]} did not finish within {timeout} s\n{out[-3000:]}{err[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _record(tmp_path: Path, script: str, *args: str, env=None, timeout: float = RECORD_TIMEOUT_S,
+            check: bool = True) -> Path | tuple[Path, subprocess.CompletedProcess]:
     prefix = tmp_path / "run"
     cmd = [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--",
            sys.executable, str(HERE / "distributed" / script), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    proc = _run_bounded(cmd, timeout, env)
+    if not check:
+        return prefix, proc
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return prefix
+
+
+def _within(inner, outer) -> bool:
+    return outer.start_ns <= inner.start_ns and inner.end_ns <= outer.end_ns
 
 
 def test_mirrored_custom_loop_ranges_per_replica(tmp_path):
@@ -32,4 +67,144 @@ def test_mirrored_custom_loop_ranges_per_replica(tmp_path):
         by_replica[r.category] = by_replica.get(r.category, 0) + 1
     assert by_replica == {1: STEPS, 2: STEPS}
     assert len(backward) == 2 * STEPS
+    assert sorted(r.category for r in backward) == [1] * STEPS + [2] * STEPS
     assert all(r.end_ns is not None and r.end_ns > 0 for r in forward + backward)
+
+
+def test_mirrored_keras3_fit_layers_and_callback(tmp_path):
+    """Keras 3 fit under MirroredStrategy (2 logical CPUs): NVTXStart/NVTXEnd ranges of
+    both replicas in every step, their backward ranges, NVTXCallback's ranges."""
+    prefix = _record(tmp_path, "mirrored_keras_fit.py", str(EPOCHS), str(STEPS))
+    rec = reader.load(str(prefix) + ".nvtxrec")
+    assert not rec.damage.damaged, rec.damage.describe()
+    assert rec.open_ranges == []
+    assert len(rec.processes) == 1
+
+    forward = rec.find(message="dense", domain="Forward")
+    backward = rec.find(message="dense grad", domain="Backward")
+    assert Counter(r.category for r in forward) == {1: EPOCHS * STEPS, 2: EPOCHS * STEPS}
+    assert len(backward) == 2 * EPOCHS * STEPS
+    assert sorted(r.category for r in backward) == [1] * EPOCHS * STEPS + [2] * EPOCHS * STEPS
+
+    # NVTXCallback: Train > epoch n > batch n, host-side, in the "Keras" domain.
+    assert rec.count(message="Train", domain="Keras") == 1
+    epochs = [r for r in rec.find(domain="Keras") if r.message.startswith("epoch ")]
+    assert sorted(r.message for r in epochs) == [f"epoch {e}" for e in range(EPOCHS)]
+    assert [r.payload for r in sorted(epochs, key=lambda r: r.start_ns)] == list(range(EPOCHS))
+    batches = [r for r in rec.find(domain="Keras") if r.message.startswith("batch ")]
+    assert Counter(r.message for r in batches) == {f"batch {b}": EPOCHS for b in range(STEPS)}
+    assert all(r.category_name == "Train" for r in batches)
+    train = rec.find(message="Train", domain="Keras")[0]
+    assert all(_within(e, train) for e in epochs)
+    for epoch in epochs:
+        inside = [b for b in batches if _within(b, epoch)]
+        assert sorted(b.payload for b in inside) == list(range(STEPS)), epoch
+
+    # Per step: both replicas' forward ranges and two backward ranges run inside the
+    # step's batch range (the train function returns when the step has run).
+    for batch in batches:
+        fwd = [r for r in forward if _within(r, batch)]
+        bwd = [r for r in backward if _within(r, batch)]
+        assert sorted(r.category for r in fwd) == [1, 2], (batch, fwd)
+        assert len(bwd) == 2, (batch, bwd)
+
+
+def _free_loopback_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _port_clash(logdir: Path) -> bool:
+    text = " ".join(p.read_text(errors="replace") for p in logdir.glob("worker*.log"))
+    return "Address already in use" in text or "Failed to add port" in text
+
+
+def test_multi_worker_mirrored_tf_keras_fit_and_custom_loop(tmp_path):
+    """MultiWorkerMirroredStrategy, 2 workers on 127.0.0.1 started by one recorded
+    launcher: tf_keras fit (NVTXStart/NVTXEnd + NVTXCallback) and a strategy.run custom
+    loop (ops.start/end) on each worker, all in one recording."""
+    pytest.importorskip("tf_keras")
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    for attempt in range(2):  # a port picked here may be taken before the worker binds it
+        ports = _free_loopback_ports(2)
+        prefix, proc = _record(
+            tmp_path, "mwms_launcher.py", *map(str, ports), str(logdir), str(MWMS_WORKER_TIMEOUT_S),
+            str(EPOCHS), str(STEPS), timeout=MWMS_WORKER_TIMEOUT_S + 90, check=False,
+        )
+        if proc.returncode == 0 or not _port_clash(logdir) or attempt == 1:
+            break
+    logs = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(logdir.glob("*.log")))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:] + logs
+
+    rec = reader.load(str(prefix) + ".nvtxrec")
+    assert not rec.damage.damaged, rec.damage.describe()
+    assert rec.open_ranges == []
+    launchers = [p for p in rec.processes.values() if "mwms_launcher.py" in p.cmdline]
+    assert len(launchers) == 1, rec.processes
+    launcher = launchers[0].pid
+    workers = sorted(p.pid for p in rec.processes.values() if p.ppid == launcher and "mwms_worker.py" in p.cmdline)
+    assert len(workers) == 2, rec.processes
+    assert {r.pid for r in rec.ranges} == {launcher, *workers}
+    assert rec.count(message="launch workers", domain="Launcher") == 1
+    assert rec.count(message="wait workers", domain="Launcher") == 1
+    assert all(r.pid == launcher for r in rec.find(domain="Launcher"))
+
+    categories = {}
+    for pid in workers:
+        mine = [r for r in rec.ranges if r.pid == pid]
+
+        def find(message, domain):
+            return [r for r in mine if r.message == message and r.domain == domain]
+
+        # (a) tf_keras fit: our layers' forward/backward ranges, one replica per worker.
+        forward = find("dense", "Forward")
+        backward = find("dense grad", "Backward")
+        assert len(forward) == EPOCHS * STEPS, (pid, forward)
+        assert len(backward) == EPOCHS * STEPS, (pid, backward)
+        # (b) custom loop with strategy.run and ops.start/end.
+        loop_forward = find("worker step", "Forward")
+        loop_backward = find("worker step", "Gradient")
+        assert len(loop_forward) == STEPS and len(loop_backward) == STEPS, pid
+        # The worker's replica (replica_id_in_sync_group + 1) is its ranges' category.
+        cats = {r.category for r in forward + loop_forward}
+        assert len(cats) == 1, (pid, cats)
+        categories[pid] = cats.pop()
+
+        # NVTXCallback on tf_keras, per worker.
+        assert len(find("Train", "Keras")) == 1
+        epochs = sorted((r for r in mine if r.domain == "Keras" and r.message.startswith("epoch ")),
+                        key=lambda r: r.start_ns)
+        assert [r.message for r in epochs] == [f"epoch {e}" for e in range(EPOCHS)]
+        batches = [r for r in mine if r.domain == "Keras" and r.message.startswith("batch ")]
+        assert Counter(r.message for r in batches) == {f"batch {b}": EPOCHS for b in range(STEPS)}
+        assert all(r.category_name == "Train" for r in batches)
+        for batch in batches:  # each fit step's forward/backward range inside its batch range
+            assert len([r for r in forward if _within(r, batch)]) == 1, batch
+            assert len([r for r in backward if _within(r, batch)]) == 1, batch
+        fit_end = max(r.end_ns for r in epochs)
+        assert all(r.start_ns > fit_end for r in loop_forward)  # the loop runs after fit
+    assert sorted(categories.values()) == [1, 2], categories
+
+    # The summary by process has rows for both workers (and the launcher), from the
+    # SQLite export and from the raw recording alike.
+    expected = {"Forward:dense": EPOCHS * STEPS, "Backward:dense grad": EPOCHS * STEPS,
+                "Forward:worker step": STEPS, "Gradient:worker step": STEPS, "Keras:Train": 1}
+    for source in (Path(str(prefix) + ".sqlite"), Path(str(prefix) + ".nvtxrec")):
+        summary = summarize(source, by_process=True)
+        assert summary.by_process
+        rows = {(row.pid, row.range): row.instances for row in summary.rows}
+        assert {pid for pid, _ in rows} == {launcher, *workers}, (source, rows)
+        for pid in workers:
+            assert {name: rows.get((pid, name)) for name in expected} == expected, (source, pid)
+        assert rows[(launcher, "Launcher:wait workers")] == 1
+        text = summary.format()
+        assert all(str(pid) in text for pid in workers)

@@ -71,7 +71,7 @@ def _nvtx_end_grad(op, *grads):
     backward_id = []
 
     def open_range(flat):
-        out, range_id = ranges._start_op(flat, grad_message, grad_domain, 0, 0, [], None)
+        out, range_id = ranges._start_op(flat, grad_message, grad_domain, 0, ranges.replica_category(), [], None)
         backward_id.append(range_id)
         return out
 
