@@ -36,7 +36,7 @@ import warnings
 import tensorflow as tf
 
 from nvtx_plugins_tf import ops as _ops
-from nvtx_plugins_tf.ops import _validation, ranges as _ranges
+from nvtx_plugins_tf.ops import _structure, _validation, ranges as _ranges
 from nvtx_plugins_tf.keras._compat import keras, register_serializable
 
 __all__ = ["NVTXStart", "NVTXEnd"]
@@ -210,9 +210,9 @@ class NVTXEnd(keras.layers.Layer):
         positions = _tensor_positions(leaves)
         flat = [leaves[i] for i in positions]
         out = _ranges._end_op(
-            _ops_structure_flatten(flat), tf.cast(marker_id, tf.int64), domain, grad_message, grad_domain, None
+            _structure.flatten(flat), tf.cast(marker_id, tf.int64), domain, grad_message, grad_domain, None
         )
-        out = _ops_structure_pack(flat, out)
+        out = _structure.pack(flat, out)
         for i, value in zip(positions, out):
             leaves[i] = value
         return tf.nest.pack_sequence_as(x, leaves)
@@ -229,15 +229,3 @@ class NVTXEnd(keras.layers.Layer):
         config = super().get_config()
         config.update(grad_message=self.grad_message, grad_domain_name=self.grad_domain_name)
         return config
-
-
-def _ops_structure_flatten(flat):
-    from nvtx_plugins_tf.ops import _structure
-
-    return _structure.flatten(flat)
-
-
-def _ops_structure_pack(structure, flat):
-    from nvtx_plugins_tf.ops import _structure
-
-    return _structure.pack(structure, flat)
