@@ -7,7 +7,9 @@ Three shared libraries, each from one folder of ``cc_ops/``:
 * ``libnvtx_reader.so`` (``cc_ops/reader``): decodes recordings. No dependencies.
 * ``libnvtx_tf_ops.so`` (``cc_ops/tf_ops``): the TensorFlow ops, compiled with the
   installed TensorFlow's ``tf.sysconfig`` flags. Next to it ``libnvtx_tf_ops.json``
-  records the TensorFlow version and ABI it was built for.
+  records the TensorFlow version and ABI it was built for, and the library's size and
+  sha256: the loader checks both before ``dlopen`` (a truncated library would crash the
+  process with SIGBUS instead of failing).
 
 Used by ``setup.py``, by ``python -m nvtx_plugins_tf build`` and by the op loader when
 the installed TensorFlow differs from the one the library was built for. Run directly:
@@ -154,6 +156,23 @@ def stamp_path(library: Path) -> Path:
     return library.with_suffix(".json")
 
 
+def file_digest(path: Path) -> dict:
+    """``{"size": bytes, "sha256": hex}`` of ``path``, as recorded in the stamp."""
+    sha = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            sha.update(block)
+            size += len(block)
+    return {"size": size, "sha256": sha.hexdigest()}
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + f".tmp{os.getpid()}")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
 def build_tf_ops(out_dir: Path) -> Path:
     """Build the TensorFlow op library against the installed TensorFlow; write its stamp."""
     info = tf_build_info()
@@ -173,10 +192,11 @@ def build_tf_ops(out_dir: Path) -> Path:
     stamp = {
         "tf_version": info["tf_version"],
         "abi": info["abi"],
+        **file_digest(out),
         "nvtx": nvtx_header_version(include),
         "compiler": subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
     }
-    stamp_path(out).write_text(json.dumps(stamp, indent=1))
+    _write_atomically(stamp_path(out), json.dumps(stamp, indent=1))
     return out
 
 

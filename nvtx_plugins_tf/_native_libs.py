@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 NATIVE_DIR = PACKAGE_DIR / "_native"
 BUILD_COMMAND = "python -m nvtx_plugins_tf build"
+#: Rebuilds only the op library: into ``NATIVE_DIR``, or into the per-user cache the
+#: loader also searches when the package folder is read-only.
+OPS_BUILD_COMMAND = f"{BUILD_COMMAND} tf_ops"
 
 
 class NativeLibraryMissing(ImportError):
@@ -26,6 +30,18 @@ def cache_dir() -> Path:
     """Per-user folder for libraries rebuilt against another TensorFlow."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "nvtx_plugins_tf"
+
+
+def is_writable(folder: Path) -> bool:
+    """True when a file can be created in ``folder`` (tried, not guessed: root ignores modes
+    but not a read-only mount)."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write_probe", dir=folder)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(probe)
+    return True
 
 
 def build_module() -> ModuleType:

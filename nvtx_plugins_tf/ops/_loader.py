@@ -1,11 +1,15 @@
 """Load the TensorFlow op library built for the TensorFlow that is running.
 
 The library is looked for in the package (``nvtx_plugins_tf/_native``) and in the
-per-user cache; it is used only when its stamp (``libnvtx_tf_ops.json``) names this
-TensorFlow's version and ABI. Otherwise it is rebuilt once into the cache (about 15 s;
-``NVTX_TF_NO_AUTO_BUILD=1`` turns that off) and, when that fails, importing the ops
-raises one ImportError line with the exact command to run. Never a bare
-"undefined symbol" or "cannot open shared object file".
+per-user cache (``~/.cache/nvtx_plugins_tf/tf-<version>-<abi>/``); it is used only when
+its stamp (``libnvtx_tf_ops.json``) names this TensorFlow's version and ABI *and* the
+file still has the size and sha256 the stamp recorded at build time (a truncated or
+damaged library is never handed to ``dlopen``: that would crash the process with
+SIGBUS). Otherwise it is rebuilt once into the cache (about 15 s;
+``NVTX_TF_NO_AUTO_BUILD=1`` turns that off) and, when that fails, loading raises one
+ImportError line with the exact command to run (which builds into the cache when the
+package folder is read-only). Never a bare "undefined symbol", "cannot open shared
+object file" or a crash.
 """
 
 from __future__ import annotations
@@ -19,12 +23,18 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-from nvtx_plugins_tf._native_libs import BUILD_COMMAND, NATIVE_DIR, build_module, cache_dir
+from nvtx_plugins_tf._native_libs import NATIVE_DIR, OPS_BUILD_COMMAND, build_module, cache_dir
 
 LIBRARY_NAME = "libnvtx_tf_ops.so"
 _lock = threading.Lock()
 _module: ModuleType | None = None
 _path: Path | None = None
+_state = threading.local()  # .loading: this thread is inside load() (its TensorFlow import included)
+
+
+def loading() -> bool:
+    """True while this thread runs :func:`load` (the package's import hook then stays out)."""
+    return getattr(_state, "loading", False)
 
 
 def tensorflow_identity() -> dict:
@@ -45,9 +55,44 @@ def read_stamp(library: Path) -> dict | None:
         return None
 
 
-def _matches(library: Path, identity: dict) -> bool:
+def _sha256(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def problem(library: Path, identity: dict) -> str | None:
+    """Why ``library`` must not be loaded into this TensorFlow, or None when it may.
+
+    Checks, in order: the file exists, its stamp names this TensorFlow's version and ABI,
+    and the file has the size and sha256 the stamp recorded when it was built.
+    """
+    try:
+        size = library.stat().st_size
+    except OSError:
+        return "not built"
     stamp = read_stamp(library)
-    return library.is_file() and stamp is not None and all(stamp.get(k) == v for k, v in identity.items())
+    if stamp is None:
+        return "no build stamp"
+    if any(stamp.get(k) != v for k, v in identity.items()):
+        return f"built for TensorFlow {stamp.get('tf_version')}"
+    if not isinstance(stamp.get("size"), int) or not isinstance(stamp.get("sha256"), str):
+        return "its stamp has no size/sha256: built by an older nvtx_plugins_tf"
+    if size != stamp["size"]:
+        return f"truncated or damaged: {size} bytes, {stamp['size']} when built"
+    try:
+        digest = _sha256(library)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    if digest != stamp["sha256"]:
+        return "damaged: its sha256 differs from the one recorded when built"
+    return None
+
+
+def _matches(library: Path, identity: dict) -> bool:
+    return problem(library, identity) is None
 
 
 def cached_library_dir(identity: dict) -> Path:
@@ -58,28 +103,43 @@ def candidates(identity: dict) -> list[Path]:
     return [NATIVE_DIR / LIBRARY_NAME, cached_library_dir(identity) / LIBRARY_NAME]
 
 
-def _build_into_cache(identity: dict) -> Path:
+def build_into_cache(identity: dict | None = None, *, force: bool = False) -> Path:
+    """Build the op library into the per-user cache (unless a good one is there, or ``force``).
+
+    Used by the loader and by ``python -m nvtx_plugins_tf build`` when the package folder
+    is read-only. Builds of the same TensorFlow are serialized by a lock file.
+    """
+    identity = identity or tensorflow_identity()
     out_dir = cached_library_dir(identity)
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / ".lock", "w") as lock_file:
         fcntl.flock(lock_file, fcntl.LOCK_EX)  # another process may be building it
         library = out_dir / LIBRARY_NAME
-        if not _matches(library, identity):
+        if force or not _matches(library, identity):
             print(
-                f"nvtx_plugins_tf: building the op library for TensorFlow {identity['tf_version']} into {out_dir} (once)",
+                f"nvtx_plugins_tf: building the op library for TensorFlow {identity['tf_version']} into {out_dir}",
                 file=sys.stderr,
             )
             build_module().build_tf_ops(out_dir)
+        why = problem(library, identity)
+        if why is not None:
+            raise RuntimeError(f"the library just built in {out_dir} does not verify: {why}")
         return library
 
 
-def _mismatch_message(identity: dict) -> str:
-    stamp = read_stamp(NATIVE_DIR / LIBRARY_NAME)
-    built_for = f"TensorFlow {stamp['tf_version']}" if stamp else "no TensorFlow (not built)"
-    return (
-        f"nvtx_plugins_tf: the op library was built for {built_for}, "
-        f"but TensorFlow {identity['tf_version']} is running; run: {BUILD_COMMAND}"
-    )
+def _refusal_message(identity: dict) -> str:
+    """One line: why no candidate can be loaded, and the command that fixes it."""
+    found = [(c, problem(c, identity)) for c in candidates(identity)]
+    found = [(c, why) for c, why in found if why != "not built"]
+    if not found:
+        what = f"the op library is not built for TensorFlow {identity['tf_version']}"
+    else:
+        library, why = found[0]
+        if why.startswith("built for TensorFlow"):
+            what = f"the op library was {why}, but TensorFlow {identity['tf_version']} is running"
+        else:
+            what = f"the op library {library} cannot be used ({why})"
+    return f"nvtx_plugins_tf: {what}; run: {OPS_BUILD_COMMAND}"
 
 
 def library_path() -> Path | None:
@@ -89,9 +149,17 @@ def library_path() -> Path | None:
 
 def load() -> ModuleType:
     """The op module (``nvtx_start``, ``nvtx_end``, ``nvtx_mark``), loading it once."""
-    global _module, _path
     if _module is not None:
         return _module
+    _state.loading = True
+    try:
+        return _load()
+    finally:
+        _state.loading = False
+
+
+def _load() -> ModuleType:
+    global _module, _path
     with _lock:
         if _module is not None:
             return _module
@@ -101,16 +169,17 @@ def load() -> ModuleType:
         library = next((c for c in candidates(identity) if _matches(c, identity)), None)
         if library is None:
             if os.environ.get("NVTX_TF_NO_AUTO_BUILD") == "1":
-                raise ImportError(_mismatch_message(identity))
+                raise ImportError(_refusal_message(identity))
+            refusal = _refusal_message(identity)
             try:
-                library = _build_into_cache(identity)
+                library = build_into_cache(identity)
             except Exception as exc:  # noqa: BLE001 - one line with the way out
-                raise ImportError(f"{_mismatch_message(identity)} (automatic rebuild failed: "
+                raise ImportError(f"{refusal} (automatic rebuild failed: "
                                   f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r})") from exc
         try:
             _module = tf.load_op_library(str(library))
         except Exception as exc:  # noqa: BLE001 - e.g. NotFoundError: undefined symbol
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-            raise ImportError(f"nvtx_plugins_tf: cannot load {library} ({first}); run: {BUILD_COMMAND}") from exc
+            raise ImportError(f"nvtx_plugins_tf: cannot load {library} ({first}); run: {OPS_BUILD_COMMAND}") from exc
         _path = library
         return _module
