@@ -1,5 +1,7 @@
 """NVTXCallback: Train/Test/Predict, epoch and batch ranges with payloads; none left open."""
 
+import shutil
+import sqlite3
 import time
 
 import numpy as np
@@ -7,6 +9,7 @@ import pytest
 
 from nvtx_plugins_tf.keras import keras
 from nvtx_plugins_tf.keras.callbacks import DEFAULT_COLORS, NVTXCallback
+from nvtx_plugins_tf.recorder import export_sqlite
 from nvtx_plugins_tf.testing import capture
 
 N, BATCH, EPOCHS = 48, 8, 2
@@ -40,7 +43,7 @@ def test_fit_ranges_names_payloads_and_nesting():
     assert len(batches) == EPOCHS * STEPS
     for b in batches:
         assert b.message == f"batch {b.payload}"
-        assert b.category_name == "Train"
+        assert b.category_name == "phase: Train"
         assert b.color == DEFAULT_COLORS["batch"]
     assert sorted(b.payload for b in batches) == sorted(list(range(STEPS)) * EPOCHS)
     assert not rec.open_ranges
@@ -57,9 +60,9 @@ def test_evaluate_predict_and_validation():
     assert rec.count(message="Train", domain="Keras") == 1
     assert rec.count(message="Test", domain="Keras") == 2  # validation + evaluate
     assert rec.count(message="Predict", domain="Keras") == 1
-    assert len(rec.find(domain="Keras", category="Train")) == STEPS
-    assert len(rec.find(domain="Keras", category="Test")) == 2 * STEPS
-    assert len(rec.find(domain="Keras", category="Predict")) == STEPS
+    assert len(rec.find(domain="Keras", category="phase: Train")) == STEPS
+    assert len(rec.find(domain="Keras", category="phase: Test")) == 2 * STEPS
+    assert len(rec.find(domain="Keras", category="phase: Predict")) == STEPS
     (validation,) = [r for r in rec.find(message="Test") if r.start_ns < rec.find(message="Train")[0].end_ns]
     (epoch,) = rec.find(message="epoch 0")
     assert epoch.start_ns <= validation.start_ns <= validation.end_ns <= epoch.end_ns
@@ -119,3 +122,30 @@ def test_per_batch_cost_is_small():
         cb.on_train_batch_end(i)
     per_batch = (time.perf_counter() - t0) / n
     assert per_batch < 500e-6
+
+
+def test_old_package_queries_count_ranges_not_categories(tmp_path):
+    """Issue 9 item 21: the old package's query `text LIKE 'Train' AND start > 0` on the
+    nsys-schema export gives one row per range again (a category named 'Train' was a second)."""
+    x, y = _data()
+    model = _model()
+    cb = NVTXCallback()
+    with capture(keep=True) as rec:
+        model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[cb])
+        model.evaluate(x, y, batch_size=BATCH, verbose=0, callbacks=[cb])
+        model.predict(x, batch_size=BATCH, verbose=0, callbacks=[cb])
+    out = tmp_path / "rec.sqlite"
+    try:
+        export_sqlite(rec.directory, out)
+    finally:
+        shutil.rmtree(rec.directory, ignore_errors=True)
+    con = sqlite3.connect(out)
+    for text in ("Train", "Test", "Predict"):
+        count, avg = con.execute(
+            "SELECT count(*), avg(end - start) FROM NVTX_EVENTS WHERE text LIKE ? AND start > 0", (text,)
+        ).fetchone()
+        assert count == 1 and avg > 0, (text, count)
+    categories = {t for (t,) in con.execute("SELECT text FROM NVTX_EVENTS WHERE eventType = 33")}
+    assert {"phase: Train", "phase: Test", "phase: Predict"} <= categories
+    range_texts = {t for (t,) in con.execute("SELECT text FROM NVTX_EVENTS WHERE eventType IN (59, 60)")}
+    assert "Train" in range_texts and not categories & range_texts

@@ -6,8 +6,16 @@ Same names as NVIDIA's old ``nvtx.plugins.tf.keras.callbacks.NVTXCallback`` by d
 
 gives ``Train`` > ``epoch 0`` > ``batch 0``, ``batch 1`` ... (and ``Test``/``Predict`` for
 ``evaluate``/``predict``, with their own batch ranges), in the ``"Keras"`` domain. The
-batch (or epoch) number is the range's payload and the batch ranges carry the category
-``Train``/``Test``/``Predict``.
+batch (or epoch) number is the range's payload and the batch ranges carry the phase as
+their NVTX category, named ``phase: Train`` / ``phase: Test`` / ``phase: Predict``
+(:data:`CATEGORY_PREFIX` + the outer range's name).
+
+Why the prefix: a category name is a text of its own in a profile -- Nsight Systems
+exports it as an ``NVTX_EVENTS`` row (``eventType`` 33) whose ``text`` is the name. Named
+plainly ``Train``, it made queries written for NVIDIA's old callback (which named no
+category), such as ``SELECT count(*), avg(end - start) FROM NVTX_EVENTS WHERE text LIKE
+'Train' AND start > 0``, count the category with the range (2 instead of 1). With the
+prefix, range texts stay unique to ranges and such queries give the old answers.
 
 The ranges are host-side (Python, through the ``nvtx`` package): they cover what the
 Keras loop does between the callback calls. Domains and strings are registered once;
@@ -24,9 +32,13 @@ from nvtx._lib import EventAttributes, RegisteredString, dummy_domain
 
 from nvtx_plugins_tf.keras._compat import keras
 
-__all__ = ["NVTXCallback", "DEFAULT_DOMAIN", "DEFAULT_COLORS"]
+__all__ = ["NVTXCallback", "DEFAULT_DOMAIN", "DEFAULT_COLORS", "CATEGORY_PREFIX"]
 
 DEFAULT_DOMAIN = "Keras"
+
+#: The batch ranges' category is named this + the phase's range name (``"phase: Train"``),
+#: so that no category name equals a range text (see the module docstring).
+CATEGORY_PREFIX = "phase: "
 
 #: ARGB colors of the range kinds.
 DEFAULT_COLORS = {
@@ -46,7 +58,8 @@ class NVTXCallback(keras.callbacks.Callback):
 
     Args:
       domain_name: NVTX domain of all the ranges (``None``: NVTX's default domain).
-      train_message, test_message, predict_message: names of the outer ranges.
+      train_message, test_message, predict_message: names of the outer ranges; the batch
+        ranges of each phase carry the category ``CATEGORY_PREFIX + message``.
       epoch_message: format of epoch range names (``{epoch}`` is the epoch index).
       batch_message: format of batch range names (``{batch}`` is the batch index).
         Use a constant such as ``"batch"`` to register a single string; the index is the
@@ -96,7 +109,7 @@ class NVTXCallback(keras.callbacks.Callback):
         self._categories = {}
         if self._active:
             for mode in _MODES:
-                self._categories[mode] = self._domain.get_category_id(self.messages[mode])
+                self._categories[mode] = self._domain.get_category_id(CATEGORY_PREFIX + self.messages[mode])
 
     # ------------------------------------------------------------------ internals
     def _string(self, text: str) -> RegisteredString:
