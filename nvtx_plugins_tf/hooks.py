@@ -11,13 +11,22 @@ gives one range ``step {n}`` per ``run`` call (``n`` from 0; the step number is 
 payload) after the first ``skip_n_steps`` ones, and, when ``name`` is given, an outer
 range ``name`` from session creation to ``end``. The ranges are host-side (``nvtx``
 package), in the domain ``domain_name`` (NVTX's default domain unless given).
+
+Memory: the range names are those of NVIDIA's old hook (``step 0``, ``step 1`` ...), so each
+step's name is a new NVTX registered string. The hook keeps none of them once its range
+has started (it bypasses ``nvtx.Domain.get_registered_string``, whose cache is unbounded:
+that cost about 500 bytes per step, +97 MiB per 200,000 steps); what stays is the attached
+tool's copy of each name (Nsight Systems, or the package's recorder). For a fixed cost
+whatever the number of steps, pass a ``step_message`` without ``{step}``, e.g.
+``NVTXHook(step_message="step")``: one string is registered and the step number is only
+in the payload.
 """
 
 from __future__ import annotations
 
 import nvtx
 import tensorflow as tf
-from nvtx._lib import EventAttributes, dummy_domain
+from nvtx._lib import EventAttributes, RegisteredString, dummy_domain
 
 __all__ = ["NVTXHook"]
 
@@ -32,7 +41,8 @@ class NVTXHook(tf.compat.v1.train.SessionRunHook):
       skip_n_steps: number of first steps without a range (warm-up).
       name: name of the outer range (``None``: no outer range).
       domain_name: NVTX domain (``None``: the default domain).
-      step_message: format of step range names (``{step}`` is the step number).
+      step_message: format of step range names (``{step}`` is the step number; without
+        ``{step}`` one string serves every step, the number being the payload).
     """
 
     def __init__(self, skip_n_steps: int = 0, name: str | None = None, *, domain_name: str | None = None,
@@ -47,26 +57,38 @@ class NVTXHook(tf.compat.v1.train.SessionRunHook):
         self.step_message = step_message
         self._domain = nvtx.get_domain(domain_name)
         self._active = self._domain is not dummy_domain
+        self._per_step_names = "{step}" in step_message
+        self._strings: dict[str, RegisteredString] = {}  # the fixed names only (at most 2)
         self._step = 0
         self._step_range = None
         self._session_range = None
 
-    def _start(self, message, color, payload=None):
+    def _fixed_string(self, text: str) -> RegisteredString:
+        handle = self._strings.get(text)
+        if handle is None:
+            handle = self._strings[text] = RegisteredString(self._domain.handle, text)
+        return handle
+
+    def _start(self, message: RegisteredString, color, payload=None):
         domain = self._domain
-        return domain.start_range(EventAttributes(domain, domain.get_registered_string(message), color, None, payload))
+        return domain.start_range(EventAttributes(domain, message, color, None, payload))
 
     def begin(self):
         self._step = 0
 
     def after_create_session(self, session, coord):
         if self._active and self.name and self._session_range is None:
-            self._session_range = self._start(self.name, _SESSION_COLOR)
+            self._session_range = self._start(self._fixed_string(self.name), _SESSION_COLOR)
 
     def before_run(self, run_context):
         if self._active and self._step >= self.skip_n_steps:
             if self._step_range is not None:
                 self._domain.end_range(self._step_range)
-            self._step_range = self._start(self.step_message.format(step=self._step), _STEP_COLOR, self._step)
+            if self._per_step_names:  # registered, used once, not kept
+                message = RegisteredString(self._domain.handle, self.step_message.format(step=self._step))
+            else:
+                message = self._fixed_string(self.step_message)
+            self._step_range = self._start(message, _STEP_COLOR, self._step)
         return None
 
     def after_run(self, run_context, run_values):

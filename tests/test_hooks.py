@@ -1,7 +1,10 @@
 """NVTXHook: one 'step {n}' range per session.run, an outer range over the session."""
 
+import gc
+
 import pytest
 import tensorflow as tf
+from nvtx._lib.lib import Domain, RegisteredString
 
 import nvtx_plugins_tf as nvtx_tf
 from nvtx_plugins_tf.hooks import NVTXHook
@@ -77,4 +80,36 @@ def test_trace_decorator_in_compat_v1_graph():
     assert rec.count(message="scale", domain="Forward") == 1
     assert rec.count(message="scale", domain="Backward") == 1
     assert rec.count(message="step 0") == 1
+    assert not rec.open_ranges
+
+
+def _live_registered_strings() -> int:
+    return sum(1 for o in gc.get_objects() if isinstance(o, RegisteredString))
+
+
+@pytest.mark.parametrize("step_message", ["step {step}", "step"])
+def test_step_names_hold_no_memory_per_step(step_message):
+    """Issue 9 item 6: a per-step name was registered through nvtx's unbounded cache
+    (Domain.get_registered_string): ~500 bytes per step forever (+97 MiB / 200,000 steps).
+    The hook now holds at most its fixed names, whatever the number of steps."""
+    steps = 3000
+    hook = NVTXHook(domain_name="HookMemory", name="Session", step_message=step_message)
+    nvtx_cache = Domain.get_registered_string.cache_info
+    with capture() as rec:
+        hook.begin()
+        hook.after_create_session(None, None)
+        gc.collect()
+        cached, live = nvtx_cache().currsize, _live_registered_strings()
+        for _ in range(steps):
+            hook.before_run(None)
+            hook.after_run(None, None)
+        gc.collect()
+        assert nvtx_cache().currsize == cached  # was + steps
+        assert _live_registered_strings() - live <= 1  # was + steps (the fixed name, when first used)
+        hook.end(None)
+    ranges = rec.find(domain="HookMemory")
+    steps_seen = [r for r in ranges if r.message != "Session"]
+    assert sorted(r.payload for r in steps_seen) == list(range(steps))
+    assert all(r.message == step_message.format(step=r.payload) for r in steps_seen)
+    assert rec.count(message="Session", domain="HookMemory") == 1
     assert not rec.open_ranges
