@@ -22,6 +22,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from _table import print_table
+
 from nvtx_plugins_tf.keras import NVTXCallback, annotate, keras
 
 
@@ -105,12 +107,10 @@ def main(argv=None) -> int:
          f"{noise:.2f} %", "", ""),
     ]
     header = ("measurement", "baseline", "with nvtx_plugins_tf", "overhead", "target", "")
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     print(f"NVTX tool attached: {'yes' if attached else 'no'}; TF {tf.__version__}, "
           f"{os.cpu_count()} CPUs; callback: min over {args.repeats} repeats, "
           f"steps: median of {args.steps * args.repeats} interleaved steps")
-    for row in [header, tuple("-" * w for w in widths)] + rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+    print_table(header, rows)
     return 0
 
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["bench_recorder_native.py", "bench_exports.py", "bench_ops.py", "bench_keras.py"]
+BENCHMARKS = ["bench_recorder_native.py", "bench_exports.py", "bench_ops.py", "bench_keras.py", "bench_models.py"]
 
 
 def main() -> int:

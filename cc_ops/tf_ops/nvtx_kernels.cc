@@ -1,4 +1,5 @@
-// Kernels of NvtxStart, NvtxEnd and NvtxMark (interfaces in nvtx_ops.cc).
+// Kernels of NvtxStart, NvtxEnd, NvtxMark and the backward NvtxBackwardStart/End (which share
+// NvtxStart's and NvtxEnd's kernels; interfaces in nvtx_ops.cc).
 //
 // Every kernel forwards its inputs to its outputs (no copy) and makes one NVTX call.
 // Message, domain, color and category are attributes resolved once when the kernel is
@@ -130,35 +131,39 @@ class NvtxEndOp : public OpKernel {
   nvtxDomainHandle_t domain_ = nullptr;
 };
 
-// CPU: everything in host memory.
-REGISTER_KERNEL_BUILDER(Name("NvtxStart").Device(tensorflow::DEVICE_CPU), NvtxStartOp);
-REGISTER_KERNEL_BUILDER(Name("NvtxEnd").Device(tensorflow::DEVICE_CPU), NvtxEndOp);
-REGISTER_KERNEL_BUILDER(Name("NvtxMark").Device(tensorflow::DEVICE_CPU), NvtxMarkOp);
+// CPU: everything in host memory. GPU: `inputs` stay in device memory (no copy: the
+// kernels only forward buffers); `host_inputs` (int32, string, resource: TensorFlow's
+// host-memory dtypes, as for its Identity kernels), the payload and the range id live in
+// host memory. No CUDA code is involved, so the GPU registrations compile without nvcc;
+// they are used when the installed TensorFlow has GPU support and a GPU is present.
+#define NVTX_TF_REGISTER_START_KERNELS(op_name)                                                  \
+  REGISTER_KERNEL_BUILDER(Name(op_name).Device(tensorflow::DEVICE_CPU), NvtxStartOp);            \
+  REGISTER_KERNEL_BUILDER(Name(op_name)                                                          \
+                              .Device(tensorflow::DEVICE_GPU)                                    \
+                              .HostMemory("host_inputs")                                         \
+                              .HostMemory("host_outputs")                                        \
+                              .HostMemory("payload")                                             \
+                              .HostMemory("range_id"),                                           \
+                          NvtxStartOp)
 
-// GPU: `inputs` stay in device memory (no copy: the kernels only forward buffers);
-// `host_inputs` (int32, string, resource: TensorFlow's host-memory dtypes, as for its
-// Identity kernels), the payload and the range id live in host memory. No CUDA code is
-// involved, so these registrations compile without nvcc; they are used when the
-// installed TensorFlow has GPU support and a GPU is present.
-REGISTER_KERNEL_BUILDER(Name("NvtxStart")
-                            .Device(tensorflow::DEVICE_GPU)
-                            .HostMemory("host_inputs")
-                            .HostMemory("host_outputs")
-                            .HostMemory("payload")
-                            .HostMemory("range_id"),
-                        NvtxStartOp);
-REGISTER_KERNEL_BUILDER(Name("NvtxEnd")
-                            .Device(tensorflow::DEVICE_GPU)
-                            .HostMemory("host_inputs")
-                            .HostMemory("host_outputs")
-                            .HostMemory("range_id"),
-                        NvtxEndOp);
-REGISTER_KERNEL_BUILDER(Name("NvtxMark")
-                            .Device(tensorflow::DEVICE_GPU)
-                            .HostMemory("host_inputs")
-                            .HostMemory("host_outputs")
-                            .HostMemory("payload"),
-                        NvtxMarkOp);
+#define NVTX_TF_REGISTER_END_KERNELS(op_name)                                                    \
+  REGISTER_KERNEL_BUILDER(Name(op_name).Device(tensorflow::DEVICE_CPU), NvtxEndOp);              \
+  REGISTER_KERNEL_BUILDER(Name(op_name)                                                          \
+                              .Device(tensorflow::DEVICE_GPU)                                    \
+                              .HostMemory("host_inputs")                                         \
+                              .HostMemory("host_outputs")                                        \
+                              .HostMemory("range_id"),                                           \
+                          NvtxEndOp)
+
+NVTX_TF_REGISTER_START_KERNELS("NvtxStart");
+NVTX_TF_REGISTER_START_KERNELS("NvtxBackwardStart");
+NVTX_TF_REGISTER_END_KERNELS("NvtxEnd");
+NVTX_TF_REGISTER_END_KERNELS("NvtxBackwardEnd");
+
+REGISTER_KERNEL_BUILDER(Name("NvtxMark").Device(tensorflow::DEVICE_CPU), NvtxMarkOp);
+REGISTER_KERNEL_BUILDER(
+    Name("NvtxMark").Device(tensorflow::DEVICE_GPU).HostMemory("host_inputs").HostMemory("host_outputs").HostMemory("payload"),
+    NvtxMarkOp);
 
 }  // namespace
 }  // namespace nvtx_tf

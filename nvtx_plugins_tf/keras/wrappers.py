@@ -20,6 +20,7 @@ from typing import Callable
 from nvtx_plugins_tf import ops as _ops
 from nvtx_plugins_tf.ops import _validation
 from nvtx_plugins_tf.keras._compat import KERAS3, flatten_layers, keras, register_serializable
+from nvtx_plugins_tf.keras.layers import NVTXEnd, NVTXStart
 
 __all__ = ["NVTXRange", "annotate", "DEFAULT_FORWARD_DOMAIN", "DEFAULT_BACKWARD_DOMAIN"]
 
@@ -148,8 +149,9 @@ def annotate(
     ``domain_name``) and its gradient a backward range (in ``grad_domain_name``), so one
     training step gives one forward and one backward range per layer, balanced also for
     the first layer. Nested models are layers too: their ranges enclose those of their
-    own layers. Input layers are skipped; a layer is annotated once even if ``annotate``
-    is called again.
+    own layers. Input layers and the package's own layers (``NVTXStart``, ``NVTXEnd``,
+    ``NVTXRange`` and the layer it wraps) are skipped; a layer is annotated once even if
+    ``annotate`` is called again.
 
     Args:
       model: a built or unbuilt Keras model (functional, Sequential or subclassed) or layer.
@@ -170,7 +172,14 @@ def annotate(
     _validation.color(color)
     _validation.category(category)
     layers = flatten_layers(model, include_self=include_model)
+    # The package's own layers already are ranges: NVTXStart/NVTXEnd, NVTXRange and the
+    # layer an NVTXRange wraps are left as they are.
     seen = set()
+    for layer in layers:
+        if isinstance(layer, (NVTXStart, NVTXEnd, NVTXRange)):
+            seen.add(id(layer))
+            if isinstance(layer, NVTXRange):
+                seen.update(id(inner) for inner in flatten_layers(layer.layer, include_self=True))
     for layer in layers:
         if id(layer) in seen or _is_input_layer(layer) or getattr(layer, _ANNOTATED, None) is not None:
             continue

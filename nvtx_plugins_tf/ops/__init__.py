@@ -11,11 +11,12 @@ Same calls as NVIDIA's old ``nvtx.plugins.tf.ops``::
 plus :func:`mark`, the :func:`range` context manager, and ``color``/``category``/``payload``.
 """
 
-from nvtx_plugins_tf.ops import _tape_closer
+from nvtx_plugins_tf.ops import _ordering, _tape_closer
 from nvtx_plugins_tf.ops import gradients as _gradients  # noqa: F401  (registers gradients)
 from nvtx_plugins_tf.ops._loader import library_path, load as load_library
 from nvtx_plugins_tf.ops.ranges import NvtxContext, enabled, end, mark, range, start, trace
 
 _tape_closer.install()
+_ordering.install()
 
 __all__ = ["start", "end", "trace", "mark", "range", "enabled", "NvtxContext", "load_library", "library_path"]

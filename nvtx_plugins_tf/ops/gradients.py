@@ -1,14 +1,22 @@
 """Gradients of the NVTX ops: backward ranges in their own domain.
 
 Backpropagation meets NvtxEnd first: its gradient opens the backward range
-(``grad_message`` in ``grad_domain_name``) around the incoming gradients. The
-gradient of NvtxStart closes it around the outgoing ones. Both gradient functions
-find each other through the forward range id tensor.
+(``grad_message`` in ``grad_domain_name``) with an NvtxBackwardStart around the incoming
+gradients. The gradient of NvtxStart closes it with an NvtxBackwardEnd around the
+outgoing ones. Both gradient functions find each other through the forward range id
+tensor, which is also the backward range's payload (the link between the two ranges).
 
-Balance: when the gradient of NvtxStart is never built (a region with no trainable
-input, e.g. the model's first layer), the backward range is still ended: under a
-GradientTape when ``tape.gradient`` returns (see _tape_closer.py); in a compat.v1
-graph when the session step ends (NvtxStart's ``close_at_step_end``).
+The annotated program must be the same program: the backward ops are not stateful, so
+TensorFlow runs them only when the gradients they carry are needed, and it still prunes
+every gradient it would prune without us (a frozen base model's backward pass, the
+gradient with respect to a model's input). Nothing here makes TensorFlow differentiate
+anything it would not differentiate anyway.
+
+Balance: when the outgoing gradients of a region are never built or never used (the
+model's first layer, the trainable layer just above a frozen base, integer inputs), the
+backward range is still ended: under a GradientTape after the region's gradients that
+``tape.gradient`` returns (see _tape_closer.py); in a compat.v1 graph when the session
+step ends (``close_at_step_end``).
 """
 
 from __future__ import annotations
@@ -20,8 +28,26 @@ import tensorflow as tf
 
 from nvtx_plugins_tf.ops import _structure, _tape_closer
 
+
+class BackwardRange:
+    """A backward range opened by NvtxEnd's gradient, until NvtxStart's gradient ends it.
+
+    ``end_op`` is the NvtxBackwardEnd built by NvtxStart's gradient (in a graph), or True
+    once it ran (eagerly); None while no gradient of NvtxStart was built.
+    """
+
+    __slots__ = ("key", "range_id", "domain", "start_op", "end_op")
+
+    def __init__(self, key: tuple, range_id, domain: str):
+        self.key = key
+        self.range_id = range_id
+        self.domain = domain
+        self.start_op = None if tf.executing_eagerly() else range_id.op
+        self.end_op = None
+
+
 _MAX_PENDING = 100_000
-_pending: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+_pending: "collections.OrderedDict[tuple, BackwardRange]" = collections.OrderedDict()
 _pending_lock = threading.Lock()
 
 
@@ -32,14 +58,14 @@ def _range_key(range_id) -> tuple:
     return ("eager", int(range_id.numpy()))
 
 
-def _remember(key: tuple, entry: tuple) -> None:
+def _remember(key: tuple, entry: BackwardRange) -> None:
     with _pending_lock:
         _pending[key] = entry
         while len(_pending) > _MAX_PENDING:
             _pending.popitem(last=False)
 
 
-def take_pending(key: tuple):
+def take_pending(key: tuple) -> BackwardRange | None:
     with _pending_lock:
         return _pending.pop(key, None)
 
@@ -57,28 +83,39 @@ def _through(op_fn, grads):
     return out
 
 
+def _attr(op, name: str) -> str:
+    value = op.get_attr(name)
+    return value.decode() if isinstance(value, bytes) else value
+
+
 @tf.RegisterGradient("NvtxEnd")
 def _nvtx_end_grad(op, *grads):
     from nvtx_plugins_tf.ops import ranges
 
     grads = list(grads)
-    grad_message = op.get_attr("grad_message")
-    grad_message = grad_message.decode() if isinstance(grad_message, bytes) else grad_message
+    grad_message = _attr(op, "grad_message")
     if not grad_message or not ranges.enabled():
         return grads + [None]
-    grad_domain = op.get_attr("grad_domain_name")
-    grad_domain = grad_domain.decode() if isinstance(grad_domain, bytes) else grad_domain
-    backward_id = []
+    grad_domain = _attr(op, "grad_domain_name")
+    forward_id = op.inputs[-1]
+    key = _range_key(forward_id)
+    opened = []
 
     def open_range(flat):
-        out, range_id = ranges._start_op(flat, grad_message, grad_domain, 0, ranges.replica_category(), [], None)
-        backward_id.append(range_id)
+        out, range_id = ranges._backward_start_op(flat, grad_message, grad_domain, ranges.replica_category(), forward_id)
+        opened.append(BackwardRange(key, range_id, grad_domain))
         return out
 
-    out = _through(open_range, grads)
-    key = _range_key(op.inputs[-1])
-    _remember(key, (backward_id[0], grad_domain))
-    _tape_closer.opened(key, backward_id[0], grad_domain)
+    # The backward range opens after its forward range closed, also where the incoming
+    # gradient does not depend on the region's output (the forward NvtxEnd runs anyway:
+    # waiting for it computes nothing more).
+    # (``op`` may be the tape's stand-in; its outputs are the real ones.)
+    graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+    forward_end = [t.op for t in op.outputs[:1] if tf.is_symbolic_tensor(t) and t.graph is graph]
+    with tf.control_dependencies(forward_end):
+        out = _through(open_range, grads)
+    _remember(key, opened[0])
+    _tape_closer.opened(opened[0])
     return out + [None]
 
 
@@ -90,14 +127,32 @@ def _nvtx_start_grad(op, *grads):
     num_payload = op.get_attr("num_payload")
     passthrough = list(grads[:n])
     entry = take_pending(_range_key(op.outputs[-1]))
-    if entry is not None:
-        backward_id, grad_domain = entry
-        passthrough = _through(
-            lambda flat: ranges._end_op(flat, backward_id, grad_domain, "", "", None), passthrough
-        )
+    if entry is not None and any(g is not None and g.dtype != tf.resource for g in passthrough):
+        ended = []
+
+        def close_range(flat):
+            out = ranges._backward_end_op(flat, entry.range_id, entry.domain)
+            ended.append(out[0].op if tf.is_symbolic_tensor(out[0]) else True)
+            return out
+
+        passthrough = _through(close_range, passthrough)
+        entry.end_op = ended[0]
+    # Otherwise no gradient leaves the region: the tape closer ends the range.
     return passthrough + [None] * num_payload
 
 
 @tf.RegisterGradient("NvtxMark")
 def _nvtx_mark_grad(op, *grads):
     return list(grads) + [None] * op.get_attr("num_payload")
+
+
+@tf.RegisterGradient("NvtxBackwardStart")
+def _nvtx_backward_start_grad(op, *grads):
+    """Second-order gradients pass through unannotated."""
+    n = len(op.get_attr("T")) + len(op.get_attr("Thost"))
+    return list(grads[:n]) + [None] * op.get_attr("num_payload")
+
+
+@tf.RegisterGradient("NvtxBackwardEnd")
+def _nvtx_backward_end_grad(op, *grads):
+    return list(grads) + [None]

@@ -141,6 +141,31 @@ def _start_op(flat, message, domain_name, color, category, payload, name):
     return _structure.merge(list(out_device), list(out_host), is_host), range_id
 
 
+def _backward_start_op(flat, message, domain_name, category, forward_range_id):
+    """One NvtxBackwardStart (not stateful: runs only when the gradients it carries are
+    used); its payload is the forward range's id, which links the two ranges."""
+    device, host, is_host = _structure.split(flat)
+    out_device, out_host, range_id = _loader.load().nvtx_backward_start(
+        device,
+        host,
+        [forward_range_id],
+        message=message,
+        domain_name=domain_name,
+        category=category,
+        close_at_step_end=_tf1_graph_mode(),
+    )
+    return _structure.merge(list(out_device), list(out_host), is_host), range_id
+
+
+def _backward_end_op(flat, range_id, domain_name):
+    """One NvtxBackwardEnd (not stateful, see _backward_start_op)."""
+    device, host, is_host = _structure.split(flat)
+    out_device, out_host = _loader.load().nvtx_backward_end(
+        device, host, range_id, domain_name=domain_name, close_at_step_end=_tf1_graph_mode()
+    )
+    return _structure.merge(list(out_device), list(out_host), is_host)
+
+
 def _end_op(flat, range_id, domain_name, grad_message, grad_domain_name, name):
     device, host, is_host = _structure.split(flat)
     out_device, out_host = _loader.load().nvtx_end(
@@ -423,7 +448,12 @@ def trace(
             for i, value in zip(positions, traced):
                 leaves[i] = value
             args2, kwargs2 = tf.nest.pack_sequence_as((args, kwargs), leaves)
-            result = func(*args2, **kwargs2)
+            try:
+                result = func(*args2, **kwargs2)
+            except BaseException:
+                if context.enabled and not context._ended:
+                    end(None, context)  # the range closes on every exit path
+                raise
             out_leaves = tf.nest.flatten(result)
             out_positions = [i for i, leaf in enumerate(out_leaves) if _is_tensor_leaf(leaf)]
             if not context.enabled:
