@@ -93,7 +93,7 @@ def test_mirrored_keras3_fit_layers_and_callback(tmp_path):
     assert [r.payload for r in sorted(epochs, key=lambda r: r.start_ns)] == list(range(EPOCHS))
     batches = [r for r in rec.find(domain="Keras") if r.message.startswith("batch ")]
     assert Counter(r.message for r in batches) == {f"batch {b}": EPOCHS for b in range(STEPS)}
-    assert all(r.category_name == "Train" for r in batches)
+    assert all(r.category_name == "phase: Train" for r in batches)
     train = rec.find(message="Train", domain="Keras")[0]
     assert all(_within(e, train) for e in epochs)
     for epoch in epochs:
@@ -186,7 +186,7 @@ def test_multi_worker_mirrored_tf_keras_fit_and_custom_loop(tmp_path):
         assert [r.message for r in epochs] == [f"epoch {e}" for e in range(EPOCHS)]
         batches = [r for r in mine if r.domain == "Keras" and r.message.startswith("batch ")]
         assert Counter(r.message for r in batches) == {f"batch {b}": EPOCHS for b in range(STEPS)}
-        assert all(r.category_name == "Train" for r in batches)
+        assert all(r.category_name == "phase: Train" for r in batches)
         for batch in batches:  # each fit step's forward/backward range inside its batch range
             assert len([r for r in forward if _within(r, batch)]) == 1, batch
             assert len([r for r in backward if _within(r, batch)]) == 1, batch

@@ -80,6 +80,8 @@ def test_mismatched_library_gives_one_line_with_command(tmp_path):
         from pathlib import Path
         os.environ["NVTX_TF_NO_AUTO_BUILD"] = "1"
         os.environ["XDG_CACHE_HOME"] = {str(tmp_path / "cache")!r}
+        import nvtx_plugins_tf
+        nvtx_plugins_tf._disable_autoload()  # the test loads a library of its own below
         import nvtx_plugins_tf._native_libs as libs
         import nvtx_plugins_tf.ops._loader as loader
         fake = Path({str(tmp_path / "native")!r}); fake.mkdir()

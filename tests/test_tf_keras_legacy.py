@@ -43,7 +43,7 @@ SCRIPT = textwrap.dedent(
     assert rec.count(message="head", domain="Backward") == 8
     assert rec.count(message="Train", domain="Keras") == 1
     assert rec.count(message="epoch 1", domain="Keras") == 1
-    assert len(rec.find(domain="Keras", category="Train")) == 8
+    assert len(rec.find(domain="Keras", category="phase: Train")) == 8
     assert not rec.open_ranges, rec.open_ranges
 
     # config / h5-free SavedModel-free round trip through the Keras 2 serializer

@@ -1,12 +1,12 @@
 // Backward ranges that must be closed when a Session step ends.
 //
 // In a compat.v1 graph, tf.gradients computes only the gradients between the variables
-// and the loss. When an annotated region takes no trainable input (the model's first
-// layer) the gradient of its NvtxStart is never built, so the backward range opened by
-// the gradient of NvtxEnd would stay open. Such backward ranges are registered in the
-// step's container; a backward NvtxEnd that does run removes its range, and whatever
-// is left when the session step ends is ended then. (TF2 code takes another path:
-// the Python wrapper makes the tape record NvtxStart, see nvtx_plugins_tf/ops/.)
+// and the loss, and a session runs only what its fetches need. When an annotated region
+// passes no gradient on (the model's first layer) the gradient of its NvtxStart is never
+// built or never run, so the backward range opened by NvtxBackwardStart would stay open.
+// Such ranges are registered in the step's container; an end that does run removes its
+// range, and whatever is left when the session step ends is ended then. (Under a
+// tf.GradientTape the Python tape closer ends them instead: nvtx_plugins_tf/ops/_tape_closer.py.)
 #ifndef NVTX_PLUGINS_TF_STEP_RANGES_H_
 #define NVTX_PLUGINS_TF_STEP_RANGES_H_
 

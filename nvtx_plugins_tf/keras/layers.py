@@ -36,7 +36,7 @@ import warnings
 import tensorflow as tf
 
 from nvtx_plugins_tf import ops as _ops
-from nvtx_plugins_tf.ops import _structure, _validation, ranges as _ranges
+from nvtx_plugins_tf.ops import _raw, _structure, _validation
 from nvtx_plugins_tf.keras._compat import keras, register_serializable
 
 __all__ = ["NVTXStart", "NVTXEnd"]
@@ -103,10 +103,6 @@ def _resolve_domain(domain_id) -> str:
     return ""
 
 
-def _tensor_positions(leaves) -> list[int]:
-    return [i for i, leaf in enumerate(leaves) if isinstance(leaf, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor, tf.Variable))]
-
-
 @register_serializable
 class NVTXStart(keras.layers.Layer):
     """Opens an NVTX range; returns ``(inputs, marker_id, domain_id)``.
@@ -136,7 +132,7 @@ class NVTXStart(keras.layers.Layer):
     def call(self, inputs):
         domain = self.domain_name or ""
         domain_id = tf.constant(domain, dtype=tf.string)
-        if not (self.enabled and _ranges.enabled()):
+        if not (self.enabled and _raw.annotations_enabled()):
             return inputs, tf.constant(_DISABLED_ID, dtype=tf.int64), domain_id
         outputs, ctx = _ops.start(
             inputs, message=self.message, domain_name=domain, color=self.color, category=self.category
@@ -201,21 +197,15 @@ class NVTXEnd(keras.layers.Layer):
         static_id = tf.get_static_value(marker_id)
         if static_id is not None and int(static_id) == _DISABLED_ID:
             return x
-        if not _ranges.enabled() or _ranges._skip_for_xla("NVTXEnd"):
+        if not _raw.annotations_enabled() or _raw.skip_for_xla("NVTXEnd"):
             return x
         domain = _resolve_domain(domain_id)
         grad_message = self.grad_message if self.grad_message is not None else (_forward_message(marker_id) or self.name)
         grad_domain = self.grad_domain_name if self.grad_domain_name is not None else domain
-        leaves = tf.nest.flatten(x, expand_composites=False)
-        positions = _tensor_positions(leaves)
-        flat = [leaves[i] for i in positions]
-        out = _ranges._end_op(
-            _structure.flatten(flat), tf.cast(marker_id, tf.int64), domain, grad_message, grad_domain, None
+        range_id = tf.cast(marker_id, tf.int64)
+        return _structure.through_tensors(
+            x, lambda flat: _raw.end_op(flat, range_id, domain, grad_message, grad_domain)
         )
-        out = _structure.pack(flat, out)
-        for i, value in zip(positions, out):
-            leaves[i] = value
-        return tf.nest.pack_sequence_as(x, leaves)
 
     def compute_output_shape(self, input_shape):
         return input_shape[0]

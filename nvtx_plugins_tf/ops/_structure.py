@@ -48,3 +48,22 @@ def split(flat: list[tf.Tensor]) -> tuple[list[tf.Tensor], list[tf.Tensor], list
 def merge(device: list[tf.Tensor], host: list[tf.Tensor], is_host: list[bool]) -> list[tf.Tensor]:
     d, h = iter(device), iter(host)
     return [next(h) if flag else next(d) for flag in is_host]
+
+
+def is_tensor_leaf(value: Any) -> bool:
+    """A leaf of a nested structure that carries tensors through an NVTX op."""
+    return isinstance(value, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor, tf.Variable))
+
+
+def through_tensors(structure: Any, op_fn, select=is_tensor_leaf) -> Any:
+    """``structure`` with its selected leaves replaced by what ``op_fn`` makes of them.
+
+    The selected leaves (composites expanded into their tensors) go through ``op_fn`` in
+    one call, ``flat tensors -> flat tensors``; every other leaf is kept as it is.
+    """
+    leaves = tf.nest.flatten(structure)
+    positions = [i for i, leaf in enumerate(leaves) if select(leaf)]
+    selected = [leaves[i] for i in positions]
+    for i, value in zip(positions, pack(selected, op_fn(flatten(selected)))):
+        leaves[i] = value
+    return tf.nest.pack_sequence_as(structure, leaves)

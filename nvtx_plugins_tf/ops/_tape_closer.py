@@ -28,6 +28,8 @@ import threading
 import tensorflow as tf
 from tensorflow.python.eager import backprop
 
+from nvtx_plugins_tf.ops import _backward, _raw
+
 _local = threading.local()
 _installed = False
 _install_lock = threading.Lock()
@@ -41,7 +43,7 @@ class _Call:
     def __init__(self):
         self.graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         self.first_op = len(self.graph.get_operations()) if self.graph is not None else 0
-        self.opened = []  # gradients.BackwardRange
+        self.opened = []  # _backward.BackwardRange
 
 
 def _stack() -> list:
@@ -101,15 +103,13 @@ def _narrow(call: _Call, entry, live: set, returned: set) -> None:
     alive. The consumers of the used ones are moved to a new NvtxBackwardEnd over them
     alone, and the old op, now unused, is pruned with the gradients nobody needs.
     """
-    from nvtx_plugins_tf.ops import ranges
-
     end = entry.end_op
     outputs = list(end.outputs)
     used = [i for i, t in enumerate(outputs) if any(c in live for c in t.consumers())]
     if len(used) == len(outputs) or not used or any(t.ref() in returned for t in outputs):
         return
     with call.graph.as_default():
-        narrowed = ranges._backward_end_op([end.inputs[i] for i in used], entry.range_id, entry.domain)
+        narrowed = _raw.backward_end_op([end.inputs[i] for i in used], entry.range_id, entry.domain)
     for i, new in zip(used, narrowed):
         old = outputs[i]
         for consumer in list(old.consumers()):
@@ -120,13 +120,11 @@ def _narrow(call: _Call, entry, live: set, returned: set) -> None:
 
 
 def _close(call: _Call, result) -> None:
-    from nvtx_plugins_tf.ops import gradients, ranges
-
     if call.graph is None:
         for entry in call.opened:
-            gradients.take_pending(entry.key)
+            _backward.take(entry.key)
             if entry.end_op is None:  # (eagerly, a stateless op with no output never runs)
-                ranges._end_op([], entry.range_id, entry.domain, "", "", None)
+                _raw.end_op([], entry.range_id, entry.domain)
         return
     created = call.graph.get_operations()[call.first_op:]
     members = set(created)
@@ -134,7 +132,7 @@ def _close(call: _Call, result) -> None:
     returned_refs = {t.ref() for t in returned}
     live = _live_ops(created, returned)
     for entry in call.opened:
-        gradients.take_pending(entry.key)
+        _backward.take(entry.key)
         if entry.start_op not in live:
             continue  # never opens
         if entry.end_op is not None and entry.end_op in live:
@@ -143,7 +141,7 @@ def _close(call: _Call, result) -> None:
         after = _downstream(members, entry.start_op)
         inputs = [t for t in returned if t.op in after]
         with call.graph.as_default():
-            ranges._end_op(inputs, entry.range_id, entry.domain, "", "", None)
+            _raw.end_op(inputs, entry.range_id, entry.domain)
 
 
 def install() -> None:

@@ -21,66 +21,13 @@ step ends (``close_at_step_end``).
 
 from __future__ import annotations
 
-import collections
-import threading
-
 import tensorflow as tf
 
-from nvtx_plugins_tf.ops import _structure, _tape_closer
+from nvtx_plugins_tf.ops import _backward, _raw, _structure, _tape_closer
 
 
-class BackwardRange:
-    """A backward range opened by NvtxEnd's gradient, until NvtxStart's gradient ends it.
-
-    ``end_op`` is the NvtxBackwardEnd built by NvtxStart's gradient (in a graph), or True
-    once it ran (eagerly); None while no gradient of NvtxStart was built.
-    """
-
-    __slots__ = ("key", "range_id", "domain", "start_op", "end_op")
-
-    def __init__(self, key: tuple, range_id, domain: str):
-        self.key = key
-        self.range_id = range_id
-        self.domain = domain
-        self.start_op = None if tf.executing_eagerly() else range_id.op
-        self.end_op = None
-
-
-_MAX_PENDING = 100_000
-_pending: "collections.OrderedDict[tuple, BackwardRange]" = collections.OrderedDict()
-_pending_lock = threading.Lock()
-
-
-def _range_key(range_id) -> tuple:
-    """Identifies a forward range across the two gradient functions."""
-    if tf.is_symbolic_tensor(range_id):
-        return ("graph", id(range_id.graph), range_id.op.name, range_id.value_index)
-    return ("eager", int(range_id.numpy()))
-
-
-def _remember(key: tuple, entry: BackwardRange) -> None:
-    with _pending_lock:
-        _pending[key] = entry
-        while len(_pending) > _MAX_PENDING:
-            _pending.popitem(last=False)
-
-
-def take_pending(key: tuple) -> BackwardRange | None:
-    with _pending_lock:
-        return _pending.pop(key, None)
-
-
-def _through(op_fn, grads):
-    """Run the non-None, non-resource gradients through ``op_fn``; keep the rest."""
-    positions = [i for i, g in enumerate(grads) if g is not None and getattr(g, "dtype", None) != tf.resource]
-    selected = [grads[i] for i in positions]
-    flat = _structure.flatten(selected, "grads")
-    result = op_fn(flat)
-    packed = _structure.pack(selected, result)
-    out = list(grads)
-    for i, value in zip(positions, packed):
-        out[i] = value
-    return out
+def _carries_gradient(grad) -> bool:
+    return grad is not None and getattr(grad, "dtype", None) != tf.resource
 
 
 def _attr(op, name: str) -> str:
@@ -90,20 +37,18 @@ def _attr(op, name: str) -> str:
 
 @tf.RegisterGradient("NvtxEnd")
 def _nvtx_end_grad(op, *grads):
-    from nvtx_plugins_tf.ops import ranges
-
     grads = list(grads)
     grad_message = _attr(op, "grad_message")
-    if not grad_message or not ranges.enabled():
+    if not grad_message or not _raw.annotations_enabled():
         return grads + [None]
     grad_domain = _attr(op, "grad_domain_name")
     forward_id = op.inputs[-1]
-    key = _range_key(forward_id)
+    key = _backward.range_key(forward_id)
     opened = []
 
     def open_range(flat):
-        out, range_id = ranges._backward_start_op(flat, grad_message, grad_domain, ranges.replica_category(), forward_id)
-        opened.append(BackwardRange(key, range_id, grad_domain))
+        out, range_id = _raw.backward_start_op(flat, grad_message, grad_domain, _raw.replica_category(), forward_id)
+        opened.append(_backward.BackwardRange(key, range_id, grad_domain))
         return out
 
     # The backward range opens after its forward range closed, also where the incoming
@@ -113,29 +58,27 @@ def _nvtx_end_grad(op, *grads):
     graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
     forward_end = [t.op for t in op.outputs[:1] if tf.is_symbolic_tensor(t) and t.graph is graph]
     with tf.control_dependencies(forward_end):
-        out = _through(open_range, grads)
-    _remember(key, opened[0])
+        out = _structure.through_tensors(grads, open_range, _carries_gradient)
+    _backward.remember(key, opened[0])
     _tape_closer.opened(opened[0])
     return out + [None]
 
 
 @tf.RegisterGradient("NvtxStart")
 def _nvtx_start_grad(op, *grads):
-    from nvtx_plugins_tf.ops import ranges
-
     n = len(op.get_attr("T")) + len(op.get_attr("Thost"))
     num_payload = op.get_attr("num_payload")
     passthrough = list(grads[:n])
-    entry = take_pending(_range_key(op.outputs[-1]))
-    if entry is not None and any(g is not None and g.dtype != tf.resource for g in passthrough):
+    entry = _backward.take(_backward.range_key(op.outputs[-1]))
+    if entry is not None and any(_carries_gradient(g) for g in passthrough):
         ended = []
 
         def close_range(flat):
-            out = ranges._backward_end_op(flat, entry.range_id, entry.domain)
+            out = _raw.backward_end_op(flat, entry.range_id, entry.domain)
             ended.append(out[0].op if tf.is_symbolic_tensor(out[0]) else True)
             return out
 
-        passthrough = _through(close_range, passthrough)
+        passthrough = _structure.through_tensors(passthrough, close_range, _carries_gradient)
         entry.end_op = ended[0]
     # Otherwise no gradient leaves the region: the tape closer ends the range.
     return passthrough + [None] * num_payload

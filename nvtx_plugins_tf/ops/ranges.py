@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import threading
-import warnings
 from typing import Any, Callable, Iterator, TypeVar
 
 import tensorflow as tf
 
-from nvtx_plugins_tf.ops import _loader, _structure, _validation
+from nvtx_plugins_tf.ops import _raw, _structure, _validation
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,7 +26,7 @@ def enabled() -> bool:
     >>> isinstance(nvtx_tf.ops.enabled(), bool)
     True
     """
-    return not os.environ.get("NVTX_DISABLE")
+    return _raw.annotations_enabled()
 
 
 class NvtxContext:
@@ -64,121 +61,6 @@ class NvtxContext:
 
 def _disabled_context(message: str = "") -> NvtxContext:
     return NvtxContext(None, "", message, "", "", None)
-
-
-_xla_warning_lock = threading.Lock()
-_xla_warned = False
-
-
-def _in_xla_context() -> bool:
-    """True while tracing a function compiled with XLA (``jit_compile=True``)."""
-    from tensorflow.python.ops import control_flow_util
-
-    if tf.executing_eagerly():
-        return False
-    graph = tf.compat.v1.get_default_graph()
-    if control_flow_util.GraphOrParentsInXlaContext(graph):
-        return True
-    while graph is not None:
-        if getattr(graph, "_xla_compile", False) or getattr(graph, "is_xla_compiled", False):
-            return True
-        graph = getattr(graph, "outer_graph", None)
-    return False
-
-
-def _skip_for_xla(message: str) -> bool:
-    """Our ops cannot be compiled by XLA: drop the range, warn once per process."""
-    global _xla_warned
-    if not _in_xla_context():
-        return False
-    with _xla_warning_lock:
-        if not _xla_warned:
-            _xla_warned = True
-            warnings.warn(
-                f"nvtx_plugins_tf: NVTX range {message!r} (and every other one) is dropped inside an "
-                "XLA-compiled function (jit_compile=True): XLA cannot compile the NvtxStart/NvtxEnd ops. "
-                "Compile without XLA to see the ranges.",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-    return True
-
-
-def replica_category() -> int:
-    """``replica_id_in_sync_group + 1`` inside a replica of a multi-replica
-    ``tf.distribute`` strategy, else 0: the default NVTX category of ranges built there,
-    so each replica's ranges are told apart (``Range.category``; nsys "Category")."""
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync <= 1:
-        return 0
-    replica = tf.get_static_value(context.replica_id_in_sync_group)
-    return int(replica) + 1 if replica is not None else 0
-
-
-def _current_graph():
-    return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
-
-
-def _tf1_graph_mode() -> bool:
-    return not tf.compat.v1.executing_eagerly_outside_functions()
-
-
-def _start_op(flat, message, domain_name, color, category, payload, name):
-    """One NvtxStart. In a compat.v1 graph the range is also registered to be ended when
-    the session step ends, in case its NvtxEnd is not among the ops a run executes."""
-    device, host, is_host = _structure.split(flat)
-    out_device, out_host, range_id = _loader.load().nvtx_start(
-        device,
-        host,
-        payload,
-        message=message,
-        domain_name=domain_name,
-        color=color,
-        category=category,
-        close_at_step_end=_tf1_graph_mode(),
-        name=name,
-    )
-    return _structure.merge(list(out_device), list(out_host), is_host), range_id
-
-
-def _backward_start_op(flat, message, domain_name, category, forward_range_id):
-    """One NvtxBackwardStart (not stateful: runs only when the gradients it carries are
-    used); its payload is the forward range's id, which links the two ranges."""
-    device, host, is_host = _structure.split(flat)
-    out_device, out_host, range_id = _loader.load().nvtx_backward_start(
-        device,
-        host,
-        [forward_range_id],
-        message=message,
-        domain_name=domain_name,
-        category=category,
-        close_at_step_end=_tf1_graph_mode(),
-    )
-    return _structure.merge(list(out_device), list(out_host), is_host), range_id
-
-
-def _backward_end_op(flat, range_id, domain_name):
-    """One NvtxBackwardEnd (not stateful, see _backward_start_op)."""
-    device, host, is_host = _structure.split(flat)
-    out_device, out_host = _loader.load().nvtx_backward_end(
-        device, host, range_id, domain_name=domain_name, close_at_step_end=_tf1_graph_mode()
-    )
-    return _structure.merge(list(out_device), list(out_host), is_host)
-
-
-def _end_op(flat, range_id, domain_name, grad_message, grad_domain_name, name):
-    device, host, is_host = _structure.split(flat)
-    out_device, out_host = _loader.load().nvtx_end(
-        device,
-        host,
-        range_id,
-        domain_name=domain_name,
-        grad_message=grad_message,
-        grad_domain_name=grad_domain_name,
-        close_at_step_end=_tf1_graph_mode(),
-        name=name,
-    )
-    return _structure.merge(list(out_device), list(out_host), is_host)
 
 
 def start(
@@ -235,16 +117,16 @@ def start(
     category = _validation.category(category)
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
-    if not (_validation.boolean(enabled, "enabled") and globals()["enabled"]()):
+    if not (_validation.boolean(enabled, "enabled") and _raw.annotations_enabled()):
         return inputs, _disabled_context(message)
     flat = _structure.flatten(inputs)
     payload_list = _validation.payload(payload)
-    if _skip_for_xla(message):
+    if _raw.skip_for_xla(message):
         return inputs, _disabled_context(message)
-    category = category or replica_category()
-    out, range_id = _start_op(flat, message, domain_name, color, category, payload_list, name)
+    category = category or _raw.replica_category()
+    out, range_id = _raw.start_op(flat, message, domain_name, color, category, payload_list, name)
     return _structure.pack(inputs, out), NvtxContext(
-        range_id, domain_name, message, grad_message, grad_domain_name, _current_graph()
+        range_id, domain_name, message, grad_message, grad_domain_name, _raw.current_graph()
     )
 
 
@@ -271,13 +153,13 @@ def end(inputs: Any, nvtx_context: NvtxContext, name: str | None = None) -> Any:
         return inputs
     if nvtx_context._ended:
         raise ValueError(f"nvtx_context of range {nvtx_context.message!r} was already ended")
-    if nvtx_context.graph is not _current_graph():
+    if nvtx_context.graph is not _raw.current_graph():
         raise ValueError(
             f"nvtx_context of range {nvtx_context.message!r} comes from another graph or function; "
             "start and end a range in the same one"
         )
     flat = _structure.flatten(inputs)
-    out = _end_op(
+    out = _raw.end_op(
         flat,
         nvtx_context.range_id,
         nvtx_context.domain_name,
@@ -313,13 +195,9 @@ def mark(
         return inputs
     flat = _structure.flatten(inputs)
     payload_list = _validation.payload(payload)
-    if _skip_for_xla(message):
+    if _raw.skip_for_xla(message):
         return inputs
-    device, host, is_host = _structure.split(flat)
-    out_device, out_host = _loader.load().nvtx_mark(
-        device, host, payload_list, message=message, domain_name=domain_name, color=color, category=category, name=name
-    )
-    return _structure.pack(inputs, _structure.merge(list(out_device), list(out_host), is_host))
+    return _structure.pack(inputs, _raw.mark_op(flat, message, domain_name, color, category, payload_list, name))
 
 
 def _sink_ops(ops: list[tf.Operation]) -> list[tf.Operation]:
@@ -363,17 +241,17 @@ def range(  # noqa: A001 - mirrors nvtx.annotate's vocabulary; exported as ops.r
     domain_name = _validation.domain(domain_name, "domain_name")
     color = _validation.color(color)
     category = _validation.category(category)
-    if not enabled() or _skip_for_xla(message):
+    if not enabled() or _raw.skip_for_xla(message):
         yield _disabled_context(message)
         return
     payload_list = _validation.payload(payload)
-    _, range_id = _start_op([], message, domain_name, color, category, payload_list, None)
-    context = NvtxContext(range_id, domain_name, message, "", "", _current_graph())
+    _, range_id = _raw.start_op([], message, domain_name, color, category, payload_list, None)
+    context = NvtxContext(range_id, domain_name, message, "", "", _raw.current_graph())
     if tf.executing_eagerly():
         try:
             yield context
         finally:
-            _end_op([], range_id, domain_name, "", "", None)
+            _raw.end_op([], range_id, domain_name, "", "", None)
         return
     graph = tf.compat.v1.get_default_graph()
     first = len(graph.get_operations())
@@ -383,10 +261,11 @@ def range(  # noqa: A001 - mirrors nvtx.annotate's vocabulary; exported as ops.r
     finally:
         inside = [op for op in graph.get_operations()[first:] if op is not range_id.op]
         with tf.control_dependencies(_sink_ops(inside) or [range_id.op]):
-            _end_op([], range_id, domain_name, "", "", None)
+            _raw.end_op([], range_id, domain_name, "", "", None)
 
 
 def _is_tensor_leaf(value: Any) -> bool:
+    """What trace() threads through its range (variables are passed untouched)."""
     return isinstance(value, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor))
 
 
@@ -437,34 +316,32 @@ def trace(
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            if not (options["enabled"] and globals()["enabled"]()):
+            if not (options["enabled"] and _raw.annotations_enabled()):
                 return func(*args, **kwargs)
-            leaves = tf.nest.flatten((args, kwargs))
-            positions = [i for i, leaf in enumerate(leaves) if _is_tensor_leaf(leaf)]
-            if not positions:
+            if not any(_is_tensor_leaf(leaf) for leaf in tf.nest.flatten((args, kwargs))):
                 with range(message, domain_name, color=color, category=category):
                     return func(*args, **kwargs)
-            traced, context = start([leaves[i] for i in positions], **options)
-            for i, value in zip(positions, traced):
-                leaves[i] = value
-            args2, kwargs2 = tf.nest.pack_sequence_as((args, kwargs), leaves)
+            contexts = []
+
+            def open_range(flat):
+                out, context = start(flat, **options)
+                contexts.append(context)
+                return out
+
+            args2, kwargs2 = _structure.through_tensors((args, kwargs), open_range, _is_tensor_leaf)
+            context = contexts[0]
             try:
                 result = func(*args2, **kwargs2)
             except BaseException:
                 if context.enabled and not context._ended:
                     end(None, context)  # the range closes on every exit path
                 raise
-            out_leaves = tf.nest.flatten(result)
-            out_positions = [i for i, leaf in enumerate(out_leaves) if _is_tensor_leaf(leaf)]
             if not context.enabled:
                 return result
-            if not out_positions:
+            if not any(_is_tensor_leaf(leaf) for leaf in tf.nest.flatten(result)):
                 end(None, context)
                 return result
-            ended = end([out_leaves[i] for i in out_positions], context)
-            for i, value in zip(out_positions, ended):
-                out_leaves[i] = value
-            return tf.nest.pack_sequence_as(result, out_leaves)
+            return _structure.through_tensors(result, lambda flat: end(flat, context), _is_tensor_leaf)
 
         return wrapper  # type: ignore[return-value]
 
