@@ -73,10 +73,10 @@ def test_forged_ids_into_raw_end(range_id, domain):
 @SETTINGS
 @given(st.one_of(st.integers(), st.floats(), st.text(), st.none(), st.binary(), st.lists(st.integers(), max_size=2)))
 def test_arbitrary_argument_values_raise_clear_errors(value):
-    for kwargs in (dict(message=value), dict(message="m", color=value), dict(message="m", category=value),
-                   dict(message="m", payload=value), dict(message="m", domain_name=value)):
+    for argument in ("message", "color", "category", "payload", "domain_name"):
+        kwargs = {"message": "m", argument: value}
         try:
             x, ctx = nvtx_tf.ops.start(tf.ones([1]), **kwargs)
             nvtx_tf.ops.end(x, ctx)
         except (TypeError, ValueError) as exc:
-            assert str(exc)
+            assert argument in str(exc), (argument, value, str(exc))  # the error names the argument

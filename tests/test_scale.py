@@ -47,7 +47,7 @@ def test_parallel_branches_from_python_threads_balanced():
     for b in range(BRANCHES):
         assert counts.get(f"branch {b}") == total, (b, counts.get(f"branch {b}"))
     assert not rec.open_ranges
-    assert rec.damaged_chunks == 0 if hasattr(rec, "damaged_chunks") else True
+    assert rec.damaged_chunks == 0
 
 
 def test_million_ranges_one_process_memory_bounded():
