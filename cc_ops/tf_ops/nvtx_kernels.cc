@@ -7,11 +7,15 @@
 // NvtxStart one pooled scalar output (range_id_pool.h).
 #include <nvtx3/nvToolsExt.h>
 
+#include <string>
+#include <utility>
+
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/types.h"
 #include "tf_ops/nvtx_handles.h"
 #include "tf_ops/range_id_pool.h"
 #include "tf_ops/step_ranges.h"
+#include "tf_ops/trace_me_bridge.h"
 
 namespace nvtx_tf {
 namespace {
@@ -49,6 +53,8 @@ class EventKernel : public OpKernel {
                 absl::InvalidArgumentError("NVTX op attribute 'num_payload' must be 0 or 1"));
     has_payload_ = num_payload == 1;
     OP_REQUIRES_OK(c, MakeEventSpec(message, domain_name, color, category, &spec_));
+    message_ = std::move(message);
+    domain_name_ = std::move(domain_name);
   }
   bool IsExpensive() override { return false; }
 
@@ -68,9 +74,15 @@ class EventKernel : public OpKernel {
     return true;
   }
 
+  // The payload of this execution as TraceMe metadata (call after Attributes()).
+  int64_t Payload(const nvtxEventAttributes_t& attributes) const {
+    return has_payload_ ? attributes.payload.llValue : 0;
+  }
+
   const int num_forwarded_;
   bool has_payload_ = false;
   EventSpec spec_;
+  std::string message_, domain_name_;  // for TraceMe
 };
 
 class NvtxStartOp : public EventKernel {
@@ -83,7 +95,8 @@ class NvtxStartOp : public EventKernel {
     nvtxEventAttributes_t attributes;
     if (!Attributes(ctx, &attributes)) return;
     ForwardInputs(ctx, num_forwarded_);
-    const nvtxRangeId_t id = nvtxDomainRangeStartEx(spec_.domain, &attributes);
+    const nvtxRangeId_t id = TraceMeRangeStarted(nvtxDomainRangeStartEx(spec_.domain, &attributes), message_,
+                                                 domain_name_, has_payload_, Payload(attributes));
     if (close_at_step_end_) OP_REQUIRES_OK(ctx, RegisterStepRange(ctx, spec_.domain, id));
     RangeIdPool::SetOutput(ctx, num_forwarded_, id);
   }
@@ -101,6 +114,7 @@ class NvtxMarkOp : public EventKernel {
     if (!Attributes(ctx, &attributes)) return;
     ForwardInputs(ctx, num_forwarded_);
     nvtxDomainMarkEx(spec_.domain, &attributes);
+    TraceMeMark(message_, domain_name_, has_payload_, Payload(attributes));
   }
 };
 
@@ -123,6 +137,7 @@ class NvtxEndOp : public OpKernel {
     const auto id = static_cast<nvtxRangeId_t>(range_id.scalar<int64_t>()());
     if (close_at_step_end_ && !ForgetStepRange(ctx, id)) return;  // already ended at step end
     nvtxDomainRangeEnd(domain_, id);
+    TraceMeRangeEnded(id);
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "tensorflow/core/framework/resource_mgr.h"
+#include "tf_ops/trace_me_bridge.h"
 
 namespace nvtx_tf {
 namespace {
@@ -14,7 +15,10 @@ constexpr char kResourceName[] = "nvtx_plugins_tf_open_step_ranges";
 class OpenStepRanges : public tensorflow::ResourceBase {
  public:
   ~OpenStepRanges() override {
-    for (const auto& [id, domain] : open_) nvtxDomainRangeEnd(domain, id);
+    for (const auto& [id, domain] : open_) {
+      nvtxDomainRangeEnd(domain, id);
+      TraceMeRangeEnded(id);
+    }
   }
   std::string DebugString() const override { return "NVTX ranges open in this step"; }
 
