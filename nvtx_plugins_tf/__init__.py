@@ -23,7 +23,8 @@ import threading
 import warnings
 
 __version__ = "0.1.0"
-__all__ = ["ops", "keras", "hooks", "estimator", "recorder", "testing", "OpLibraryWarning", "__version__"]
+__all__ = ["ops", "keras", "hooks", "estimator", "recorder", "testing", "tf_op_ranges", "tf_op_ranges_enabled",
+           "OpLibraryWarning", "__version__"]
 _SUBMODULES = ("ops", "keras", "hooks", "estimator", "recorder", "testing")
 
 
@@ -32,6 +33,8 @@ class OpLibraryWarning(UserWarning):
 
 
 def __getattr__(name: str):
+    if name in ("tf_op_ranges", "tf_op_ranges_enabled", "TFOpRangesUnavailable"):
+        return getattr(importlib.import_module(f"{__name__}.tf_ops_annotation"), name)
     if name in _SUBMODULES:
         module = importlib.import_module(f"{__name__}.{name}")
         globals()[name] = module
