@@ -123,3 +123,33 @@ def test_gradient_values_unchanged():
         return tape.gradient(loss, v).numpy()
 
     np.testing.assert_array_equal(loss_fn(True), loss_fn(False))
+
+
+def test_each_backward_range_links_to_exactly_one_forward_range_of_its_step():
+    """A backward range's payload is the NVTX range id of the forward range it mirrors."""
+    model = MLP()
+    opt = tf.keras.optimizers.SGD(0.01)
+    x = tf.constant(np.ones([16, 4], "float32"))
+
+    @tf.function
+    def step(x):
+        with nvtx_tf.ops.range("step", domain_name="Train"):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x)))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    step(x)
+    with capture() as rec:
+        for _ in range(STEPS):
+            step(x)
+    forward = {r.range_id: r for r in rec.find(domain="Forward")}
+    steps = rec.find(message="step", domain="Train")
+    backward = rec.find(domain="Gradient")
+    assert len(backward) == 3 * STEPS
+    for b in backward:
+        f = forward[b.payload]  # exactly one: range ids are unique
+        assert f.message == b.message and f.end_ns <= b.start_ns
+        (s,) = [s for s in steps if s.start_ns <= b.start_ns and b.end_ns <= s.end_ns]
+        assert s.start_ns <= f.start_ns  # the forward range of the same step
