@@ -93,3 +93,19 @@ def test_auto_annotate(tmp_path):
     assert "Conv1" in forward and "predictions" in forward
     assert rec.count(message="batch 0", domain="Keras") == 1
     assert not rec.open_ranges
+
+
+def test_tf_op_ranges(tmp_path):
+    rec, out = _record(tmp_path, "tf_op_ranges.py", "--steps", "3")
+    assert "tf_op_ranges: loss" in out
+    steps = rec.find(message="train_step", domain="Loop")
+    matmuls = [r for r in rec.find(domain="TSL") if r.message.startswith("MatMul:")]
+    assert len(steps) == 4 and len(matmuls) == 3  # the traced first step ran without op ranges
+    assert all(any(s.start_ns <= m.start_ns and m.end_ns <= s.end_ns for s in steps) for m in matmuls)
+    assert not rec.open_ranges
+
+
+def test_tf_profiler(tmp_path):
+    rec, out = _record(tmp_path, "tf_profiler.py", "--steps", "3", "--logdir", str(tmp_path / "tb"))
+    assert "tf_profiler: 'Dense 1' x3" in out and "tf_profiler: 'Dense 2' x3" in out
+    assert rec.count(message="Dense 1", domain="Forward") == 4  # NVTX sees the traced step too
