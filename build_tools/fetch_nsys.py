@@ -1,0 +1,383 @@
+"""Fetch NVIDIA Nsight Systems 2022.4.2 (the real ``nsys``) from Debian 12's archive.
+
+The tests use it as a second judge of our NVTX ranges (tests/test_nsys_oracle.py). Nothing
+is installed system-wide and the system's apt sources are left alone:
+
+1. ``apt-get update`` and ``apt-get download`` run with a private apt state under the cache
+   (``-o Dir::State=... -o Dir::Cache=... -o Dir::Etc::SourceList=<cache>/sources.list
+   -o Dir::Etc::SourceParts=/dev/null``) and the source line
+   ``deb http://deb.debian.org/debian bookworm main non-free``. apt checks the archive's
+   signature and the index hashes; we then check each .deb against the sha256 pinned in
+   :data:`PACKAGES` below. Where ``apt-get`` (or Debian's keyring) is missing, the pinned
+   pool URLs are downloaded directly (same sha256 check).
+2. The packages are unpacked with ``dpkg-deb -x`` (or a small ar/tar reader where dpkg-deb
+   is missing) into ``<cache>/root``; the .deb files are then deleted.
+3. One symlink is added inside the unpacked tree: nsys looks for its host tools
+   (``QdstrmImporter``, which turns the ``.qdstrm`` stream into ``.nsys-rep``) in
+   ``<realpath of nsys>/../../host-linux-x64``, i.e.
+   ``usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64``, while Debian ships them in
+   ``usr/lib/nsight-systems/host-linux-x64``. Without the link ``nsys profile`` stops at
+   ``R.qdstrm`` ("The importer binary and its dependencies were not found") and
+   ``QdstrmImporter -i R.qdstrm`` must be run by hand; with it nsys writes ``R.nsys-rep``
+   itself. No environment variable is needed (no LD_LIBRARY_PATH): the binaries find their
+   libraries through $ORIGIN, and ``host-linux-x64/libssh.so`` is a relative link to the
+   ``libssh.so.4`` of the ``libssh-4`` package unpacked into the same tree.
+
+Cache folder: ``$NVTX_TF_NSYS_DIR`` if set, else ``~/.cache/nvtx_plugins_tf/nsys-2022.4.2``.
+A second run finds ``<cache>/COMPLETE`` and returns at once.
+
+Command line::
+
+    python build_tools/fetch_nsys.py            # fetch if needed, print the nsys path
+    python build_tools/fetch_nsys.py --check    # do not download; exit 1 with the reason
+
+Errors end the program with one line ``fetch_nsys: error: ...`` and exit status 1
+(2 when the Debian archive cannot be reached).
+
+From Python (tests)::
+
+    import fetch_nsys
+    fetch_nsys.ensure() -> Path          # fetch if needed; raises FetchError
+    fetch_nsys.nsys_path() -> Path|None  # the nsys binary if fetched and runnable
+    fetch_nsys.why_not() -> str|None     # why nsys_path() is None
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import lzma
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+NSYS_VERSION = "2022.4.2"
+NSYS_FULL_VERSION = "2022.4.2.1-df9881f"  # as printed by `nsys --version`
+ARCHIVE = "http://deb.debian.org/debian"
+SUITE = "bookworm"
+SOURCE_LINE = f"deb {ARCHIVE} {SUITE} main non-free"
+ENV_DIR = "NVTX_TF_NSYS_DIR"
+DEFAULT_DIR = Path.home() / ".cache" / "nvtx_plugins_tf" / f"nsys-{NSYS_VERSION}"
+
+
+@dataclass(frozen=True)
+class Deb:
+    name: str
+    version: str
+    sha256: str
+    size: int
+    pool_path: str
+    # The archive replaces libssh-4 on security updates (the old version disappears from
+    # deb.debian.org); then the current version is taken, verified by apt against the
+    # signed index, with a warning naming its hash. The nsight packages are strict.
+    strict: bool = True
+
+
+# Observed on deb.debian.org (bookworm, 2025); `apt-cache show` gives the same SHA256.
+PACKAGES = (
+    Deb("nsight-systems-target", "2022.4.2.1~11.8.0-5~deb12u1",
+        "420ab94d22cb8e30feaf88f0acb7735500ffd564e5a2027f09e87438ac11615e", 34290548,
+        "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems-target_2022.4.2.1~11.8.0-5~deb12u1_amd64.deb"),
+    Deb("nsight-systems", "2022.4.2.1~11.8.0-5~deb12u1",
+        "3bfcdf9119a3aab3dadd6aa9faedb5407b71f6afaa678e98b54ab97d87627c2e", 137521340,
+        "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems_2022.4.2.1~11.8.0-5~deb12u1_amd64.deb"),
+    Deb("libssh-4", "0.10.6-0+deb12u2",
+        "2158d90ac21364655fe0372b23341fa3f871146bf3525f7dffef6dfa8f28448a", 189436,
+        "pool/main/libs/libssh/libssh-4_0.10.6-0+deb12u2_amd64.deb", strict=False),
+)
+
+NSYS_REL = Path("usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64/nsys")
+HOST_REL = Path("usr/lib/nsight-systems/host-linux-x64")
+HOST_LINK_REL = Path("usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64")
+IMPORTER_REL = HOST_REL / "QdstrmImporter"
+
+
+class FetchError(Exception):
+    """One-line reason; ``unreachable`` is True when the archive could not be reached."""
+
+    def __init__(self, message: str, unreachable: bool = False):
+        super().__init__(message)
+        self.unreachable = unreachable
+
+
+def cache_dir() -> Path:
+    value = os.environ.get(ENV_DIR)
+    return Path(value).expanduser() if value else DEFAULT_DIR
+
+
+def _root(cache: Path | None = None) -> Path:
+    return (cache or cache_dir()) / "root"
+
+
+def _stamp(cache: Path) -> Path:
+    return cache / "COMPLETE"
+
+
+def importer_path(cache: Path | None = None) -> Path | None:
+    """QdstrmImporter of the fetched tree (``-i R.qdstrm`` writes ``R.nsys-rep``)."""
+    p = _root(cache) / IMPORTER_REL
+    return p if p.is_file() else None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _runnable(nsys: Path) -> str | None:
+    """None if ``nsys --version`` prints our version and the importer's libraries load."""
+    try:
+        proc = subprocess.run([str(nsys), "--version"], capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        return f"{nsys} cannot run: {e}"
+    except subprocess.TimeoutExpired:
+        return f"{nsys} --version did not answer within 60 s"
+    if proc.returncode != 0 or NSYS_FULL_VERSION not in proc.stdout:
+        first = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[:1]
+        return f"{nsys} --version failed: {first[0] if first else 'exit status %d' % proc.returncode}"
+    importer = nsys.parents[3] / "nsight-systems" / "host-linux-x64" / "QdstrmImporter"
+    if shutil.which("ldd") and importer.is_file():
+        out = subprocess.run(["ldd", str(importer)], capture_output=True, text=True).stdout
+        missing = sorted({line.split()[0] for line in out.splitlines() if "not found" in line})
+        if missing:
+            return f"{importer.name} needs libraries missing on this system: {', '.join(missing)}"
+    return None
+
+
+def why_not() -> str | None:
+    """Why :func:`nsys_path` returns None (no download is attempted); None if usable."""
+    if sys.platform != "linux" or os.uname().machine != "x86_64":
+        return f"Nsight Systems from Debian needs Linux x86_64 (this is {sys.platform} {os.uname().machine})"
+    cache = cache_dir()
+    if not _stamp(cache).is_file():
+        return f"nsys {NSYS_VERSION} not fetched into {cache} (run: python build_tools/fetch_nsys.py)"
+    nsys = _root(cache) / NSYS_REL
+    if not nsys.is_file():
+        return f"{nsys} is missing (delete {cache} and fetch again)"
+    return _runnable(nsys)
+
+
+def nsys_path() -> Path | None:
+    """The fetched ``nsys`` binary if it is there and runs, else None (see :func:`why_not`)."""
+    return None if why_not() else _root() / NSYS_REL
+
+
+# ------------------------------------------------------------------------------ fetch
+def _apt_options(cache: Path) -> list[str]:
+    opts = {
+        "Dir::State": cache / "apt" / "state",
+        "Dir::State::status": "/dev/null" if not Path("/var/lib/dpkg/status").exists() else "/var/lib/dpkg/status",
+        "Dir::Cache": cache / "apt" / "cache",
+        "Dir::Etc::SourceList": cache / "apt" / "sources.list",
+        "Dir::Etc::SourceParts": "/dev/null",
+        "APT::Get::List-Cleanup": "0",
+    }
+    if os.geteuid() == 0:
+        opts["APT::Sandbox::User"] = "root"  # the private dirs are not _apt's
+    return [a for k, v in opts.items() for a in ("-o", f"{k}={v}")]
+
+
+def _apt_usable() -> bool:
+    return bool(shutil.which("apt-get")) and any(
+        Path(p).exists() for p in ("/usr/share/keyrings/debian-archive-keyring.gpg",
+                                   "/etc/apt/trusted.gpg.d/debian-archive-bookworm-stable.asc"))
+
+
+_UNREACHABLE_HINTS = ("Could not resolve", "Temporary failure resolving", "Failed to fetch", "Unable to connect",
+                      "Connection failed", "Connection timed out", "Network is unreachable", "Could not connect")
+
+
+def _run_apt(args: list[str], cwd: Path) -> str:
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=1800)
+    out = proc.stdout + proc.stderr
+    unreachable = any(h in out for h in _UNREACHABLE_HINTS)
+    if proc.returncode != 0 or (args[-1] == "update" and unreachable):
+        lines = [l for l in out.splitlines() if l.startswith(("E:", "W:", "Err:"))] or out.strip().splitlines()[-1:]
+        what = f"{' '.join(args[:1] + args[-1:])}: {lines[0] if lines else 'exit status %d' % proc.returncode}"
+        raise FetchError(f"cannot reach {ARCHIVE} ({what})" if unreachable else f"{what}", unreachable=unreachable)
+    return out
+
+
+def _download_apt(cache: Path, debs: Path) -> dict[str, Path]:
+    apt = cache / "apt"
+    for d in (apt / "state" / "lists" / "partial", apt / "cache" / "archives" / "partial"):
+        d.mkdir(parents=True, exist_ok=True)
+    (apt / "sources.list").write_text(SOURCE_LINE + "\n")
+    opts = _apt_options(cache)
+    _run_apt(["apt-get", "-q", *opts, "update"], debs)
+    wanted = []
+    for deb in PACKAGES:
+        policy = subprocess.run(["apt-cache", *opts, "show", f"{deb.name}={deb.version}"],
+                                capture_output=True, text=True)
+        if policy.returncode == 0:
+            wanted.append(f"{deb.name}={deb.version}")
+        elif deb.strict:
+            raise FetchError(f"{deb.name} {deb.version} is no longer in {ARCHIVE} {SUITE} "
+                             f"(update PACKAGES in build_tools/fetch_nsys.py)")
+        else:
+            wanted.append(deb.name)
+    _run_apt(["apt-get", "-q", *opts, "download", *wanted], debs)
+    found = {}
+    for deb in PACKAGES:
+        files = sorted(debs.glob(f"{deb.name}_*.deb"))
+        if not files:
+            raise FetchError(f"apt-get download did not write {deb.name}_*.deb")
+        found[deb.name] = files[-1]
+    return found
+
+
+def _download_direct(debs: Path) -> dict[str, Path]:
+    found = {}
+    for deb in PACKAGES:
+        url = f"{ARCHIVE}/{deb.pool_path}"
+        target = debs / Path(deb.pool_path).name
+        try:
+            with urllib.request.urlopen(url, timeout=60) as resp, open(target, "wb") as out:
+                shutil.copyfileobj(resp, out, 1 << 20)
+        except urllib.error.HTTPError as e:
+            raise FetchError(f"{url}: HTTP {e.code} (update PACKAGES in build_tools/fetch_nsys.py)") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise FetchError(f"cannot reach {ARCHIVE}: {getattr(e, 'reason', e)}", unreachable=True) from None
+        found[deb.name] = target
+    return found
+
+
+def _verify(found: dict[str, Path]) -> list[str]:
+    warnings = []
+    for deb in PACKAGES:
+        path = found[deb.name]
+        digest = _sha256(path)
+        if path.name == Path(deb.pool_path).name:
+            if digest != deb.sha256:
+                raise FetchError(f"sha256 mismatch for {path.name}: got {digest}, pinned {deb.sha256}")
+        elif deb.strict:
+            raise FetchError(f"got {path.name}, pinned {Path(deb.pool_path).name}")
+        else:
+            warnings.append(f"{deb.name}: pinned {deb.version} is gone from the archive; using {path.name} "
+                            f"(verified by apt against the signed index), sha256 {digest}")
+    return warnings
+
+
+def _extract_deb(deb: Path, root: Path) -> None:
+    if shutil.which("dpkg-deb"):
+        proc = subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise FetchError(f"dpkg-deb -x {deb.name} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        return
+    # ar archive: "!<arch>\n", then 60-byte headers; the member data.tar.{xz,gz,zst}.
+    with open(deb, "rb") as f:
+        if f.read(8) != b"!<arch>\n":
+            raise FetchError(f"{deb.name} is not a Debian package")
+        while header := f.read(60):
+            name = header[:16].decode().strip().rstrip("/")
+            size = int(header[48:58].decode().strip())
+            data = f.read(size)
+            if size % 2:
+                f.read(1)
+            if name.startswith("data.tar"):
+                if name.endswith(".zst"):
+                    raise FetchError(f"{deb.name}: zstd data needs dpkg-deb")
+                raw = lzma.decompress(data) if name.endswith(".xz") else data
+                with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+                    tar.extractall(root, filter="tar") if hasattr(tarfile, "data_filter") else tar.extractall(root)
+                return
+    raise FetchError(f"{deb.name} has no data.tar member")
+
+
+def _fix_tree(root: Path) -> None:
+    link = root / HOST_LINK_REL
+    if not link.exists():
+        link.symlink_to(os.path.relpath(root / HOST_REL, link.parent))
+
+
+def ensure(quiet: bool = True) -> Path:
+    """Fetch and unpack once (locked against concurrent runs); return the nsys binary."""
+    cache = cache_dir()
+    nsys = _root(cache) / NSYS_REL
+    if _stamp(cache).is_file() and nsys.is_file():
+        return nsys
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with open(cache.parent / f".{cache.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _stamp(cache).is_file() and nsys.is_file():
+            return nsys
+        t0 = time.monotonic()
+        work = cache.with_name(cache.name + ".partial")
+        shutil.rmtree(work, ignore_errors=True)
+        debs = work / "debs"
+        debs.mkdir(parents=True)
+        if _apt_usable():
+            found = _download_apt(work, debs)
+            how = "apt-get download (private apt state)"
+        else:
+            found = _download_direct(debs)
+            how = "direct download of the pinned pool URLs"
+        warnings = _verify(found)
+        t1 = time.monotonic()
+        root = work / "root"
+        root.mkdir()
+        for deb in PACKAGES:
+            _extract_deb(found[deb.name], root)
+        _fix_tree(root)
+        t2 = time.monotonic()
+        info = {
+            "nsys_version": NSYS_FULL_VERSION,
+            "method": how,
+            "debs": {p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in found.values()},
+            "download_seconds": round(t1 - t0, 1),
+            "unpack_seconds": round(t2 - t1, 1),
+            "warnings": warnings,
+        }
+        shutil.rmtree(debs)
+        shutil.rmtree(work / "apt", ignore_errors=True)
+        reason = _runnable(root / NSYS_REL)
+        if reason:
+            raise FetchError(reason)
+        (work / "COMPLETE").write_text(json.dumps(info, indent=1) + "\n")
+        shutil.rmtree(cache, ignore_errors=True)
+        work.rename(cache)
+        if not quiet:
+            for w in warnings:
+                print(f"fetch_nsys: warning: {w}", file=sys.stderr)
+            size = sum(d["bytes"] for d in info["debs"].values())
+            print(f"fetch_nsys: {size / 1e6:.0f} MB of .deb via {how} in {info['download_seconds']} s, "
+                  f"unpacked in {info['unpack_seconds']} s into {cache}", file=sys.stderr)
+        return nsys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="do not download; exit 1 with the reason if unusable")
+    args = parser.parse_args(argv)
+    if args.check:
+        reason = why_not()
+        if reason:
+            print(f"fetch_nsys: {reason}", file=sys.stderr)
+            return 1
+        print(nsys_path())
+        return 0
+    try:
+        nsys = ensure(quiet=False)
+    except FetchError as e:
+        print(f"fetch_nsys: error: {e}", file=sys.stderr)
+        return 2 if e.unreachable else 1
+    print(nsys)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
