@@ -1,11 +1,11 @@
 """Each example runs in a few seconds under `python -m nvtx_plugins_tf record` and records
 the ranges it promises."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
 from nvtx_plugins_tf import recorder
 
@@ -13,13 +13,13 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 
-def _record(tmp_path, script, *args):
+@pytest.fixture
+def _record(tmp_path, child_env):
+    return lambda script, *args: _record_example(tmp_path, child_env(), script, *args)
+
+
+def _record_example(tmp_path, env, script, *args):
     prefix = tmp_path / Path(script).stem
-    env = dict(os.environ)
-    # a fresh recording of its own, whatever the test session has attached
-    env.pop(recorder.INJECTION_ENV, None)
-    env.pop(recorder.RECORD_DIR_ENV, None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--",
                sys.executable, str(EXAMPLES / script), *args]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
@@ -28,8 +28,8 @@ def _record(tmp_path, script, *args):
     return recorder.load(str(prefix) + ".nvtxrec"), proc.stdout
 
 
-def test_keras_example(tmp_path):
-    rec, out = _record(tmp_path, "keras_example.py", "--epochs", "2", "--steps", "3", "--small")
+def test_keras_example(_record):
+    rec, out = _record("keras_example.py", "--epochs", "2", "--steps", "3", "--small")
     assert "keras_example: loss" in out
     for i in range(1, 6):
         assert rec.count(message=f"Dense {i}", domain="Forward") == 6
@@ -40,8 +40,8 @@ def test_keras_example(tmp_path):
     assert not rec.open_ranges
 
 
-def test_tf_session_example(tmp_path):
-    rec, _ = _record(tmp_path, "tf_session_example.py", "--steps", "4", "--skip", "1")
+def test_tf_session_example(_record):
+    rec, _ = _record("tf_session_example.py", "--steps", "4", "--skip", "1")
     assert [r.message for r in sorted(rec.find(), key=lambda r: r.start_ns) if r.message.startswith("step ")] == [
         "step 1", "step 2", "step 3"]
     assert rec.count(message="Session") == 1
@@ -51,8 +51,8 @@ def test_tf_session_example(tmp_path):
     assert not rec.open_ranges
 
 
-def test_custom_training_loop(tmp_path):
-    rec, _ = _record(tmp_path, "custom_training_loop.py", "--steps", "3")
+def test_custom_training_loop(_record):
+    rec, _ = _record("custom_training_loop.py", "--steps", "3")
     steps = rec.find(message="train_step", domain="Loop")
     assert sorted(r.payload for r in steps) == [0, 1, 2]
     for name in ("layer 1", "layer 2", "loss"):
@@ -61,8 +61,8 @@ def test_custom_training_loop(tmp_path):
     assert not rec.open_ranges
 
 
-def test_multi_inputs_outputs(tmp_path):
-    rec, _ = _record(tmp_path, "multi_inputs_outputs.py", "--steps", "2")
+def test_multi_inputs_outputs(_record):
+    rec, _ = _record("multi_inputs_outputs.py", "--steps", "2")
     assert rec.count(message="Merge", domain="Forward") == 2
     assert rec.count(message="Heads", domain="Forward") == 2
     assert rec.count(message="Merge grad", domain="Backward") == 2
@@ -70,8 +70,8 @@ def test_multi_inputs_outputs(tmp_path):
     assert not rec.open_ranges
 
 
-def test_tf_data_pipeline(tmp_path):
-    rec, _ = _record(tmp_path, "tf_data_pipeline.py", "--elements", "32", "--batch-size", "8")
+def test_tf_data_pipeline(_record):
+    rec, _ = _record("tf_data_pipeline.py", "--elements", "32", "--batch-size", "8")
     decode = rec.find(message="decode", domain="Data")
     assert len(decode) == 32
     assert rec.count(message="augment", domain="Data") == 32
@@ -83,8 +83,8 @@ def test_tf_data_pipeline(tmp_path):
     assert not rec.open_ranges
 
 
-def test_auto_annotate(tmp_path):
-    rec, out = _record(tmp_path, "auto_annotate.py", "--steps", "1", "--batch-size", "4")
+def test_auto_annotate(_record):
+    rec, out = _record("auto_annotate.py", "--steps", "1", "--batch-size", "4")
     assert "annotated layers" in out
     forward = {r.message for r in rec.find(domain="Forward")}
     backward = {r.message for r in rec.find(domain="Backward")}
@@ -95,8 +95,8 @@ def test_auto_annotate(tmp_path):
     assert not rec.open_ranges
 
 
-def test_tf_op_ranges(tmp_path):
-    rec, out = _record(tmp_path, "tf_op_ranges.py", "--steps", "3")
+def test_tf_op_ranges(_record):
+    rec, out = _record("tf_op_ranges.py", "--steps", "3")
     assert "tf_op_ranges: loss" in out
     steps = rec.find(message="train_step", domain="Loop")
     matmuls = [r for r in rec.find(domain="TSL") if r.message.startswith("MatMul:")]
@@ -105,7 +105,7 @@ def test_tf_op_ranges(tmp_path):
     assert not rec.open_ranges
 
 
-def test_tf_profiler(tmp_path):
-    rec, out = _record(tmp_path, "tf_profiler.py", "--steps", "3", "--logdir", str(tmp_path / "tb"))
+def test_tf_profiler(_record, tmp_path):
+    rec, out = _record("tf_profiler.py", "--steps", "3", "--logdir", str(tmp_path / "tb"))
     assert "tf_profiler: 'Dense 1' x3" in out and "tf_profiler: 'Dense 2' x3" in out
     assert rec.count(message="Dense 1", domain="Forward") == 4  # NVTX sees the traced step too

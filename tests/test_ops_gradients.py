@@ -46,7 +46,7 @@ def _backward_inside(rec):
         assert a.start_ns <= b.start_ns
 
 
-def test_gradient_tape_function_first_layer_balanced_without_trainable():
+def test_gradient_tape_function_first_layer_balanced_without_trainable(functions_eagerly, capture_steps):
     model = MLP()
     n_vars = len(model.trainable_variables)
     opt = tf.keras.optimizers.SGD(0.01)
@@ -60,10 +60,7 @@ def test_gradient_tape_function_first_layer_balanced_without_trainable():
         opt.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    step(x)
-    with capture() as rec:
-        for _ in range(STEPS):
-            step(x)
+    rec = capture_steps(step, x, steps=STEPS)
     _check_counts(rec, STEPS)
     _backward_inside(rec)
     assert len(model.trainable_variables) == n_vars

@@ -21,8 +21,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from nvtx_plugins_tf import recorder
+from conftest import _child_env
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -104,11 +103,8 @@ def test_readme_block_runs_as_written(lang, body, kind, arg, tmp_path):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    env.pop(recorder.INJECTION_ENV, None)  # each block records on its own terms
-    env.pop(recorder.RECORD_DIR_ENV, None)
-    if attach:
-        env.update(recorder.environment(tmp_path / "capture.nvtxrec"))
+    env = _child_env(tmp_path / "capture.nvtxrec" if attach else None)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     if lang == "python":
         script = tmp_path / "block.py"
         script.write_text(prelude + body + epilogue)

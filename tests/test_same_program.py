@@ -9,7 +9,6 @@ base; see gradients.py.
 """
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,13 +17,13 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+import same_program as sp
 import tensorflow as tf
+from conftest import _child_env
 
 import nvtx_plugins_tf as nvtx_tf
 from nvtx_plugins_tf.keras.layers import NVTXEnd, NVTXStart
 from nvtx_plugins_tf.testing import capture
-
-import same_program as sp
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -192,7 +191,7 @@ _SUBPROCESS = textwrap.dedent(
 
 
 def _run(script, env_extra, prefix=()):
-    env = dict(os.environ, **env_extra)
+    env = _child_env(**env_extra)
     proc = subprocess.run(
         [*prefix, sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT
     )

@@ -1,6 +1,5 @@
 """The Keras pieces on tf_keras (Keras 2): TF_USE_LEGACY_KERAS=1, in its own process."""
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -70,12 +69,9 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_tf_keras_layers_callback_annotate(tmp_path):
+def test_tf_keras_layers_callback_annotate(tmp_path, child_env):
     pytest.importorskip("tf_keras")
-    from nvtx_plugins_tf import recorder
-
-    env = dict(os.environ, **recorder.environment(tmp_path), TF_USE_LEGACY_KERAS="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env = child_env(tmp_path, TF_USE_LEGACY_KERAS="1")
     proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "LEGACY OK" in proc.stdout
