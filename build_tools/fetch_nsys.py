@@ -23,6 +23,7 @@ is installed system-wide and the system's apt sources are left alone:
    libraries through $ORIGIN, and ``host-linux-x64/libssh.so`` is a relative link to the
    ``libssh.so.4`` of the ``libssh-4`` package unpacked into the same tree.
 
+Mirror: ``$NVTX_TF_DEBIAN_ARCHIVE`` (default http://deb.debian.org/debian).
 Cache folder: ``$NVTX_TF_NSYS_DIR`` if set, else ``~/.cache/nvtx_plugins_tf/nsys-2022.4.2``.
 A second run finds ``<cache>/COMPLETE`` and returns at once.
 
@@ -64,7 +65,8 @@ from pathlib import Path
 
 NSYS_VERSION = "2022.4.2"
 NSYS_FULL_VERSION = "2022.4.2.1-df9881f"  # as printed by `nsys --version`
-ARCHIVE = "http://deb.debian.org/debian"
+# $NVTX_TF_DEBIAN_ARCHIVE: another Debian mirror (the sha256 pins still apply).
+ARCHIVE = os.environ.get("NVTX_TF_DEBIAN_ARCHIVE", "http://deb.debian.org/debian").rstrip("/")
 SUITE = "bookworm"
 SOURCE_LINE = f"deb {ARCHIVE} {SUITE} main non-free"
 ENV_DIR = "NVTX_TF_NSYS_DIR"

@@ -1,0 +1,381 @@
+"""The real Nsight Systems as a second oracle: run a workload under nsys and under our
+recorder, read both SQLite exports the same way, compare what matters.
+
+Helpers only; the tests are in tests/test_nsys_oracle.py. nsys comes from
+build_tools/fetch_nsys.py (Nsight Systems 2022.4.2 from Debian 12's non-free archive).
+
+Both files are read into :class:`Event` rows keyed by ``(domain name, message, style)``
+(style: ``mark``, ``pushpop``, ``startend``). Per key :func:`summarize` gives: count;
+for push/pop ranges the key of the enclosing push/pop range on the same thread and domain
+(nesting); category, color and payload multisets (a payload that is the id of another
+range of the same process -- our backward ranges carry their forward range's id, which
+differs between the two tools -- is compared as that range's key); the number of distinct
+threads and processes; and how many start/end ranges ended on another thread.
+:func:`thread_groups` describes thread identity: which keys share a thread.
+
+Things that legitimately differ are normalized, never compared: timestamps (nsys:
+session-relative; ours: CLOCK_MONOTONIC), ``globalTid``'s high bits (nsys sets bit 48, its
+VM id), range ids, string ids, ``text`` vs ``textId``, ``endGlobalTid`` NULL vs equal to
+``globalTid``. :func:`schema_diff` and :func:`metadata` report those for the README.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+WORKLOADS = REPO / "tests" / "nsys"
+PYTHON = sys.executable
+
+sys.path.insert(0, str(REPO / "build_tools"))
+try:
+    import fetch_nsys  # noqa: E402
+finally:
+    sys.path.pop(0)
+
+# Environment variables of an attached NVTX tool (ours, from the pytest plugin): removed
+# for the nsys run so that nsys's own injection library is the one loaded.
+_TOOL_ENV = ("NVTX_INJECTION64_PATH", "NVTX_INJECTION32_PATH", "NVTX_TF_RECORD_DIR", "NVTX_TF_CHUNK_SIZE")
+
+NSYS_PROFILE_ARGS = ["profile", "-t", "nvtx", "-s", "none", "--cpuctxsw=none", "-f", "true"]
+
+EVENT_STYLES = {34: "mark", 59: "pushpop", 60: "startend"}
+EVENT_CATEGORY, EVENT_DOMAIN_CREATE, EVENT_DOMAIN_DESTROY = 33, 75, 76
+PAYLOAD_COLUMNS = ("uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value", "floatValue",
+                   "jsonTextId", "jsonText")
+
+
+# ----------------------------------------------------------------------------- nsys
+def nsys_or_skip() -> Path:
+    """The fetched nsys (fetching it on first use). Skips with the reason only when the
+    Debian archive cannot be reached, and never when ``CI=true`` (then it fails)."""
+    try:
+        nsys = fetch_nsys.ensure()
+    except fetch_nsys.FetchError as e:
+        message = f"Nsight Systems {fetch_nsys.NSYS_VERSION} unavailable: {e}"
+        if e.unreachable and os.environ.get("CI", "").lower() != "true":
+            print(message, file=sys.stderr)
+            pytest.skip(message)
+        pytest.fail(message)
+    reason = fetch_nsys.why_not()
+    if reason:
+        pytest.fail(f"Nsight Systems {fetch_nsys.NSYS_VERSION} fetched but unusable: {reason}")
+    return nsys
+
+
+def clean_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in _TOOL_ENV}
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Run:
+    sqlite: Path
+    stdout: str
+    seconds: float
+
+
+def _check(proc: subprocess.CompletedProcess, what: str) -> None:
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
+        raise AssertionError(f"{what} failed with exit status {proc.returncode}:\n{tail}")
+
+
+def run_nsys(nsys: Path, command: list[str], prefix: Path, timeout: float = 300, env: dict | None = None) -> Run:
+    """``nsys profile -t nvtx -s none --cpuctxsw=none -o PREFIX COMMAND``, then (if nsys
+    left only ``PREFIX.qdstrm``) ``QdstrmImporter -i PREFIX.qdstrm``, then
+    ``nsys export --type sqlite``. Returns ``PREFIX.sqlite`` and the command's stdout."""
+    t0 = time.monotonic()
+    proc = subprocess.run([str(nsys), *NSYS_PROFILE_ARGS, "-o", str(prefix), *map(str, command)],
+                          env=env or clean_env(), capture_output=True, text=True, timeout=timeout)
+    _check(proc, f"nsys profile {' '.join(map(str, command))}")
+    rep = prefix.with_name(prefix.name + ".nsys-rep")
+    qdstrm = prefix.with_name(prefix.name + ".qdstrm")
+    if not rep.exists():
+        importer = fetch_nsys.importer_path()
+        assert qdstrm.exists() and importer, f"nsys wrote neither {rep} nor {qdstrm}:\n{proc.stdout}{proc.stderr}"
+        imp = subprocess.run([str(importer), "-i", str(qdstrm)], capture_output=True, text=True, timeout=timeout)
+        _check(imp, "QdstrmImporter")
+    out = prefix.with_name(prefix.name + ".sqlite")
+    exp = subprocess.run([str(nsys), "export", "--type", "sqlite", "-f", "true", "-o", str(out), str(rep)],
+                         capture_output=True, text=True, timeout=timeout)
+    _check(exp, "nsys export --type sqlite")
+    return Run(out, proc.stdout, time.monotonic() - t0)
+
+
+def run_ours(command: list[str], prefix: Path, timeout: float = 300, env: dict | None = None) -> Run:
+    """``python -m nvtx_plugins_tf record -o PREFIX -- COMMAND``; returns ``PREFIX.sqlite``."""
+    t0 = time.monotonic()
+    proc = subprocess.run([PYTHON, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--", *map(str, command)],
+                          env=env or clean_env(), capture_output=True, text=True, timeout=timeout)
+    _check(proc, f"nvtx_plugins_tf record {' '.join(map(str, command))}")
+    return Run(prefix.with_name(prefix.name + ".sqlite"), proc.stdout, time.monotonic() - t0)
+
+
+# ----------------------------------------------------------------------------- reading
+@dataclass
+class Event:
+    style: str
+    domain: str
+    message: str | None
+    pid: int
+    tid: int
+    end_tid: int | None
+    start: int
+    end: int | None
+    category: int | None
+    color: int | None
+    payload: tuple | None  # (column, value)
+    range_id: int | None
+
+    @property
+    def key(self) -> tuple:
+        return (self.domain, self.message, self.style)
+
+
+def _split_gtid(gtid: int | None) -> tuple[int, int]:
+    """(pid, tid) of an nsys-style globalTid; nsys sets high bits (VM id) that we ignore."""
+    if gtid is None:
+        return 0, 0
+    return (gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF
+
+
+@dataclass
+class Trace:
+    path: Path
+    events: list[Event]
+    domains: dict[tuple[int, int], str]  # (pid, domainId) -> name
+    categories: set[tuple[str, int, str]]  # (domain, category id, name)
+    domain_creates: Counter  # domain name -> rows of eventType 75
+    domain_destroys: int
+    tables: dict[str, list[str]]
+
+    def by_key(self) -> dict[tuple, list[Event]]:
+        out: dict[tuple, list[Event]] = defaultdict(list)
+        for e in self.events:
+            out[e.key].append(e)
+        return dict(out)
+
+    def keys(self, domains: set[str] | None = None) -> set[tuple]:
+        return {e.key for e in self.events if domains is None or e.domain in domains}
+
+    def only(self, keep) -> "Trace":
+        """A copy with the events for which ``keep(event)`` is true."""
+        return Trace(self.path, [e for e in self.events if keep(e)], self.domains, self.categories,
+                     self.domain_creates, self.domain_destroys, self.tables)
+
+
+def tables(con: sqlite3.Connection) -> dict[str, list[str]]:
+    names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+    return {n: [r[1] for r in con.execute(f'PRAGMA table_info("{n}")')] for n in names}
+
+
+def load(path: Path) -> Trace:
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+        schema = tables(con)
+        strings = dict(con.execute("SELECT id, value FROM StringIds")) if "StringIds" in schema else {}
+        cols = schema["NVTX_EVENTS"]
+        rows = [dict(zip(cols, r)) for r in con.execute("SELECT * FROM NVTX_EVENTS ORDER BY start")]
+
+    def text(r):
+        if r.get("text") is not None:
+            return r["text"]
+        return strings.get(r["textId"]) if r.get("textId") is not None else None
+
+    domains: dict[tuple[int, int], str] = {}
+    creates: Counter = Counter()
+    destroys = 0
+    for r in rows:
+        if r["eventType"] == EVENT_DOMAIN_CREATE:
+            pid, _ = _split_gtid(r["globalTid"])
+            domains[(pid, r["domainId"])] = text(r)
+            creates[text(r)] += 1
+        elif r["eventType"] == EVENT_DOMAIN_DESTROY:
+            destroys += 1
+
+    def domain(pid, domain_id):
+        if not domain_id:
+            return ""
+        return domains.get((pid, domain_id), f"<domain {domain_id}>")
+
+    events, categories = [], set()
+    for r in rows:
+        pid, tid = _split_gtid(r["globalTid"])
+        et = r["eventType"]
+        if et == EVENT_CATEGORY:
+            categories.add((domain(pid, r["domainId"]), r["category"], text(r)))
+            continue
+        style = EVENT_STYLES.get(et)
+        if style is None:
+            continue
+        payload = next(((c, r[c]) for c in PAYLOAD_COLUMNS if r.get(c) is not None), None)
+        end_tid = tid
+        if r.get("endGlobalTid") is not None:
+            end_pid, end_tid = _split_gtid(r["endGlobalTid"])
+        events.append(Event(style, domain(pid, r["domainId"]), text(r), pid, tid,
+                            end_tid if style == "startend" and r["end"] is not None else None,
+                            r["start"], r["end"], r["category"], r["color"], payload, r["rangeId"]))
+    return Trace(path, events, domains, categories, creates, destroys, schema)
+
+
+# ----------------------------------------------------------------------------- comparing
+@dataclass
+class Summary:
+    count: int = 0
+    parents: Counter = field(default_factory=Counter)
+    categories: Counter = field(default_factory=Counter)
+    colors: Counter = field(default_factory=Counter)
+    payloads: Counter = field(default_factory=Counter)
+    payload_refs: Counter | None = None
+    threads: int = 0
+    processes: int = 0
+    cross_thread_ends: int = 0
+    unclosed: int = 0
+
+    def as_dict(self, with_refs: bool) -> dict:
+        d = {k: v for k, v in vars(self).items() if k not in ("payloads", "payload_refs")}
+        d["payloads"] = self.payload_refs if with_refs else self.payloads
+        return d
+
+
+def _parents(events: list[Event]) -> dict[int, tuple | None]:
+    """id(event) -> key of the innermost enclosing push/pop range, same thread and domain."""
+    out: dict[int, tuple | None] = {}
+    groups: dict[tuple, list[Event]] = defaultdict(list)
+    for e in events:
+        if e.style == "pushpop":
+            groups[(e.pid, e.tid, e.domain)].append(e)
+    for group in groups.values():
+        group.sort(key=lambda e: (e.start, -(e.end if e.end is not None else 1 << 62)))
+        stack: list[Event] = []
+        for e in group:
+            while stack and stack[-1].end is not None and stack[-1].end <= e.start:
+                stack.pop()
+            out[id(e)] = stack[-1].key if stack else None
+            stack.append(e)
+    return out
+
+
+def summarize(trace: Trace) -> dict[tuple, Summary]:
+    parents = _parents(trace.events)
+    ranges = {(e.pid, e.range_id): e.key for e in trace.events if e.style == "startend" and e.range_id is not None}
+    out: dict[tuple, Summary] = {}
+    threads: dict[tuple, set] = defaultdict(set)
+    pids: dict[tuple, set] = defaultdict(set)
+    for e in trace.events:
+        s = out.setdefault(e.key, Summary(payload_refs=Counter()))
+        s.count += 1
+        if e.style == "pushpop":
+            s.parents[parents[id(e)]] += 1
+        s.categories[e.category] += 1
+        s.colors[e.color] += 1
+        s.payloads[e.payload] += 1
+        if s.payload_refs is not None:
+            ref = None
+            if e.payload and e.payload[0] in ("uint64Value", "int64Value"):
+                ref = ranges.get((e.pid, e.payload[1]))
+            if ref is None:
+                s.payload_refs = None
+            else:
+                s.payload_refs[("range", ref)] += 1
+        threads[e.key].add((e.pid, e.tid))
+        pids[e.key].add(e.pid)
+        if e.end_tid is not None and e.end_tid != e.tid:
+            s.cross_thread_ends += 1
+        if e.style != "mark" and e.end is None:
+            s.unclosed += 1
+    for k, s in out.items():
+        s.threads, s.processes = len(threads[k]), len(pids[k])
+    return out
+
+
+def compare(ours: Trace, theirs: Trace, keys: set[tuple] | None = None) -> list[str]:
+    """Differences per (domain, message, style) between our export and nsys's (empty: same).
+
+    ``keys``: compare only these keys (default: all keys of either file)."""
+    a, b = summarize(ours), summarize(theirs)
+    keys = keys if keys is not None else set(a) | set(b)
+    diffs = []
+    for key in sorted(keys, key=repr):
+        if key not in a or key not in b:
+            where = "ours only" if key in a else "nsys only" if key in b else "neither"
+            n = (a.get(key) or b.get(key) or Summary()).count
+            diffs.append(f"{key}: {where} ({n} events)")
+            continue
+        sa, sb = a[key], b[key]
+        # Payloads: equal values, or both the ids of ranges with the same keys.
+        refs = sa.payloads != sb.payloads and sa.payload_refs is not None and sb.payload_refs is not None
+        da, db = sa.as_dict(refs), sb.as_dict(refs)
+        for name in da:
+            if da[name] != db[name]:
+                diffs.append(f"{key}: {name}: ours {_fmt(da[name])} != nsys {_fmt(db[name])}")
+    return diffs
+
+
+def _fmt(value) -> str:
+    if isinstance(value, Counter):
+        return "{" + ", ".join(f"{k!r}: {v}" for k, v in sorted(value.items(), key=repr)) + "}"
+    return repr(value)
+
+
+def thread_groups(trace: Trace, keys: set[tuple] | None = None) -> Counter:
+    """Thread identity: multiset over threads of the set of keys each thread emitted."""
+    per_thread: dict[tuple, set] = defaultdict(set)
+    for e in trace.events:
+        if keys is None or e.key in keys:
+            per_thread[(e.pid, e.tid)].add(e.key)
+    return Counter(frozenset(v) for v in per_thread.values())
+
+
+def sequences(trace: Trace, keys: set[tuple] | None = None) -> Counter:
+    """Order: multiset over threads of the sequence of keys in start order (with ends of
+    ranges as ``('end', key)`` so that the interleaving counts too)."""
+    per_thread: dict[tuple, list] = defaultdict(list)
+    for e in trace.events:
+        if keys is not None and e.key not in keys:
+            continue
+        per_thread[(e.pid, e.tid)].append((e.start, 1, e.key))
+        if e.end is not None:
+            per_thread[(e.pid, e.end_tid if e.end_tid is not None else e.tid)].append((e.end, 0, ("end", e.key)))
+    return Counter(tuple(k for _, _, k in sorted(v, key=lambda t: (t[0], t[1]))) for v in per_thread.values())
+
+
+# ----------------------------------------------------------------------------- reporting
+def schema_diff(ours: Trace, theirs: Trace) -> dict:
+    """Tables and columns of nsys's export missing from ours (and ours only)."""
+    missing_tables = sorted(set(theirs.tables) - set(ours.tables))
+    extra_tables = sorted(set(ours.tables) - set(theirs.tables))
+    columns = {}
+    for t in sorted(set(ours.tables) & set(theirs.tables)):
+        miss = [c for c in theirs.tables[t] if c not in ours.tables[t]]
+        extra = [c for c in ours.tables[t] if c not in theirs.tables[t]]
+        if miss or extra:
+            columns[t] = {"missing": miss, "extra": extra}
+    return {"missing_tables": missing_tables, "extra_tables": extra_tables, "columns": columns}
+
+
+def metadata(path: Path) -> dict[str, str]:
+    """name -> value of the export metadata table (EXPORT_META_DATA for nsys 2022.4)."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+        for table in ("EXPORT_META_DATA", "META_DATA_EXPORT"):
+            try:
+                return dict(con.execute(f"SELECT name, value FROM {table}"))
+            except sqlite3.OperationalError:
+                continue
+    return {}
+
+
+def describe(trace: Trace) -> str:
+    """One line per key with its count (for assertion messages)."""
+    return "\n".join(f"  {k}: {s.count}" for k, s in sorted(summarize(trace).items(), key=repr))

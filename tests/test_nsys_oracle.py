@@ -1,0 +1,175 @@
+"""Differential tests: the same workloads under the real Nsight Systems 2022.4.2 and under
+our recorder; both SQLite exports must tell the same story per (domain, message, style).
+
+nsys comes from build_tools/fetch_nsys.py (Debian 12 non-free; fetched into a cache on
+first use). The tests skip, with the reason printed, only when the Debian archive cannot
+be reached, and never with CI=true. Helpers: tests/nsys_oracle.py; workloads: tests/nsys/.
+
+Known differences are listed where they are excluded, with the reason:
+* the `nvtx` Python package's ranges are invisible under nsys 2022.4 (it does not answer
+  nvtxDomainIsEnabled, so the package drops every event): strict xfail below;
+* nsys 2022.4 crashes the process on nvtxMarkA(NULL), nvtxRangePushA(NULL) and
+  nvtxMarkEx(NULL): the C sample is built with tests/nsys/nsys_safe_nvtx.h, which skips
+  those three calls in both runs;
+* attributes with a bad ``size``: nsys reads them anyway, we record the event without
+  attributes (so 'bad-size' has no message in ours).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import nsys_oracle as oracle
+from nsys_oracle import fetch_nsys
+
+REPO = oracle.REPO
+WORKLOADS = oracle.WORKLOADS
+NATIVE_SAMPLE = REPO / "tests" / "native" / "nvtx_sample.c"
+
+CALLBACK_DOMAIN = "Keras"  # NVTXCallback's default domain (through the `nvtx` package)
+OPS_DOMAINS = {"Forward", "Gradient", "Backward"}
+
+
+@pytest.fixture(scope="module")
+def nsys() -> Path:
+    return oracle.nsys_or_skip()
+
+
+def _both(nsys, command, tmp: Path, name: str, timeout=300):
+    theirs = oracle.run_nsys(nsys, command, tmp / f"{name}-nsys", timeout=timeout)
+    ours = oracle.run_ours(command, tmp / f"{name}-ours", timeout=timeout)
+    print(f"{name}: nsys run {theirs.seconds:.1f} s, our run {ours.seconds:.1f} s")
+    return oracle.load(ours.sqlite), oracle.load(theirs.sqlite), ours, theirs
+
+
+@pytest.fixture(scope="module")
+def tf_runs(nsys, tmp_path_factory):
+    return _both(nsys, [oracle.PYTHON, WORKLOADS / "tf_workload.py"], tmp_path_factory.mktemp("nsys_tf"), "tf")
+
+
+@pytest.fixture(scope="module")
+def package_runs(nsys, tmp_path_factory):
+    return _both(nsys, [oracle.PYTHON, WORKLOADS / "nvtx_package_workload.py"],
+                 tmp_path_factory.mktemp("nsys_pkg"), "nvtx-package")
+
+
+@pytest.fixture(scope="module")
+def native_sample(tmp_path_factory) -> Path:
+    sys.path.insert(0, str(REPO / "build_tools"))
+    try:
+        import build_native
+    finally:
+        sys.path.pop(0)
+    exe = tmp_path_factory.mktemp("nsys_native") / "nvtx_sample"
+    proc = subprocess.run(
+        ["gcc", "-O2", "-Wall", "-Wno-address", "-Wno-unused-value", f"-I{build_native.nvtx_include_dir()}",
+         "-include", str(WORKLOADS / "nsys_safe_nvtx.h"), str(NATIVE_SAMPLE), "-o", str(exe), "-ldl", "-pthread"],
+        capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return exe
+
+
+@pytest.fixture(scope="module")
+def native_runs(nsys, native_sample, tmp_path_factory):
+    return _both(nsys, [native_sample, "basic"], tmp_path_factory.mktemp("nsys_c"), "native-basic")
+
+
+def _assert_same(ours, theirs, keys=None):
+    diffs = oracle.compare(ours, theirs, keys)
+    assert not diffs, ("our export differs from nsys's:\n" + "\n".join(diffs)
+                       + f"\nours:\n{oracle.describe(ours)}\nnsys:\n{oracle.describe(theirs)}")
+
+
+# ------------------------------------------------------------------------------ nsys itself
+def test_fetch_is_pinned_and_idempotent(nsys):
+    info = (fetch_nsys.cache_dir() / "COMPLETE").read_text()
+    for deb in fetch_nsys.PACKAGES:
+        if deb.strict:
+            assert deb.sha256 in info, deb.name
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, str(REPO / "build_tools" / "fetch_nsys.py")], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout.strip()) == nsys
+    assert time.monotonic() - t0 < 10, "second run must not download again"
+    assert fetch_nsys.nsys_path() == nsys and fetch_nsys.why_not() is None
+
+
+def test_nsys_imports_its_own_stream(nsys, tmp_path):
+    """With the host-linux-x64 link made by fetch_nsys, nsys writes .nsys-rep itself."""
+    proc = subprocess.run([str(nsys), *oracle.NSYS_PROFILE_ARGS, "-o", str(tmp_path / "r"), "/bin/true"],
+                          env=oracle.clean_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "r.nsys-rep").exists(), proc.stdout + proc.stderr
+
+
+# ------------------------------------------------------------------------------ (a) TensorFlow
+def test_tf_ops_and_keras_annotate_ranges_match_nsys(tf_runs):
+    """ops.start/end (forward + gradient ranges, color/category/payload, the backward
+    range's payload = its forward range's id) and keras.annotate ranges: same counts,
+    attributes and threads as in the real nsys export."""
+    ours, theirs, *_ = tf_runs
+    keys = ours.keys(OPS_DOMAINS) | theirs.keys(OPS_DOMAINS)
+    assert ("Gradient", "Dense 1", "startend") in keys and ("Backward", "hidden", "startend") in keys
+    _assert_same(ours, theirs, keys)
+    assert oracle.thread_groups(ours, keys) == oracle.thread_groups(theirs, keys)
+    assert oracle.sequences(ours, keys) == oracle.sequences(theirs, keys)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="NVTXCallback emits through the `nvtx` package, whose ranges nsys 2022.4 "
+                          "never sees (no nvtxDomainIsEnabled answer); to be routed through our native library")
+def test_tf_callback_ranges_visible_in_nsys(tf_runs):
+    ours, theirs, *_ = tf_runs
+    keys = ours.keys({CALLBACK_DOMAIN}) | theirs.keys({CALLBACK_DOMAIN})
+    assert ("Keras", "Train", "startend") in ours.keys()
+    _assert_same(ours, theirs, keys)
+
+
+# ------------------------------------------------------------------------------ (b) nvtx package
+def test_nvtx_package_domains_reach_nsys(package_runs):
+    """What of the package does reach nsys: its domains are created (then destroyed)."""
+    ours, theirs, *_ = package_runs
+    assert set(theirs.domain_creates) == set(ours.domain_creates) == {"pkg", "pkg-b", "pkg-child"}
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="upstream: nvtx 0.2.17 asks nvtxDomainIsEnabled, nsys 2022.4 does not answer, "
+                          "so the package drops every range, mark and category name under that nsys")
+def test_nvtx_package_script_matches_nsys(package_runs):
+    ours, theirs, *_ = package_runs
+    assert ("pkg", "cross-thread", "startend") in ours.keys() and ("pkg-child", "child-range", "pushpop") in ours.keys()
+    _assert_same(ours, theirs)
+    assert ours.categories == theirs.categories
+
+
+# ------------------------------------------------------------------------------ (c) native C
+# Robustness cases of the sample where the two tools legitimately differ (see module doc).
+NATIVE_EXCLUDED = {("", "bad-size", "mark"), ("", None, "mark"), ("", None, "pushpop")}
+
+
+def test_native_sample_matches_nsys(native_runs):
+    ours, theirs, ours_run, nsys_run = native_runs
+    keys = (ours.keys() | theirs.keys()) - NATIVE_EXCLUDED
+    assert ("my-domain", "reg-msg", "pushpop") in keys and ("", "cross-thread", "startend") in keys
+    _assert_same(ours, theirs, keys)
+    assert ours.categories == theirs.categories == {("", 7, "cat-seven"), ("my-domain", 3, "dom-cat")}
+    assert oracle.thread_groups(ours, keys) == oracle.thread_groups(theirs, keys)
+    assert oracle.sequences(ours, keys) == oracle.sequences(theirs, keys)
+    # The cross-thread range ended on the sample's second thread in both.
+    [mine] = [e for e in ours.events if e.message == "cross-thread"]
+    [real] = [e for e in theirs.events if e.message == "cross-thread"]
+    assert mine.end_tid != mine.tid and real.end_tid != real.tid
+
+
+def test_native_stress_threads_match_nsys(nsys, native_sample, tmp_path):
+    ours, theirs, *_ = _both(nsys, [native_sample, "stress", "3", "200"], tmp_path, "native-stress")
+    _assert_same(ours, theirs)
+    for trace in (ours, theirs):
+        assert {e.key for e in trace.events} == {("", f"stress-{t}", "pushpop") for t in range(3)}
+    assert oracle.thread_groups(ours) == oracle.thread_groups(theirs)
