@@ -130,7 +130,7 @@ def test_each_backward_range_links_to_exactly_one_forward_range_of_its_step():
 
     @tf.function
     def step(x):
-        with nvtx_tf.ops.range("step", domain_name="Train"):
+        with nvtx_tf.ops.range("step", domain_name="Steps"):
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean(tf.square(model(x)))
             grads = tape.gradient(loss, model.trainable_variables)
@@ -142,7 +142,7 @@ def test_each_backward_range_links_to_exactly_one_forward_range_of_its_step():
         for _ in range(STEPS):
             step(x)
     forward = {r.range_id: r for r in rec.find(domain="Forward")}
-    steps = rec.find(message="step", domain="Train")
+    steps = rec.find(message="step", domain="Steps")
     backward = rec.find(domain="Gradient")
     assert len(backward) == 3 * STEPS
     for b in backward:

@@ -36,7 +36,9 @@ TRAIN_SCRIPT = textwrap.dedent(
     args = parser.parse_args()
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
-    model.fit(np.ones((32, 8), "float32"), np.ones((32, 1), "float32"), epochs=args.epochs, verbose=0)
+    from nvtx_plugins_tf.keras import NVTXCallback  # a user's script: Train/epoch/batch ranges
+    model.fit(np.ones((32, 8), "float32"), np.ones((32, 1), "float32"), epochs=args.epochs, verbose=0,
+              callbacks=[NVTXCallback()])
     """
 )
 

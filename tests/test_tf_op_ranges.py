@@ -15,7 +15,7 @@ def _training_step():
 
     @tf.function
     def step(x):
-        with nvtx_tf.ops.range("step", domain_name="Train"):
+        with nvtx_tf.ops.range("step", domain_name="Steps"):
             with tf.GradientTape() as tape:
                 loss = tf.reduce_sum(tf.matmul(x, w))
             grads = tape.gradient(loss, [w])
@@ -44,7 +44,7 @@ def test_one_range_per_executed_op_per_step_nested_in_the_user_range():
                or r.message.endswith(":AssignVariableOp")]
     assert len(matmuls) == STEPS and len(grads) == STEPS and len(updates) >= STEPS, sorted(by_op)
     # The user's range of a step encloses the op ranges of that step on its thread.
-    steps = rec.find(message="step", domain="Train")
+    steps = rec.find(message="step", domain="Steps")
     assert len(steps) == STEPS
     for op_range in matmuls + grads:
         enclosing = [s for s in steps if s.start_ns <= op_range.start_ns and op_range.end_ns <= s.end_ns]
