@@ -1,12 +1,15 @@
 """Build hooks: compile the native libraries into nvtx_plugins_tf/_native.
 
-The recorder and the reader are always built (they need only g++ and the nvidia-nvtx
-headers, a build requirement). The TensorFlow op library is built here only when
-TensorFlow is importable in the build environment (``pip install --no-build-isolation``);
-otherwise the package builds it on first use against the TensorFlow it runs with
-(see nvtx_plugins_tf/ops/_loader.py), or ``python -m nvtx_plugins_tf build`` does.
-The build logic and the C++ sources ship inside the package as
-``nvtx_plugins_tf/_build`` so that a rebuild works from an installed wheel too.
+The recorder, the reader and the host-range library (``libnvtx_host.so``, used by the
+Keras callback and the session hook) are always built: they need only g++ and the
+nvidia-nvtx headers, a build requirement. The targets and file names come from
+build_tools/build_native.py, which reads the names from nvtx_plugins_tf/_native_libs.py.
+The TensorFlow op library is built here only when TensorFlow is importable in the
+build environment (``pip install --no-build-isolation``); otherwise the package builds
+it on first use against the TensorFlow it runs with (see nvtx_plugins_tf/ops/_loader.py),
+or ``python -m nvtx_plugins_tf build`` does. The build logic and the C++ sources ship
+inside the package as ``nvtx_plugins_tf/_build`` so that a rebuild works from an
+installed wheel too.
 """
 
 import importlib.util

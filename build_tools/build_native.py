@@ -1,10 +1,13 @@
 """Build the native libraries of nvtx_plugins_tf.
 
-Three shared libraries, each from one folder of ``cc_ops/``:
+Four shared libraries, each from one folder of ``cc_ops/`` (their file names are in
+``nvtx_plugins_tf/_native_libs.py``, ``LIBRARY_NAMES``, read from there):
 
 * ``libnvtx_recorder.so`` (``cc_ops/recorder``): the NVTX injection tool. Needs only the
   NVTX v3 headers (from the ``nvidia-nvtx`` wheel) and a C++17 compiler.
 * ``libnvtx_reader.so`` (``cc_ops/reader``): decodes recordings. No dependencies.
+* ``libnvtx_host.so`` (``cc_ops/host``): host-side NVTX ranges for the Keras callback and
+  the session hook, called through ctypes. Needs only the NVTX v3 headers.
 * ``libnvtx_tf_ops.so`` (``cc_ops/tf_ops``): the TensorFlow ops, compiled with the
   installed TensorFlow's ``tf.sysconfig`` flags. Next to it ``libnvtx_tf_ops.json``
   records the TensorFlow version and ABI it was built for, and the library's size and
@@ -14,7 +17,7 @@ Three shared libraries, each from one folder of ``cc_ops/``:
 Used by ``setup.py``, by ``python -m nvtx_plugins_tf build`` and by the op loader when
 the installed TensorFlow differs from the one the library was built for. Run directly:
 
-    python build_tools/build_native.py [--out DIR] [recorder] [reader] [tf_ops]
+    python build_tools/build_native.py [--out DIR] [recorder] [reader] [host] [tf_ops]
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import hashlib
+import importlib.util
 import json
 import os
 import shlex
@@ -31,12 +35,23 @@ import tempfile
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
-TARGETS = ("recorder", "reader", "tf_ops")
-LIBRARY_NAMES = {
-    "recorder": "libnvtx_recorder.so",
-    "reader": "libnvtx_reader.so",
-    "tf_ops": "libnvtx_tf_ops.so",
-}
+
+
+def _library_names() -> dict:
+    """``LIBRARY_NAMES`` of ``nvtx_plugins_tf/_native_libs.py``, loaded by path (this script
+    runs before the package is installed): beside this file once shipped as
+    ``nvtx_plugins_tf/_build``, else in the repository."""
+    for candidate in (_HERE.parent / "_native_libs.py", _HERE.parent / "nvtx_plugins_tf" / "_native_libs.py"):
+        if candidate.is_file():
+            spec = importlib.util.spec_from_file_location("nvtx_plugins_tf_native_libs_names", candidate)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return dict(module.LIBRARY_NAMES)
+    raise RuntimeError(f"cannot find nvtx_plugins_tf/_native_libs.py near {_HERE}")
+
+
+LIBRARY_NAMES = _library_names()
+TARGETS = tuple(LIBRARY_NAMES)  # recorder, reader, host, tf_ops
 _COMMON_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Wno-sign-compare"]
 
 
@@ -152,6 +167,13 @@ def build_reader(out_dir: Path) -> Path:
     return out
 
 
+def build_host(out_dir: Path) -> Path:
+    out = out_dir / LIBRARY_NAMES["host"]
+    cflags = [*_COMMON_FLAGS, "-Werror", "-fvisibility=hidden", f"-I{nvtx_include_dir()}"]
+    _compile_and_link(_sources("host"), out, cflags, ["-ldl"])
+    return out
+
+
 def stamp_path(library: Path) -> Path:
     return library.with_suffix(".json")
 
@@ -200,7 +222,8 @@ def build_tf_ops(out_dir: Path) -> Path:
     return out
 
 
-BUILDERS = {"recorder": build_recorder, "reader": build_reader, "tf_ops": build_tf_ops}
+BUILDERS = {"recorder": build_recorder, "reader": build_reader, "host": build_host, "tf_ops": build_tf_ops}
+assert set(BUILDERS) == set(TARGETS), "nvtx_plugins_tf/_native_libs.py LIBRARY_NAMES and BUILDERS disagree"
 
 
 def build(out_dir: Path, targets: tuple[str, ...] = TARGETS) -> list[Path]:

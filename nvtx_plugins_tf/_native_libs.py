@@ -1,9 +1,15 @@
 """Where the package's native libraries are, and how to (re)build them.
 
-Three libraries live in ``nvtx_plugins_tf/_native`` after ``pip install``:
+Four libraries live in ``nvtx_plugins_tf/_native`` after ``pip install``:
 ``libnvtx_recorder.so`` (the NVTX injection tool), ``libnvtx_reader.so`` (the recording
-decoder) and ``libnvtx_tf_ops.so`` (the TensorFlow ops; it may instead live in the
-per-user cache, see :mod:`nvtx_plugins_tf.ops._loader`).
+decoder), ``libnvtx_host.so`` (host-side NVTX ranges for the Keras callback and the
+session hook, see :mod:`nvtx_plugins_tf._host_ranges`) and ``libnvtx_tf_ops.so`` (the
+TensorFlow ops; it may instead live in the per-user cache, see
+:mod:`nvtx_plugins_tf.ops._loader`).
+
+:data:`LIBRARY_NAMES` is the one place their file names are written: the build script
+(``build_tools/build_native.py``, also shipped as ``nvtx_plugins_tf/_build``) reads it from
+this file. Keep this module free of imports beyond the standard library for that reason.
 """
 
 from __future__ import annotations
@@ -20,6 +26,14 @@ BUILD_COMMAND = "python -m nvtx_plugins_tf build"
 #: Rebuilds only the op library: into ``NATIVE_DIR``, or into the per-user cache the
 #: loader also searches when the package folder is read-only.
 OPS_BUILD_COMMAND = f"{BUILD_COMMAND} tf_ops"
+
+#: Build target (``cc_ops/<target>``) -> file name of its library.
+LIBRARY_NAMES = {
+    "recorder": "libnvtx_recorder.so",
+    "reader": "libnvtx_reader.so",
+    "host": "libnvtx_host.so",
+    "tf_ops": "libnvtx_tf_ops.so",
+}
 
 
 class NativeLibraryMissing(ImportError):
@@ -49,7 +63,9 @@ def build_module() -> ModuleType:
     shipped = PACKAGE_DIR / "_build" / "build_native.py"
     script = shipped if shipped.is_file() else PACKAGE_DIR.parent / "build_tools" / "build_native.py"
     if not script.is_file():
-        raise NativeLibraryMissing("nvtx_plugins_tf: build script not found; reinstall with pip install nvtx_plugins_tf")
+        raise NativeLibraryMissing(
+            "nvtx_plugins_tf: build script not found; reinstall with pip install nvtx_plugins_tf"
+        )
     spec = importlib.util.spec_from_file_location("nvtx_plugins_tf_build_native", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -57,8 +73,11 @@ def build_module() -> ModuleType:
 
 
 def native_library(target: str) -> Path:
-    """Path of the built ``recorder`` or ``reader`` library, building it once if missing."""
-    names = {"recorder": "libnvtx_recorder.so", "reader": "libnvtx_reader.so"}
+    """Path of the built ``recorder``, ``reader`` or ``host`` library, building it once if
+    missing (into the per-user cache). The TensorFlow op library has its own loader."""
+    if target not in LIBRARY_NAMES or target == "tf_ops":
+        raise ValueError(f"native_library: unknown target {target!r}")
+    names = LIBRARY_NAMES
     path = NATIVE_DIR / names[target]
     if path.is_file():
         return path

@@ -9,24 +9,28 @@ Same constructor as NVIDIA's old ``nvtx.plugins.tf.estimator.NVTXHook``::
 
 gives one range ``step {n}`` per ``run`` call (``n`` from 0; the step number is also the
 payload) after the first ``skip_n_steps`` ones, and, when ``name`` is given, an outer
-range ``name`` from session creation to ``end``. The ranges are host-side (``nvtx``
-package), in the domain ``domain_name`` (NVTX's default domain unless given).
+range ``name`` from session creation to ``end``. The ranges are host-side start/end
+ranges in the domain ``domain_name`` (NVTX's default domain unless given), emitted with
+the NVTX C API directly through :mod:`nvtx_plugins_tf._host_ranges` (the adapter
+NVTXCallback uses too), so that Nsight Systems 2022.4 shows them; not through the ``nvtx``
+package, whose ranges it does not show.
 
 Memory: the range names are those of NVIDIA's old hook (``step 0``, ``step 1`` ...), so each
-step's name is a new NVTX registered string. The hook keeps none of them once its range
-has started (it bypasses ``nvtx.Domain.get_registered_string``, whose cache is unbounded:
-that cost about 500 bytes per step, +97 MiB per 200,000 steps); what stays is the attached
-tool's copy of each name (Nsight Systems, or the package's recorder). For a fixed cost
-whatever the number of steps, pass a ``step_message`` without ``{step}``, e.g.
-``NVTXHook(step_message="step")``: one string is registered and the step number is only
-in the payload.
+step's name is a new NVTX registered string. They go through the domain's registered-string
+cache, which is bounded (:data:`nvtx_plugins_tf._host_ranges.MAX_CACHED_STRINGS` entries
+per domain, the oldest dropped first): the hook's memory stays fixed whatever the number of
+steps (the ``nvtx`` package's cache was unbounded: +97 MiB per 200,000 steps). What grows is
+the attached tool's copy of each name (Nsight Systems, or the package's recorder). For a
+fixed cost there too, pass a ``step_message`` without ``{step}``, e.g.
+``NVTXHook(step_message="step")``: one string is registered and the step number is only in
+the payload.
 """
 
 from __future__ import annotations
 
-import nvtx
 import tensorflow as tf
-from nvtx._lib import EventAttributes, RegisteredString, dummy_domain
+
+from nvtx_plugins_tf import _host_ranges
 
 __all__ = ["NVTXHook"]
 
@@ -51,49 +55,37 @@ class NVTXHook(tf.compat.v1.train.SessionRunHook):
             raise ValueError(f"skip_n_steps must be an int >= 0, got {skip_n_steps!r}")
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a str or None, got {type(name).__name__}")
+        if not isinstance(step_message, str):
+            raise TypeError(f"step_message must be a str, got {type(step_message).__name__}")
         self.skip_n_steps = skip_n_steps
         self.name = name
         self.domain_name = domain_name
         self.step_message = step_message
-        self._domain = nvtx.get_domain(domain_name)
-        self._active = self._domain is not dummy_domain
+        self._domain = _host_ranges.domain(domain_name)  # one per name; inactive when no tool
+        self._active = self._domain.active
         self._per_step_names = "{step}" in step_message
-        self._strings: dict[str, RegisteredString] = {}  # the fixed names only (at most 2)
         self._step = 0
         self._step_range = None
         self._session_range = None
-
-    def _fixed_string(self, text: str) -> RegisteredString:
-        handle = self._strings.get(text)
-        if handle is None:
-            handle = self._strings[text] = RegisteredString(self._domain.handle, text)
-        return handle
-
-    def _start(self, message: RegisteredString, color, payload=None):
-        domain = self._domain
-        return domain.start_range(EventAttributes(domain, message, color, None, payload))
 
     def begin(self):
         self._step = 0
 
     def after_create_session(self, session, coord):
         if self._active and self.name and self._session_range is None:
-            self._session_range = self._start(self._fixed_string(self.name), _SESSION_COLOR)
+            self._session_range = self._domain.start(self.name, _SESSION_COLOR)
 
     def before_run(self, run_context):
         if self._active and self._step >= self.skip_n_steps:
             if self._step_range is not None:
-                self._domain.end_range(self._step_range)
-            if self._per_step_names:  # registered, used once, not kept
-                message = RegisteredString(self._domain.handle, self.step_message.format(step=self._step))
-            else:
-                message = self._fixed_string(self.step_message)
-            self._step_range = self._start(message, _STEP_COLOR, self._step)
+                self._domain.end(self._step_range)
+            message = self.step_message.format(step=self._step) if self._per_step_names else self.step_message
+            self._step_range = self._domain.start(message, _STEP_COLOR, 0, self._step)
         return None
 
     def after_run(self, run_context, run_values):
         if self._step_range is not None:
-            self._domain.end_range(self._step_range)
+            self._domain.end(self._step_range)
             self._step_range = None
         self._step += 1
 
@@ -103,10 +95,10 @@ class NVTXHook(tf.compat.v1.train.SessionRunHook):
     def close(self):
         """Close the ranges still open (``end`` does; ``MonitoredSession`` skips ``end`` on errors)."""
         if self._step_range is not None:
-            self._domain.end_range(self._step_range)
+            self._domain.end(self._step_range)
             self._step_range = None
         if self._session_range is not None:
-            self._domain.end_range(self._session_range)
+            self._domain.end(self._session_range)
             self._session_range = None
 
     def __del__(self):

@@ -1,12 +1,10 @@
 """NVTXHook: one 'step {n}' range per session.run, an outer range over the session."""
 
-import gc
-
 import pytest
 import tensorflow as tf
-from nvtx._lib.lib import Domain, RegisteredString
 
 import nvtx_plugins_tf as nvtx_tf
+from nvtx_plugins_tf import _host_ranges
 from nvtx_plugins_tf.hooks import NVTXHook
 from nvtx_plugins_tf.testing import capture
 
@@ -83,33 +81,55 @@ def test_trace_decorator_in_compat_v1_graph():
     assert not rec.open_ranges
 
 
-def _live_registered_strings() -> int:
-    return sum(1 for o in gc.get_objects() if isinstance(o, RegisteredString))
-
-
 @pytest.mark.parametrize("step_message", ["step {step}", "step"])
 def test_step_names_hold_no_memory_per_step(step_message):
     """Issue 9 item 6: a per-step name was registered through nvtx's unbounded cache
     (Domain.get_registered_string): ~500 bytes per step forever (+97 MiB / 200,000 steps).
-    The hook now holds at most its fixed names, whatever the number of steps."""
-    steps = 3000
-    hook = NVTXHook(domain_name="HookMemory", name="Session", step_message=step_message)
-    nvtx_cache = Domain.get_registered_string.cache_info
+    Now the names go through the adapter's bounded cache: more steps than the bound leave
+    the cache at the bound; a constant name holds one entry (plus the session's)."""
+    bound = _host_ranges.MAX_CACHED_STRINGS
+    steps = bound + 500
+    hook = NVTXHook(domain_name="HookMemory" + step_message, name="Session", step_message=step_message)
+    domain = _host_ranges.domain("HookMemory" + step_message)
+    assert hook._domain is domain and domain.active and domain.max_strings == bound
     with capture() as rec:
         hook.begin()
         hook.after_create_session(None, None)
-        gc.collect()
-        cached, live = nvtx_cache().currsize, _live_registered_strings()
+        cached = domain.cached_strings
+        assert cached == 1  # "Session"
         for _ in range(steps):
             hook.before_run(None)
             hook.after_run(None, None)
-        gc.collect()
-        assert nvtx_cache().currsize == cached  # was + steps
-        assert _live_registered_strings() - live <= 1  # was + steps (the fixed name, when first used)
+        if "{step}" in step_message:
+            assert domain.cached_strings == bound  # was + steps, forever
+        else:
+            assert domain.cached_strings == cached + 1
         hook.end(None)
-    ranges = rec.find(domain="HookMemory")
+    ranges = rec.find(domain="HookMemory" + step_message)
     steps_seen = [r for r in ranges if r.message != "Session"]
     assert sorted(r.payload for r in steps_seen) == list(range(steps))
     assert all(r.message == step_message.format(step=r.payload) for r in steps_seen)
-    assert rec.count(message="Session", domain="HookMemory") == 1
+    assert rec.count(message="Session", domain="HookMemory" + step_message) == 1
     assert not rec.open_ranges
+
+
+def test_hook_domain_is_shared_and_old_names_come_back_after_eviction():
+    """Two hooks of one domain share one cache; a name dropped from it is registered again
+    and still recorded under its text."""
+    a, b = NVTXHook(domain_name="HookShared"), NVTXHook(domain_name="HookShared")
+    assert a._domain is b._domain
+    domain = a._domain
+    saved, domain.max_strings = domain.max_strings, 4
+    try:
+        with capture() as rec:
+            for hook in (a, b):  # b's steps 0..9 repeat a's names after they were evicted
+                hook.begin()
+                for _ in range(10):
+                    hook.before_run(None)
+                    hook.after_run(None, None)
+                assert domain.cached_strings == 4
+    finally:
+        domain.max_strings = saved
+    messages = sorted(r.message for r in rec.find(domain="HookShared"))
+    assert messages == sorted([f"step {i}" for i in range(10)] * 2)
+    assert all(r.payload == int(r.message.split()[1]) for r in rec.find(domain="HookShared"))

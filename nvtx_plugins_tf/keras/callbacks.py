@@ -17,19 +17,18 @@ category), such as ``SELECT count(*), avg(end - start) FROM NVTX_EVENTS WHERE te
 'Train' AND start > 0``, count the category with the range (2 instead of 1). With the
 prefix, range texts stay unique to ranges and such queries give the old answers.
 
-The ranges are host-side (Python, through the ``nvtx`` package): they cover what the
-Keras loop does between the callback calls. Domains and strings are registered once;
-with no NVTX tool attached every callback returns after one identity check (well under
-2 microseconds per batch).
+The ranges are host-side: they cover what the Keras loop does between the callback calls.
+They are emitted with the NVTX C API directly (:mod:`nvtx_plugins_tf._host_ranges`, the
+adapter NVTXHook uses too), not through the ``nvtx`` package, whose ranges Nsight Systems
+2022.4 does not show. Batch ranges are start/end ranges (Keras may begin and end a batch
+on different threads). Domains, categories and strings are registered once (strings in
+the domain's bounded cache); with no NVTX tool attached, or ``NVTX_DISABLE`` set, every
+callback returns after one attribute check (see ``benchmarks/bench_keras.py``).
 """
 
 from __future__ import annotations
 
-import collections
-
-import nvtx
-from nvtx._lib import EventAttributes, RegisteredString, dummy_domain
-
+from nvtx_plugins_tf import _host_ranges
 from nvtx_plugins_tf.keras._compat import keras
 
 __all__ = ["NVTXCallback", "DEFAULT_DOMAIN", "DEFAULT_COLORS", "CATEGORY_PREFIX"]
@@ -50,7 +49,6 @@ DEFAULT_COLORS = {
 }
 
 _MODES = ("train", "test", "predict")
-_MAX_CACHED_MESSAGES = 8192
 
 
 class NVTXCallback(keras.callbacks.Callback):
@@ -102,37 +100,27 @@ class NVTXCallback(keras.callbacks.Callback):
         self.batch_message = batch_message
         self.batch_ranges = bool(batch_ranges)
         self.colors = {**DEFAULT_COLORS, **(colors or {})}
-        self._domain = nvtx.get_domain(domain_name)  # cached by nvtx; dummy when no tool
-        self._active = self._domain is not dummy_domain
-        self._strings: "collections.OrderedDict[str, RegisteredString]" = collections.OrderedDict()
+        self._argb = {key: _host_ranges.color(value, f"colors[{key!r}]") for key, value in self.colors.items()}
+        self._domain = _host_ranges.domain(domain_name)  # one per name; inactive when no tool
+        self._active = self._domain.active
         self._open: dict[str, int] = {}
         self._categories = {}
         if self._active:
             for mode in _MODES:
-                self._categories[mode] = self._domain.get_category_id(CATEGORY_PREFIX + self.messages[mode])
+                self._categories[mode] = self._domain.category(CATEGORY_PREFIX + self.messages[mode])
 
     # ------------------------------------------------------------------ internals
-    def _string(self, text: str) -> RegisteredString:
-        handle = self._strings.get(text)
-        if handle is None:
-            handle = RegisteredString(self._domain.handle, text)
-            self._strings[text] = handle
-            if len(self._strings) > _MAX_CACHED_MESSAGES:
-                self._strings.popitem(last=False)
-        return handle
-
-    def _start(self, key: str, text: str, color_key: str, category=None, payload=None) -> None:
+    def _start(self, key: str, text: str, color_key: str, category: int = 0, payload: int | None = None) -> None:
         previous = self._open.pop(key, None)
         domain = self._domain
         if previous is not None:  # left open by an interrupted loop
-            domain.end_range(previous)
-        attributes = EventAttributes(domain, self._string(text), self.colors[color_key], category, payload)
-        self._open[key] = domain.start_range(attributes)
+            domain.end(previous)
+        self._open[key] = domain.start(text, self._argb[color_key], category, payload)
 
     def _end(self, key: str) -> None:
         range_id = self._open.pop(key, None)
         if range_id is not None:
-            self._domain.end_range(range_id)
+            self._domain.end(range_id)
 
     def _begin_mode(self, mode: str) -> None:
         if self._active:
@@ -185,7 +173,7 @@ class NVTXCallback(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         if self._active:
-            self._start("train/epoch", self.epoch_message.format(epoch=epoch), "epoch", None, int(epoch))
+            self._start("train/epoch", self.epoch_message.format(epoch=epoch), "epoch", 0, int(epoch))
 
     def on_epoch_end(self, epoch, logs=None):
         if self._active:

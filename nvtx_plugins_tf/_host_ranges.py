@@ -1,0 +1,299 @@
+"""Host-side NVTX ranges from Python: the one way NVTXCallback and NVTXHook emit theirs.
+
+    from nvtx_plugins_tf import _host_ranges
+
+    d = _host_ranges.domain("Keras")          # one object per name, process-wide
+    if d.active:                              # False: no tool attached, or NVTX_DISABLE set
+        cat = d.category("phase: Train")      # nvtxDomainNameCategoryA, id from 1, once
+        rid = d.start("batch 0", 0xFF17BECF, cat, 0)  # nvtxDomainRangeStartEx; int64 payload
+        d.end(rid)                            # may be called on another thread
+
+The calls go to the NVTX C API directly, from our small ``libnvtx_host.so``
+(``cc_ops/host/host_ranges.cc``, only the NVTX v3 headers) through ctypes. Not through the
+``nvtx`` Python package: it emits nothing in a domain for which the attached tool does not
+answer ``nvtxDomainIsEnabled``, and Nsight Systems 2022.4 does not, so those ranges were
+invisible there. Plain ``nvtxDomainRangeStartEx`` reaches every NVTX v3 tool (Nsight
+Systems of any age, our recorder).
+
+Strings: each domain keeps its registered strings (``nvtxDomainRegisterStringA``) in one
+bounded cache, at most :data:`MAX_CACHED_STRINGS` entries, the oldest dropped first. A
+dropped text is registered again if it comes back (the tool then holds two handles for
+it; the recording shows the same text). So a name per step (``"step 12345"``) costs a
+fixed amount of memory here whatever the number of steps. When the tool registers no
+strings, the text itself is passed (``NVTX_MESSAGE_TYPE_ASCII``).
+
+Cost: with no tool attached, or with ``NVTX_DISABLE`` set, :attr:`Domain.active` is false
+and callers skip their calls (one attribute check); every method is also a no-op then.
+With a tool, a range is one dict lookup and one ctypes call to start, one to end (see
+``benchmarks/bench_keras.py`` for the figures).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+__all__ = ["Domain", "domain", "enabled", "tool_attached", "color", "MAX_CACHED_STRINGS", "HostRangesUnavailable"]
+
+#: Registered strings kept per domain (oldest dropped first beyond this).
+MAX_CACHED_STRINGS = 8192
+_ABI_VERSION = 1
+_UINT32_MAX = 0xFFFFFFFF
+_INJECTION_ENV = "NVTX_INJECTION64_PATH"
+
+#: The ``nvtx`` package's color names and values (``nvtx.colors``), so that
+#: ``colors={"batch": "red"}`` means what it meant when the callback used that package.
+#: Other names go through matplotlib when it is installed (the ``plot`` extra).
+COLOR_NAMES = {
+    "green": 0x008000,
+    "blue": 0x0000FF,
+    "yellow": 0xFFFF00,
+    "purple": 0x800080,
+    "rapids": 0x7400FF,
+    "cyan": 0x00FFFF,
+    "red": 0xFF0000,
+    "white": 0xFFFFFF,
+    "darkgreen": 0x006400,
+    "orange": 0xFFA500,
+}
+
+
+class HostRangesUnavailable(ImportError):
+    """``libnvtx_host.so`` cannot be loaded (not built and not buildable, or out of date)."""
+
+
+def enabled() -> bool:
+    """False when ``NVTX_DISABLE`` is set (the ``nvtx`` package's switch): nothing is emitted."""
+    return not os.environ.get("NVTX_DISABLE")
+
+
+def color(value, argument: str = "color") -> int:
+    """A 32-bit ARGB int from an int or a color name; 0 (no color) for None."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise TypeError(f"{argument} must be a color name or an ARGB int, got bool")
+    if isinstance(value, int):
+        if not 0 <= value <= _UINT32_MAX:
+            raise ValueError(f"{argument} must be an ARGB value in [0, 0xFFFFFFFF], got {value}")
+        return value
+    if isinstance(value, str):
+        if value in COLOR_NAMES:
+            return COLOR_NAMES[value]
+        try:
+            import matplotlib.colors
+        except ImportError as exc:
+            raise ValueError(f"{argument}: unknown color {value!r} (install matplotlib for more names)") from exc
+        try:
+            r, g, b, a = matplotlib.colors.to_rgba(value)
+        except ValueError as exc:
+            raise ValueError(f"{argument}: unknown color {value!r}") from exc
+        return (round(a * 255) << 24) | (round(r * 255) << 16) | (round(g * 255) << 8) | round(b * 255)
+    raise TypeError(f"{argument} must be a color name or an ARGB int, got {type(value).__name__}")
+
+
+# ----------------------------------------------------------------------------- library
+_lock = threading.RLock()
+_lib = None
+_tool_bits: int | None = None
+
+
+def _bind(lib):
+    vp, cp, u32, i32, i64, u64 = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int,
+                                  ctypes.c_int64, ctypes.c_uint64)
+    signatures = {
+        "nvtx_host_abi_version": (i32, []),
+        "nvtx_host_tool_attached": (i32, []),
+        "nvtx_host_domain_create": (vp, [cp]),
+        "nvtx_host_register_string": (vp, [vp, cp]),
+        "nvtx_host_name_category": (None, [vp, u32, cp]),
+        "nvtx_host_range_start": (u64, [vp, vp, cp, u32, u32, i32, i64]),
+        "nvtx_host_range_end": (None, [vp, u64]),
+        "nvtx_host_range_push": (i32, [vp, vp, cp, u32, u32, i32, i64]),
+        "nvtx_host_range_pop": (i32, [vp]),
+        "nvtx_host_mark": (None, [vp, vp, cp, u32, u32, i32, i64]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+def _library():
+    """``libnvtx_host.so`` (ctypes), loaded and bound once; builds it when missing."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is None:
+            from nvtx_plugins_tf._native_libs import BUILD_COMMAND, native_library
+
+            path = native_library("host")  # NativeLibraryMissing (an ImportError) names the fix
+            try:
+                lib = _bind(ctypes.CDLL(str(path)))
+            except (OSError, AttributeError) as exc:
+                message = f"nvtx_plugins_tf: cannot load {path} ({exc}); run: {BUILD_COMMAND}"
+                raise HostRangesUnavailable(message) from exc
+            if lib.nvtx_host_abi_version() != _ABI_VERSION:
+                raise HostRangesUnavailable(f"nvtx_plugins_tf: {path} is out of date; run: {BUILD_COMMAND}")
+            _lib = lib
+    return _lib
+
+
+def tool_attached() -> bool:
+    """True when an NVTX tool (Nsight Systems, our recorder ...) takes domain start/end
+    ranges in this process. Initializes NVTX in ``libnvtx_host.so`` on first call (this is
+    when the tool named by ``NVTX_INJECTION64_PATH`` is loaded, if not already). False
+    under ``NVTX_DISABLE`` without loading anything."""
+    global _tool_bits
+    if not enabled():
+        return False
+    if _tool_bits is None:
+        try:
+            lib = _library()
+        except ImportError:
+            if not os.environ.get(_INJECTION_ENV):
+                _tool_bits = 0  # nothing to emit to: no reason to fail without the library
+                return False
+            raise
+        _tool_bits = lib.nvtx_host_tool_attached()
+    return bool(_tool_bits & 1)
+
+
+# ----------------------------------------------------------------------------- domains
+class Domain:
+    """One NVTX domain: its handle, registered-string cache and categories.
+
+    Obtain with :func:`domain` (one instance per name). ``name=None`` is NVTX's default
+    domain. When :attr:`active` is false every method returns at once (``start`` and
+    ``push`` return 0).
+    """
+
+    __slots__ = ("name", "active", "max_strings", "_handle", "_strings", "_categories", "_miss_lock",
+                 "_start", "_end", "_push", "_pop", "_mark", "_register", "__weakref__")
+
+    def __init__(self, name: str | None, active: bool, max_strings: int = MAX_CACHED_STRINGS):
+        if name is not None and "\0" in name:
+            raise ValueError("NVTX domain names must not contain NUL characters")
+        self.name = name
+        self.active = active
+        self.max_strings = max_strings
+        self._strings: dict[str, tuple] = {}  # text -> (registered handle or None, ascii bytes or None)
+        self._categories: dict[str, int] = {}
+        self._miss_lock = threading.Lock()
+        self._handle = None
+        if active:
+            lib = _library()
+            self._handle = lib.nvtx_host_domain_create(None if name is None else name.encode())
+            self._start, self._end = lib.nvtx_host_range_start, lib.nvtx_host_range_end
+            self._push, self._pop = lib.nvtx_host_range_push, lib.nvtx_host_range_pop
+            self._mark, self._register = lib.nvtx_host_mark, lib.nvtx_host_register_string
+
+    def __repr__(self) -> str:
+        state = "active" if self.active else "inactive"
+        return f"<nvtx_plugins_tf host domain {self.name!r} {state}, {len(self._strings)} cached strings>"
+
+    # -------------------------------------------------------------- strings, categories
+    @property
+    def cached_strings(self) -> int:
+        """How many registered strings this domain's cache holds (<= :attr:`max_strings`)."""
+        return len(self._strings)
+
+    def _string(self, text: str) -> tuple:
+        """The cache entry of ``text``, registering it on a miss (and dropping the oldest
+        entry beyond :attr:`max_strings`)."""
+        entry = self._strings.get(text)
+        if entry is not None:
+            return entry
+        if not isinstance(text, str):
+            raise TypeError(f"NVTX message must be a str, got {type(text).__name__}")
+        if "\0" in text:
+            raise ValueError("NVTX messages must not contain NUL characters")
+        raw = text.encode()
+        handle = self._register(self._handle, raw)
+        entry = (handle, None) if handle else (None, raw)
+        with self._miss_lock:  # eviction iterates the dict: one thread at a time
+            strings = self._strings
+            strings[text] = entry
+            while len(strings) > self.max_strings:
+                del strings[next(iter(strings))]
+        return entry
+
+    def category(self, name: str) -> int:
+        """The id of the category ``name`` in this domain: 1, 2 ... in order of first use,
+        named once with ``nvtxDomainNameCategoryA``. 0 (no category) when inactive."""
+        if not self.active:
+            return 0
+        found = self._categories.get(name)
+        if found is not None:
+            return found
+        if "\0" in name:
+            raise ValueError("NVTX category names must not contain NUL characters")
+        with self._miss_lock:
+            found = self._categories.get(name)
+            if found is None:
+                found = self._categories[name] = len(self._categories) + 1
+                _library().nvtx_host_name_category(self._handle, found, name.encode())
+        return found
+
+    # -------------------------------------------------------------- events
+    def start(self, message: str, color: int = 0, category: int = 0, payload: int | None = None) -> int:
+        """Start a range (``nvtxDomainRangeStartEx``); returns its id for :meth:`end`,
+        which any thread may call. ``color``: ARGB int (see :func:`color`); ``payload``:
+        an int64 or None."""
+        if not self.active:
+            return 0
+        handle, raw = self._strings.get(message) or self._string(message)
+        if payload is None:
+            return self._start(self._handle, handle, raw, color, category, 0, 0)
+        return self._start(self._handle, handle, raw, color, category, 1, payload)
+
+    def end(self, range_id: int) -> None:
+        """End a range started by :meth:`start` (``nvtxDomainRangeEnd``)."""
+        if self.active:
+            self._end(self._handle, range_id)
+
+    def push(self, message: str, color: int = 0, category: int = 0, payload: int | None = None) -> int:
+        """Push a range on this thread's stack (``nvtxDomainRangePushEx``); NVTX's result."""
+        if not self.active:
+            return 0
+        handle, raw = self._strings.get(message) or self._string(message)
+        if payload is None:
+            return self._push(self._handle, handle, raw, color, category, 0, 0)
+        return self._push(self._handle, handle, raw, color, category, 1, payload)
+
+    def pop(self) -> int:
+        """Pop this thread's innermost pushed range (``nvtxDomainRangePop``)."""
+        return self._pop(self._handle) if self.active else 0
+
+    def mark(self, message: str, color: int = 0, category: int = 0, payload: int | None = None) -> None:
+        """An instantaneous event (``nvtxDomainMarkEx``)."""
+        if self.active:
+            handle, raw = self._strings.get(message) or self._string(message)
+            self._mark(self._handle, handle, raw, color, category, 0 if payload is None else 1, payload or 0)
+
+
+_domains: dict[str | None, Domain] = {}
+
+
+def domain(name: str | None = None) -> Domain:
+    """The process-wide :class:`Domain` called ``name`` (``None``: the default domain).
+
+    Active when a tool is attached and ``NVTX_DISABLE`` is not set (checked when the
+    domain is first asked for). Raises :class:`HostRangesUnavailable` (an ImportError with
+    the command that fixes it) when a tool is attached but ``libnvtx_host.so`` cannot be
+    loaded or built.
+    """
+    found = _domains.get(name)
+    if found is not None:
+        return found
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"domain name must be a str or None, got {type(name).__name__}")
+    active = tool_attached()
+    with _lock:
+        found = _domains.get(name)
+        if found is None:
+            found = _domains[name] = Domain(name, active)
+    return found
