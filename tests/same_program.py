@@ -26,6 +26,7 @@ def executed_ops(run) -> collections.Counter:
     (partition graphs: after pruning and Grappler), NVTX ops left out."""
     context.enable_run_metadata()
     try:
+        context.export_run_metadata()  # drop what an earlier run left
         run()
         metadata = context.export_run_metadata()
     finally:

@@ -150,3 +150,52 @@ def test_each_backward_range_links_to_exactly_one_forward_range_of_its_step():
         assert f.message == b.message and f.end_ns <= b.start_ns
         (s,) = [s for s in steps if s.start_ns <= b.start_ns and b.end_ns <= s.end_ns]
         assert s.start_ns <= f.start_ns  # the forward range of the same step
+
+
+def _nested_function_step(w1, w2):
+    @tf.function
+    def inner(x):
+        x, ctx = nvtx_tf.ops.start(x, "inner", "Forward", grad_domain_name="Gradient")
+        return nvtx_tf.ops.end(tf.matmul(x, w1), ctx)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            h, ctx = nvtx_tf.ops.start(inner(x), "outer", "Forward", grad_domain_name="Gradient")
+            loss = tf.reduce_sum(tf.square(nvtx_tf.ops.end(tf.matmul(h, w2), ctx)))
+        return tape.gradient(loss, [w1, w2])
+
+    return step
+
+
+def test_backward_ranges_of_a_nested_function_are_balanced(capture_steps):
+    """The backward pass of a nested tf.function is a function of its own, pruned later:
+    its backward ranges still end."""
+    step = _nested_function_step(tf.Variable(tf.ones([4, 4])), tf.Variable(tf.ones([4, 1])))
+    rec = capture_steps(step, tf.ones([2, 4]), steps=STEPS)
+    for name in ("inner", "outer"):
+        assert rec.count(message=name, domain="Forward") == STEPS
+        assert rec.count(message=name, domain="Gradient") == STEPS
+    assert not rec.open_ranges
+
+
+def test_backward_ranges_under_recompute_grad_are_balanced(capture_steps):
+    """tf.recompute_grad runs a tape.gradient inside the outer one: what it returns for
+    the data input is unused, and its backward range still ends."""
+    w = tf.Variable(tf.ones([4, 4]))
+
+    @tf.recompute_grad
+    def block(h):
+        h, ctx = nvtx_tf.ops.start(h, "block", "Forward", grad_domain_name="Gradient")
+        return nvtx_tf.ops.end(tf.nn.relu(tf.matmul(h, w)), ctx)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(block(x))
+        return tape.gradient(loss, [w])
+
+    rec = capture_steps(step, tf.ones([2, 4]), steps=STEPS)
+    assert rec.count(message="block", domain="Forward") == 2 * STEPS  # forward, and its recomputation
+    assert rec.count(message="block", domain="Gradient") == STEPS
+    assert not rec.open_ranges

@@ -238,3 +238,29 @@ def test_record_keras_layers_runs_the_same_ops(tmp_path):
 
     recording = load(tmp_path / "run.nvtxrec")
     assert any(r.domain == "Backward" for r in recording.ranges), "the models were not annotated"
+
+
+def test_recompute_grad_runs_the_same_ops():
+    """Gradient checkpointing: the tape inside the custom gradient returns a gradient for
+    the data input that the outer step does not use; annotation keeps it unused."""
+
+    def ops_of(annotate):
+        w = tf.Variable(tf.ones([8, 8]))
+        v = tf.Variable(tf.ones([8, 1]))
+
+        @tf.recompute_grad
+        def block(h):
+            if annotate:
+                h, ctx = nvtx_tf.ops.start(h, "block", "Forward", grad_domain_name="Backward")
+            h = tf.nn.relu(tf.matmul(h, w))
+            return nvtx_tf.ops.end(h, ctx) if annotate else h
+
+        @tf.function
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.matmul(block(x), v))
+            return tape.gradient(loss, [w, v])
+
+        return sp.executed_ops(lambda: step(tf.ones([4, 8])))
+
+    _assert_same("recompute_grad", ops_of(False), ops_of(True))

@@ -13,11 +13,16 @@ import threading
 import tensorflow as tf
 
 
+# BackwardRange.end_op of an end that always runs (eagerly, or a stateful end).
+ALWAYS_RUNS = "always runs"
+
+
 class BackwardRange:
     """A backward range opened by NvtxEnd's gradient, until NvtxStart's gradient ends it.
 
-    ``end_op`` is the NvtxBackwardEnd built by NvtxStart's gradient (in a graph), or True
-    once it ran (eagerly); None while no gradient of NvtxStart was built.
+    ``end_op`` is the NvtxBackwardEnd built by NvtxStart's gradient (in a graph, it runs
+    only if its gradients are used), ALWAYS_RUNS, or None while no gradient of NvtxStart
+    was built.
     """
 
     __slots__ = ("key", "range_id", "domain", "start_op", "end_op")

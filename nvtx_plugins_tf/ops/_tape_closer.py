@@ -61,25 +61,47 @@ def opened(entry) -> bool:
     return True
 
 
+def sees(graph) -> bool:
+    """Whether the innermost tape.gradient call under way builds ``graph`` (so that it can
+    tell, when it returns, which of the ops built there TensorFlow will run)."""
+    stack = _stack()
+    return bool(stack) and stack[-1].graph is graph
+
+
 def _returned_tensors(result) -> list:
     return [t for t in tf.nest.flatten(result, expand_composites=True) if tf.is_symbolic_tensor(t)]
 
 
-def _live_ops(created: list, returned: list) -> set:
-    """Ops of ``created`` that TensorFlow runs: those a returned tensor or a stateful op
-    depends on (the rule of its function runtime's pruning)."""
+def _live(created: list, returned: list) -> tuple[set, set]:
+    """(ops, tensor refs) of ``created`` that TensorFlow computes: what a returned tensor
+    or a stateful op depends on, the rule of its function runtime's pruning. An IdentityN
+    (custom gradients wrap their results in one) needs only the inputs of its used outputs:
+    Grappler drops the others."""
     members = set(created)
-    live = set()
-    frontier = [t.op for t in returned if t.op in members]
-    frontier += [op for op in created if op._is_stateful]  # pylint: disable=protected-access
-    while frontier:
-        op = frontier.pop()
-        if op in live:
+    ops, tensors, whole = set(), set(), set()  # whole: ops all of whose inputs are needed
+    work = [("tensor", t) for t in returned]
+    work += [("op", op) for op in created if op._is_stateful]  # pylint: disable=protected-access
+    while work:
+        kind, item = work.pop()
+        if kind == "tensor":
+            if item.ref() in tensors or item.op not in members:
+                continue
+            tensors.add(item.ref())
+            if item.op.type != "IdentityN":
+                work.append(("op", item.op))
+                continue
+            work.append(("tensor", item.op.inputs[item.value_index]))
+            if item.op not in ops:
+                ops.add(item.op)
+                work.extend(("op", c) for c in item.op.control_inputs)
             continue
-        live.add(op)
-        frontier.extend(t.op for t in op.inputs if t.op in members and t.op not in live)
-        frontier.extend(c for c in op.control_inputs if c in members and c not in live)
-    return live
+        if item not in members or item in whole:
+            continue
+        whole.add(item)
+        ops.add(item)
+        work.extend(("tensor", t) for t in item.inputs)
+        work.extend(("op", c) for c in item.control_inputs)
+    return ops, tensors
 
 
 def _downstream(members: set, start_op) -> set:
@@ -95,7 +117,7 @@ def _downstream(members: set, start_op) -> set:
     return seen
 
 
-def _narrow(call: _Call, entry, live: set, returned: set) -> None:
+def _narrow(call: _Call, entry, needed: set, returned: set) -> None:
     """Rebuild a live NvtxBackwardEnd over just the gradients that are used.
 
     One NvtxBackwardEnd carries every gradient leaving a region; when only some of them
@@ -105,7 +127,7 @@ def _narrow(call: _Call, entry, live: set, returned: set) -> None:
     """
     end = entry.end_op
     outputs = list(end.outputs)
-    used = [i for i, t in enumerate(outputs) if any(c in live for c in t.consumers())]
+    used = [i for i, t in enumerate(outputs) if t.ref() in needed]
     if len(used) == len(outputs) or not used or any(t.ref() in returned for t in outputs):
         return
     with call.graph.as_default():
@@ -130,13 +152,13 @@ def _close(call: _Call, result) -> None:
     members = set(created)
     returned = _returned_tensors(result)
     returned_refs = {t.ref() for t in returned}
-    live = _live_ops(created, returned)
+    live, needed = _live(created, returned)
     for entry in call.opened:
         _backward.take(entry.key)
-        if entry.start_op not in live:
-            continue  # never opens
-        if entry.end_op is not None and entry.end_op in live:
-            _narrow(call, entry, live, returned_refs)
+        if entry.end_op is _backward.ALWAYS_RUNS or entry.start_op not in live:
+            continue  # ended by an end that always runs, or never opens
+        if entry.end_op is not None and any(t.ref() in needed for t in entry.end_op.outputs):
+            _narrow(call, entry, needed, returned_refs)
             continue  # its NvtxBackwardEnd ends it
         after = _downstream(members, entry.start_op)
         inputs = [t for t in returned if t.op in after]
@@ -164,7 +186,12 @@ def install() -> None:
                     _close(call, None)  # ranges opened eagerly before the error still end
                 raise
             _stack().pop()
-            if call.opened:
+            outer = _stack()[-1] if _stack() else None
+            if call.opened and call.graph is not None and outer is not None and outer.graph is call.graph:
+                # A gradient inside a gradient (tf.recompute_grad, a custom gradient): what
+                # this call returns may still be unused by the outer one, which decides.
+                outer.opened.extend(call.opened)
+            elif call.opened:
                 _close(call, result)
             return result
 

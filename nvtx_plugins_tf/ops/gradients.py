@@ -71,11 +71,20 @@ def _nvtx_start_grad(op, *grads):
     passthrough = list(grads[:n])
     entry = _backward.take(_backward.range_key(op.outputs[-1]))
     if entry is not None and any(_carries_gradient(g) for g in passthrough):
+        # Where the tape closer can see whether the gradients are used (this graph is the
+        # one a tape.gradient call builds), the end is stateless and runs only if they are.
+        # In another graph (the backward function of a nested tf.function, tf.gradients)
+        # nobody can tell before TensorFlow prunes it, so the end is stateful: it always
+        # runs, and keeps the gradients it carries alive (as every end did before).
+        prunable = _tape_closer.sees(tf.compat.v1.get_default_graph()) if not tf.executing_eagerly() else True
         ended = []
 
         def close_range(flat):
-            out = _raw.backward_end_op(flat, entry.range_id, entry.domain)
-            ended.append(out[0].op if tf.is_symbolic_tensor(out[0]) else True)
+            if prunable:
+                out = _raw.backward_end_op(flat, entry.range_id, entry.domain)
+            else:
+                out = _raw.end_op(flat, entry.range_id, entry.domain)
+            ended.append(out[0].op if tf.is_symbolic_tensor(out[0]) and prunable else _backward.ALWAYS_RUNS)
             return out
 
         passthrough = _structure.through_tensors(passthrough, close_range, _carries_gradient)
