@@ -152,7 +152,10 @@ def test_bad_chunk_magic_and_bad_header(tmp_path):
     assert rec.ranges == []
     assert rec.damage.damaged_chunks == 1
     assert rec.damage.damaged_segments == 2
-    assert len(rec.damage.errors) == 2
+    # One line per affected file, each naming it (the damaged chunk's segment too).
+    assert len(rec.damage.errors) == 3
+    for name, error in zip(("3-1", "4-2", "5-3"), rec.damage.errors):
+        assert f"{name}.nvtxseg" in error
 
 
 def test_unmatched_pops_ends_and_seq_gaps(tmp_path):

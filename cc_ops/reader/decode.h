@@ -1,13 +1,22 @@
 // Decoder of NVTX recordings (see cc_ops/recorder/record_format.h), used from Python
 // through ctypes (nvtx_plugins_tf/recorder/_decoder.py mirrors these structs).
 //
-// One decoder context reads segments one after the other; per segment it pairs events
-// into ranges and hands them out in batches of fixed-size rows. Strings, domains,
-// categories and thread names are kept in global tables of the context (the rows hold
-// indexes into them). Memory: the open ranges of the current segment plus the tables.
+// One decoder context reads segments one after the other (oldest first); it pairs
+// events into ranges and hands them out in batches of fixed-size rows. Strings,
+// domains, categories and thread names are kept in global tables of the context (the
+// rows hold indexes into them).
 //
-// Every read is bounds-checked: a damaged chunk ends at the damage (events before it
-// are kept) and is counted in NvtxrStats.
+// Names never depend on the order of the chunks: before a segment's events are decoded,
+// every definition record of the segment is collected. State is kept per process (the
+// segments of one process, e.g. around an output switch, continue each other: a range
+// pushed in one and popped in the next is one range; a forked child resolves inherited
+// string ids through its parent). Ranges still open are handed out by nvtxr_finish.
+// Memory: the open ranges plus the tables.
+//
+// Files are read with pread, never mapped: a hole of a sparse file on a full file
+// system, a file truncated while being read or an I/O error cannot raise SIGBUS. Every
+// read is bounds-checked: a damaged chunk ends at the damage (events before it are
+// kept) and is counted in NvtxrStats.
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
 #define NVTX_PLUGINS_TF_READER_DECODE_H_
 
@@ -58,7 +67,7 @@ struct NvtxrSegmentInfo {
 
 struct NvtxrStats {
   uint64_t segments;           // segments opened successfully
-  uint64_t damaged_segments;   // unreadable header: segment skipped
+  uint64_t damaged_segments;   // damaged header: segment skipped
   uint64_t chunks;             // published chunks read
   uint64_t damaged_chunks;     // chunks that ended at damage (bad record, truncation, bad magic)
   uint64_t unpublished_chunks; // chunks with a zero magic (skipped, normal)
@@ -69,6 +78,13 @@ struct NvtxrStats {
   uint64_t unmatched_ends;     // end whose start was never seen
   uint64_t unclosed;           // ranges emitted without end
   uint64_t rows;               // rows emitted
+  // ABI 2:
+  uint64_t unreadable_segments;  // could not be opened or read at all (permissions, I/O
+                                 // error, out of memory): segment skipped (damage)
+  uint64_t truncated_segments;   // shorter than the chunks its header says it holds (damage)
+  uint64_t missing_chunks;       // chunks missing from truncated segments
+  uint64_t dropped_events;       // events the recorder counted as dropped (damage)
+  uint64_t unknown_strings;      // events naming a string id defined nowhere (damage)
 };
 
 struct NvtxrDomain {
@@ -95,12 +111,17 @@ struct NvtxrThreadName {
 NVTXR_API uint32_t nvtxr_abi_version(void);
 NVTXR_API void* nvtxr_new(void);
 NVTXR_API void nvtxr_free(void* ctx);
-// Open a segment file; returns 0 on success, -1 when the file cannot be read, -2 when
-// its header is damaged (counted in damaged_segments). err receives a message.
+// Open a segment file; returns 0 on success, -1 when the file cannot be read (counted in
+// unreadable_segments), -2 when its header is damaged (counted in damaged_segments).
+// err receives a message naming the file.
 NVTXR_API int nvtxr_open_segment(void* ctx, const char* path, char* err, uint32_t err_len);
 NVTXR_API int nvtxr_segment_info(void* ctx, NvtxrSegmentInfo* out);
 // Fill up to capacity rows of the open segment; returns the count; 0 = segment done.
+// After nvtxr_finish: the ranges still open in any process (kNvtxrUnclosed).
 NVTXR_API int64_t nvtxr_next(void* ctx, NvtxrRow* rows, int64_t capacity);
+// No more segments: closes the current one and makes nvtxr_next hand out the ranges
+// left open (and count the ends whose start was never seen).
+NVTXR_API void nvtxr_finish(void* ctx);
 NVTXR_API void nvtxr_close_segment(void* ctx);
 NVTXR_API void nvtxr_stats(void* ctx, NvtxrStats* out);
 NVTXR_API uint32_t nvtxr_string_count(void* ctx);

@@ -144,8 +144,10 @@ NVTXREC_INLINE void Record(ThreadState* ts, uint8_t kind, uint16_t domain, const
     const uint32_t gen = ts->gen;
     uint8_t flags = ev.flags;
     uint32_t msg = ResolveMessage(ts, ev, &flags);
+    // No id: the message could not be defined (no space); never record it nameless.
+    if (NVTXREC_UNLIKELY(msg == 0) && ev.msg_kind != kMsgNone) break;
     uint8_t* p = Reserve(ts, n);
-    if (NVTXREC_UNLIKELY(!p)) return;
+    if (NVTXREC_UNLIKELY(!p)) break;
     // The thread moved to a new segment meanwhile: its strings must be defined there.
     if (NVTXREC_UNLIKELY(ts->gen != gen) && (ev.msg_kind == kMsgAscii || ev.msg_kind == kMsgUnicode)) {
       continue;
@@ -167,6 +169,7 @@ NVTXREC_INLINE void Record(ThreadState* ts, uint8_t kind, uint16_t domain, const
     CountEvent(ts);
     return;
   }
+  CountDrop();
 }
 
 inline int32_t& DepthSlot(ThreadState* ts, uint16_t domain) { return ts->depth[domain % kDepthSlots]; }
@@ -176,7 +179,10 @@ inline int32_t& DepthSlot(ThreadState* ts, uint16_t domain) { return ts->depth[d
 int PushImpl(uint16_t domain, const Event& ev) {
   Call call;
   ThreadState* ts = call.ts();
-  if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
+  if (!ts) {
+    CountDrop();
+    return NVTX_NO_PUSH_POP_TRACKING;
+  }
   uint64_t now = NowNs();
   Record(ts, kRangePush, domain, ev, now, false, 0);
   return DepthSlot(ts, domain)++;
@@ -185,7 +191,10 @@ int PushImpl(uint16_t domain, const Event& ev) {
 int PopImpl(uint16_t domain) {
   Call call;
   ThreadState* ts = call.ts();
-  if (!ts) return NVTX_NO_PUSH_POP_TRACKING;
+  if (!ts) {
+    CountDrop();
+    return NVTX_NO_PUSH_POP_TRACKING;
+  }
   uint64_t now = NowNs();
   Record(ts, kRangePop, domain, Event(), now, false, 0);
   int32_t& d = DepthSlot(ts, domain);
@@ -196,7 +205,10 @@ int PopImpl(uint16_t domain) {
 nvtxRangeId_t StartImpl(uint16_t domain, const Event& ev) {
   Call call;
   ThreadState* ts = call.ts();
-  if (!ts) return FallbackRangeId();
+  if (!ts) {
+    CountDrop();
+    return FallbackRangeId();
+  }
   uint64_t now = NowNs();
   uint64_t id = ts->range_hi | (++ts->range_counter & ((uint64_t(1) << kRangeCounterBits) - 1));
   Record(ts, kRangeStart, domain, ev, now, true, id);
@@ -206,7 +218,10 @@ nvtxRangeId_t StartImpl(uint16_t domain, const Event& ev) {
 void EndImpl(uint16_t domain, nvtxRangeId_t id) {
   Call call;
   ThreadState* ts = call.ts();
-  if (!ts) return;
+  if (!ts) {
+    CountDrop();
+    return;
+  }
   uint64_t now = NowNs();
   Record(ts, kRangeEnd, domain, Event(), now, true, id);
 }
@@ -214,7 +229,10 @@ void EndImpl(uint16_t domain, nvtxRangeId_t id) {
 void MarkImpl(uint16_t domain, const Event& ev) {
   Call call;
   ThreadState* ts = call.ts();
-  if (!ts) return;
+  if (!ts) {
+    CountDrop();
+    return;
+  }
   uint64_t now = NowNs();
   Record(ts, kMark, domain, ev, now, false, 0);
 }

@@ -25,3 +25,13 @@ NVTXREC_EXPORT const char* nvtx_recorder_output_dir(void) { return nvtx_recorder
 
 // Events (push, pop, start, end, mark) recorded so far by this process.
 NVTXREC_EXPORT uint64_t nvtx_recorder_event_count(void) { return nvtx_recorder::EventCount(); }
+
+// Events this process could not record (also counted in its segments' headers).
+NVTXREC_EXPORT uint64_t nvtx_recorder_dropped_count(void) { return nvtx_recorder::DroppedCount(); }
+
+// Keeps the output directory and starts a new segment there for every thread's next
+// event: the way to delimit a window of the recording (nvtx_plugins_tf.testing.capture
+// reads the segments opened between two calls) without taking anything away from it.
+// Returns the CLOCK_MONOTONIC time of the switch (segments opened afterwards have a
+// larger start_ns), 0 when there is no output directory.
+NVTXREC_EXPORT uint64_t nvtx_recorder_new_segment(void) { return nvtx_recorder::NewSegment(); }

@@ -14,6 +14,7 @@
 // Chunk k starts at kSegmentHeaderSize + k * chunk_size. Each chunk belongs to exactly
 // one thread of the process and holds a run of that thread's records in program order.
 // A thread's chunks are numbered by ChunkHeader.seq (0, 1, 2, ...).
+// Files are created 0600 (they hold command lines), recording directories 0700.
 //
 // Crash safety: the file is written through MAP_SHARED mappings. Every write lands in
 // the page cache at once, so a SIGKILL loses nothing already written. The writer
@@ -36,9 +37,16 @@
 // Definition records:
 //     kStringDef:     word0(msg = the new string id, domain = domain it was registered in
 //                     or 0), u32 byte_length, u32 0, then byte_length UTF-8 bytes padded
-//                     with zeros to a multiple of 8. A string is defined in a thread's
-//                     stream before that thread's first record using it; ids are unique
-//                     within a segment; one text may have several ids.
+//                     with zeros to a multiple of 8. An interned (ASCII/Unicode) message
+//                     is defined in a thread's stream before that thread's first record
+//                     using it. A registered string (kFlagRegisteredMessage) and a domain
+//                     are defined once, in the stream of the thread that registered or
+//                     created it (re-emitted into a new segment of the process while the
+//                     recorder's bounded registry still holds it): readers must collect
+//                     the definitions of the whole segment (and of the earlier segments
+//                     of the process, and for inherited ids of the parent) before naming
+//                     events. Ids are unique within a process and never reused; one
+//                     text may have several ids.
 //     kDomainCreate:  word0(domain = new id, msg = id of its name string), u64 timestamp
 //     kDomainDestroy: word0(domain), u64 timestamp
 //     kCategoryName:  word0(domain, msg = name string id), u32 category, u32 0
@@ -47,6 +55,7 @@
 #ifndef NVTX_PLUGINS_TF_RECORD_FORMAT_H_
 #define NVTX_PLUGINS_TF_RECORD_FORMAT_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 namespace nvtx_record {
@@ -70,6 +79,24 @@ struct SegmentHeader {
   uint64_t start_realtime_ns;   // CLOCK_REALTIME at the same moment
   char process_name[64];        // /proc/self/comm, NUL-terminated
   char cmdline[1024];           // argv joined by spaces, NUL-terminated, truncated
+  // Kept current by the writer through a shared mapping of the header page while the
+  // segment is in use (zero in segments of older writers: unknown).
+  uint64_t chunk_count;         // chunks the file was extended to hold: a file shorter than
+                                // header_size + chunk_count * chunk_size was truncated
+  uint64_t dropped_events;      // events the writer could not record (disk full, file size
+                                // limit, NVTX call from a signal handler or after the
+                                // thread's teardown, ...): damage
+  // Identity of the process, shared by all its segments (an output switch opens another
+  // segment of the same process): the start_ns of its first segment. Readers continue
+  // ranges, string ids and domain ids from one segment of a process to the next.
+  uint64_t process_start_ns;
+  // A forked child: its parent's pid and process_start_ns (0 if the parent had no
+  // segment). String ids below inherited_string_ids were allocated by the parent before
+  // the fork; one not defined in the child's segments is the parent's.
+  int64_t parent_pid;
+  uint64_t parent_process_start_ns;
+  uint32_t inherited_string_ids;
+  uint32_t reserved1;
   // rest of the kSegmentHeaderSize bytes: zero
 };
 
@@ -78,7 +105,9 @@ struct ChunkHeader {        // 64 bytes at the start of every chunk
   uint32_t thread_index;    // process-local index of the thread (0, 1, 2, ... by first use)
   int64_t tid;              // OS thread id (gettid)
   uint64_t seq;             // this thread's chunk number, 0-based
-  uint64_t reserved[5];
+  uint64_t thread_serial;   // 1 + process-wide serial of the thread, the same in every
+                            // segment of the process (0 from older writers)
+  uint64_t reserved[4];
 };
 constexpr uint32_t kChunkHeaderSize = sizeof(ChunkHeader);
 
@@ -117,6 +146,12 @@ enum PayloadType : uint8_t {
 
 static_assert(sizeof(ChunkHeader) == 64, "chunk header is 64 bytes");
 static_assert(sizeof(SegmentHeader) <= kSegmentHeaderSize, "segment header fits");
+static_assert(offsetof(SegmentHeader, chunk_count) == 1144, "header layout");
+static_assert(offsetof(SegmentHeader, dropped_events) == 1152, "header layout");
+static_assert(offsetof(SegmentHeader, process_start_ns) == 1160, "header layout");
+static_assert(offsetof(SegmentHeader, parent_pid) == 1168, "header layout");
+static_assert(offsetof(SegmentHeader, parent_process_start_ns) == 1176, "header layout");
+static_assert(offsetof(SegmentHeader, inherited_string_ids) == 1184, "header layout");
 
 }  // namespace nvtx_record
 

@@ -47,6 +47,7 @@ struct Registry {
   std::vector<DomainInfo> domains;  // domain id - 1
   std::map<std::pair<uint16_t, std::string>, size_t> string_index;
   std::vector<RegisteredString> strings;
+  size_t string_bytes = 0;
   std::map<std::pair<uint16_t, uint32_t>, size_t> category_index;
   std::vector<CategoryInfo> categories;
   std::map<int64_t, size_t> thread_index;
@@ -152,10 +153,12 @@ uint32_t RegisterString(uint16_t domain, const char* text, size_t len) {
   auto it = r.string_index.find(key);
   if (it != r.string_index.end()) return r.strings[it->second].id;
   uint32_t id = AllocStringId();
-  r.strings.push_back(RegisteredString{domain, id, key.second});
-  r.string_index.emplace(std::move(key), r.strings.size() - 1);
-  const RegisteredString& s = r.strings.back();
-  if (ts) WriteStringDef(ts, id, domain, s.text.data(), s.text.size());
+  if (ts) WriteStringDef(ts, id, domain, key.second.data(), key.second.size());
+  if (r.strings.size() < kMaxRegisteredStrings && r.string_bytes + key.second.size() <= kMaxRegisteredBytes) {
+    r.string_bytes += key.second.size();
+    r.strings.push_back(RegisteredString{domain, id, key.second});
+    r.string_index.emplace(std::move(key), r.strings.size() - 1);
+  }
   return id;
 }
 
@@ -168,7 +171,7 @@ void NameCategory(uint16_t domain, uint32_t category, const char* name, size_t l
   auto it = r.category_index.find(key);
   if (it != r.category_index.end()) {
     r.categories[it->second] = c;
-  } else {
+  } else if (r.categories.size() < kMaxNamedCategories) {
     r.categories.push_back(c);
     r.category_index.emplace(key, r.categories.size() - 1);
   }
@@ -183,7 +186,7 @@ void NameOsThread(int64_t tid, const char* name, size_t len) {
   auto it = r.thread_index.find(tid);
   if (it != r.thread_index.end()) {
     r.thread_names[it->second] = t;
-  } else {
+  } else if (r.thread_names.size() < kMaxNamedThreads) {
     r.thread_names.push_back(t);
     r.thread_index.emplace(tid, r.thread_names.size() - 1);
   }

@@ -1,8 +1,17 @@
 // Process-wide registries for the rare NVTX calls: domains, registered strings,
 // category names and thread-name overrides. Guarded by RecorderMutex(). Each call writes
 // its definition records into the calling thread's stream; every new segment (output
-// directory switch, forked child) gets all known definitions re-emitted by the first
-// thread that claims a chunk in it, with the same ids.
+// directory switch, forked child) gets the remembered definitions re-emitted by the
+// first thread that claims a chunk in it, with the same ids.
+//
+// Bounded: at most kMaxRegisteredStrings registered strings (kMaxRegisteredBytes of
+// text), kMaxNamedCategories categories and kMaxNamedThreads thread names are remembered
+// (domains: at most 65535 by the format). Beyond that a registration still gets its own
+// id and its definition in the caller's stream, but is not remembered: registering the
+// same text again gives another id, and it is not re-emitted into later segments.
+// Readers find it there anyway when they read the process' earlier segments (or its
+// parent's, for a forked child); an event naming an id a reader cannot resolve is
+// counted as damage.
 #ifndef NVTX_PLUGINS_TF_RECORDER_REGISTRY_H_
 #define NVTX_PLUGINS_TF_RECORDER_REGISTRY_H_
 
@@ -12,6 +21,11 @@
 #include "recorder/segment_writer.h"
 
 namespace nvtx_recorder {
+
+constexpr size_t kMaxRegisteredStrings = 8192;
+constexpr size_t kMaxRegisteredBytes = 1 << 20;
+constexpr size_t kMaxNamedCategories = 4096;
+constexpr size_t kMaxNamedThreads = 4096;
 
 // Domain id for `name` (the same name always maps to the same id); 0 on failure.
 // Writes kStringDef + kDomainCreate unless the domain is already alive (created by

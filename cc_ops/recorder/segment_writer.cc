@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -38,6 +39,7 @@ struct Segment {
   uint64_t file_size = 0;
   uint32_t next_thread_index = 0;
   bool need_globals = false;  // registry definitions not yet written into it
+  SegmentHeader* header = nullptr;  // shared mapping of the header page (or null)
 };
 
 // Everything below is guarded by RecorderMutex().
@@ -50,6 +52,25 @@ uint64_t g_thread_serial = 0;
 bool g_runtime_ready = false;
 pthread_key_t g_exit_key;
 std::atomic<uint32_t> g_failed_epoch{0};  // epoch whose segment could not be opened
+// Process identity written into every segment header (see record_format.h).
+uint64_t g_process_start_ns = 0;
+int64_t g_parent_pid = 0;
+uint64_t g_parent_process_start_ns = 0;
+uint32_t g_inherited_ids = 0;
+// Drop counting: the current segment's SegmentHeader::dropped_events (a shared mapping
+// that is never unmapped, so a thread racing a segment switch still writes valid
+// memory), or g_pending_drops while no segment is open (carried into the next one).
+std::atomic<uint64_t*> g_drop_slot{nullptr};
+std::atomic<uint64_t> g_pending_drops{0};
+std::atomic<uint64_t> g_dropped_total{0};
+
+// RLIMIT_FSIZE: a write or truncate past it raises SIGXFSZ, whose default action kills
+// the process. The recorder never goes past it: true when the file may extend to `end`.
+bool FileLimitAllows(uint64_t end) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return true;
+  return end <= uint64_t(rl.rlim_cur);
+}
 
 int64_t GetTid() { return static_cast<int64_t>(syscall(SYS_gettid)); }
 
@@ -80,7 +101,7 @@ int MakeDirs(const char* path) {
     if (buf[i] == '/' || buf[i] == 0) {
       char c = buf[i];
       buf[i] = 0;
-      if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+      if (mkdir(buf, 0700) != 0 && errno != EEXIST) return -1;  // recordings hold command lines
       buf[i] = c;
     }
   }
@@ -114,7 +135,9 @@ size_t ReadProcFile(const char* path, char* buf, size_t cap) {
 }
 
 void CloseSegmentLocked() {
+  g_drop_slot.store(nullptr, std::memory_order_release);
   if (g_seg.fd >= 0) close(g_seg.fd);
+  // g_seg.header stays mapped (4 KiB, leaked): a thread may still count a drop into it.
   g_seg = Segment();
 }
 
@@ -141,6 +164,15 @@ bool OpenSegmentLocked(uint32_t epoch) {
     if (h->cmdline[i] == 0) h->cmdline[i] = ' ';
   }
   h->cmdline[n] = 0;
+  if (g_process_start_ns == 0) g_process_start_ns = h->start_ns;
+  h->process_start_ns = g_process_start_ns;
+  h->parent_pid = g_parent_pid;
+  h->parent_process_start_ns = g_parent_process_start_ns;
+  h->inherited_string_ids = g_inherited_ids;
+  if (!FileLimitAllows(kSegmentHeaderSize)) {
+    free(h);
+    return false;
+  }
 
   int fd = -1;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
@@ -148,7 +180,7 @@ bool OpenSegmentLocked(uint32_t epoch) {
     int len = snprintf(path, sizeof(path), "%s/%lld-%llu%s", g_dir, (long long)h->pid,
                        (unsigned long long)(h->start_ns + attempt), kSegmentSuffix);
     if (len <= 0 || len >= int(sizeof(path))) break;
-    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);  // holds the command line
     if (fd < 0 && errno != EEXIST) break;
     if (fd >= 0) h->start_ns += attempt;
   }
@@ -173,6 +205,14 @@ bool OpenSegmentLocked(uint32_t epoch) {
   g_seg.epoch = epoch;
   g_seg.file_size = kSegmentHeaderSize;
   g_seg.need_globals = true;
+  // The header page is backed (written above): stores into it cannot fault.
+  void* m = mmap(nullptr, kSegmentHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m != MAP_FAILED) {
+    g_seg.header = static_cast<SegmentHeader*>(m);
+    uint64_t pending = g_pending_drops.exchange(0, std::memory_order_relaxed);
+    if (pending) __atomic_fetch_add(&g_seg.header->dropped_events, pending, __ATOMIC_RELAXED);
+    g_drop_slot.store(&g_seg.header->dropped_events, std::memory_order_release);
+  }
   return true;
 }
 
@@ -202,7 +242,9 @@ void SwitchLocked(ThreadState* ts, uint32_t epoch) {
 // rest of the chunk is then given up).
 bool Prefault(ThreadState* ts) {
   uint32_t start = ts->limit;
-  uint32_t end = start + kPopulateWindow;
+  uint32_t window = ts->window < kFirstWindow ? kFirstWindow : ts->window;
+  if (window > kPopulateWindow) window = kPopulateWindow;
+  uint32_t end = start + window;
   if (end > ts->chunk_end) end = ts->chunk_end;
   if (end <= start) return false;
   size_t want = end - start;
@@ -212,6 +254,7 @@ bool Prefault(ThreadState* ts) {
     if (g_seg.fd >= 0 && g_seg.epoch == ts->epoch) {
       static const char kZeros[kPopulateWindow] = {};
       uint64_t off = ts->chunk_offset + start;
+      while (want > 0 && !FileLimitAllows(off + want)) want = want > 4096 ? (want - 1) & ~size_t(4095) : 0;
       done = 0;
       while (done < want) {
         ssize_t w = pwrite(g_seg.fd, kZeros + done, want - done, off_t(off + done));
@@ -228,6 +271,7 @@ bool Prefault(ThreadState* ts) {
     return false;
   }
   ts->limit = start + uint32_t(done);
+  if (window < kPopulateWindow) ts->window = window * 2;
   return true;
 }
 
@@ -251,11 +295,17 @@ bool ClaimChunkLocked(ThreadState* ts) {
   uint64_t cs = g_chunk_size;
   uint64_t off = kSegmentHeaderSize + g_seg.next_chunk * cs;
   if (off + cs > g_seg.file_size) {
-    if (ftruncate(g_seg.fd, off_t(off + cs)) != 0) return false;
+    if (!FileLimitAllows(off + cs) || ftruncate(g_seg.fd, off_t(off + cs)) != 0) {
+      g_failed_epoch.store(cur, std::memory_order_relaxed);  // stop cleanly; drops are counted
+      return false;
+    }
     g_seg.file_size = off + cs;
   }
   void* m = mmap(nullptr, cs, PROT_READ | PROT_WRITE, MAP_SHARED, g_seg.fd, off_t(off));
-  if (m == MAP_FAILED) return false;
+  if (m == MAP_FAILED) {  // e.g. ulimit -v: stop cleanly, drops are counted
+    g_failed_epoch.store(cur, std::memory_order_relaxed);
+    return false;
+  }
   g_seg.next_chunk++;
   if (ts->chunk) munmap(ts->chunk, ts->chunk_end);  // memory bound: only the current chunk
   bool first = !ts->in_segment;
@@ -271,6 +321,7 @@ bool ClaimChunkLocked(ThreadState* ts) {
   ts->pos = kChunkHeaderSize;
   ts->chunk_end = uint32_t(cs);
   ts->limit = 0;
+  ts->window = kFirstWindow;
   if (!Prefault(ts) || ts->limit < 4096) {
     // Cannot back even the first page (disk full?): stop recording into this segment
     // rather than risk a SIGBUS. The chunk stays unpublished (magic 0).
@@ -284,7 +335,10 @@ bool ClaimChunkLocked(ThreadState* ts) {
   h->thread_index = ts->seg_thread_index;
   h->tid = ts->tid;
   h->seq = ts->seq++;
+  h->thread_serial = ts->serial + 1;
   __atomic_store_n(&h->magic, kChunkMagic, __ATOMIC_RELEASE);
+  // Readers tell a truncated file from a short one by this count.
+  if (g_seg.header) __atomic_store_n(&g_seg.header->chunk_count, g_seg.next_chunk, __ATOMIC_RELEASE);
   if (first) WriteOwnThreadNameLocked(ts);
   if (g_seg.need_globals) {
     g_seg.need_globals = false;
@@ -331,8 +385,17 @@ void AtForkChild() {
     self->events.store(0, std::memory_order_relaxed);
   }
   g_retired_events = 0;
+  // The inherited header mapping is the parent's file: never count into it.
+  g_drop_slot.store(nullptr, std::memory_order_relaxed);
+  g_pending_drops.store(0, std::memory_order_relaxed);
+  g_dropped_total.store(0, std::memory_order_relaxed);
+  if (g_seg.header) munmap(g_seg.header, kSegmentHeaderSize);
   if (g_seg.fd >= 0) close(g_seg.fd);
   g_seg = Segment();
+  g_parent_pid = g_process_start_ns ? int64_t(getppid()) : 0;
+  g_parent_process_start_ns = g_process_start_ns;
+  g_inherited_ids = g_process_start_ns ? g_next_string_id.load(std::memory_order_relaxed) : 0;
+  g_process_start_ns = 0;
   g_failed_epoch.store(0, std::memory_order_relaxed);
   uint32_t e = g_epoch.load(std::memory_order_relaxed) + 1;
   if (e == 0) e = 1;
@@ -374,6 +437,7 @@ ThreadState* CreateThreadState() {
   {
     std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
     uint64_t serial = g_thread_serial++;
+    ts->serial = serial;
     ts->range_hi = (serial + 1) << kRangeCounterBits;
     ts->next = g_threads;
     if (g_threads) g_threads->prev = ts;
@@ -448,6 +512,30 @@ int SetOutputDir(const char* dir) {
 const char* OutputDir() {
   std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
   return g_dir ? g_dir : "";
+}
+
+void CountDrop() {
+  g_dropped_total.fetch_add(1, std::memory_order_relaxed);
+  uint64_t* slot = g_drop_slot.load(std::memory_order_acquire);
+  if (slot) {
+    __atomic_fetch_add(slot, 1, __ATOMIC_RELAXED);
+  } else {
+    g_pending_drops.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+uint64_t DroppedCount() { return g_dropped_total.load(std::memory_order_relaxed); }
+
+uint64_t NewSegment() {
+  EnsureRuntime();
+  std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
+  if (!g_dir) return 0;
+  CloseSegmentLocked();
+  g_failed_epoch.store(0, std::memory_order_relaxed);
+  uint32_t e = g_epoch.load(std::memory_order_relaxed) + 1;
+  if (e == 0) e = 1;
+  g_epoch.store(e, std::memory_order_release);
+  return NowNs();
 }
 
 uint64_t EventCount() {

@@ -29,10 +29,13 @@ constexpr int kStringCacheSize = 1024;    // direct-mapped, per thread
 constexpr uint32_t kMaxCachedStringBytes = 1024;  // longer texts are defined per use
 constexpr int kDepthSlots = 256;          // push/pop depth per domain id (mod slots)
 constexpr uint32_t kMaxEventRecordBytes = 40;
-// Chunks are brought into the page cache this many bytes at a time as the thread fills
-// them (see Prefault in segment_writer.cc): cheap page faults on the hot path, and at
-// most one window of a chunk's unused tail gets allocated on disk.
+// Chunks are brought into the page cache window by window as the thread fills them (see
+// Prefault in segment_writer.cc): cheap page faults on the hot path, and at most one
+// window of a chunk's unused tail gets allocated on disk. A new chunk starts with a
+// kFirstWindow window and doubles it up to kPopulateWindow, so a thread that records a
+// handful of events costs one page of disk, not a whole window.
 constexpr uint32_t kPopulateWindow = 64 * 1024;
+constexpr uint32_t kFirstWindow = 4096;
 
 struct StringCacheEntry {
   uint64_t hash;
@@ -67,6 +70,8 @@ struct ThreadState {
   int64_t tid;
   uint64_t seq;          // next chunk seq in the current segment
   uint32_t seg_thread_index;
+  uint32_t window;       // size of the next Prefault window
+  uint64_t serial;       // process-wide thread serial (ChunkHeader.thread_serial - 1)
   ThreadState* next;     // list of live thread states (under RecorderMutex)
   ThreadState* prev;
   char* scratch;         // UTF-32 -> UTF-8 conversion buffer
@@ -133,6 +138,11 @@ inline void Commit(ThreadState* ts, uint8_t* p, uint64_t word0, uint32_t n) {
   ts->pos += n;
 }
 
+// Counts an event the recorder could not record (no space, file size limit, no thread
+// state, re-entrant call): stored in the current segment's header (dropped_events),
+// lock-free. Never on the fast path.
+void CountDrop();
+
 inline void CountEvent(ThreadState* ts) {
   ts->events.store(ts->events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
@@ -144,6 +154,12 @@ bool ConfigureFromEnvironment();
 int SetOutputDir(const char* dir);
 const char* OutputDir();
 uint64_t EventCount();
+// Events dropped by this process so far (all segments).
+uint64_t DroppedCount();
+// Starts a new segment in the current output directory for every thread's next event
+// (the current one stays as it is). Returns the CLOCK_MONOTONIC time of the switch:
+// segments opened afterwards have a larger start_ns. 0 when there is no directory.
+uint64_t NewSegment();
 // Registers fork handlers / thread-exit key and pins the library (idempotent).
 void EnsureRuntime();
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._native_libs import native_library
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -76,6 +76,11 @@ class Stats(ctypes.Structure):
             "unmatched_ends",
             "unclosed",
             "rows",
+            "unreadable_segments",
+            "truncated_segments",
+            "missing_chunks",
+            "dropped_events",
+            "unknown_strings",
         )
     ]
 
@@ -126,6 +131,7 @@ def library() -> ctypes.CDLL:
                 "nvtxr_segment_info": (ctypes.c_int, [vp, ctypes.POINTER(SegmentInfo)]),
                 "nvtxr_next": (i64, [vp, vp, i64]),
                 "nvtxr_close_segment": (None, [vp]),
+                "nvtxr_finish": (None, [vp]),
                 "nvtxr_stats": (None, [vp, ctypes.POINTER(Stats)]),
                 "nvtxr_string_count": (u32, [vp]),
                 "nvtxr_strings": (u32, [vp, u32, u32, vp, ctypes.c_uint64, vp]),
@@ -189,6 +195,10 @@ class Decoder:
 
     def close_segment(self) -> None:
         self._lib.nvtxr_close_segment(self._ctx)
+
+    def finish(self) -> None:
+        """No more segments: next_rows() then hands out the ranges left open."""
+        self._lib.nvtxr_finish(self._ctx)
 
     def stats(self) -> dict:
         s = Stats()

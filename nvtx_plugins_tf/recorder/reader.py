@@ -91,7 +91,23 @@ class ProcessInfo:
 
 @dataclass
 class DamageReport:
-    """What the decoder had to skip. ``damaged`` is True when data was lost."""
+    """What the decoder had to skip, and what the recorder could not record.
+
+    ``damaged`` is True when data was lost; the CLI exits 6 then and prints
+    :meth:`describe` (one line, naming the first affected file). ``errors`` holds one
+    line per affected segment file (``"PATH: what"``).
+
+    * ``damaged_segments``: segments whose header is damaged or which could not be
+      opened or read at all (another user's 0600 file, an I/O error, out of memory);
+      ``unreadable_segments`` counts the latter among them.
+    * ``truncated_segments`` / ``missing_chunks``: files shorter than the chunks their
+      header says they hold.
+    * ``dropped_events``: events the recorder counted as not recorded (disk full,
+      ``ulimit -f``, ``ulimit -v``, NVTX calls from a signal handler interrupting one,
+      or after the thread's teardown).
+    * ``unknown_strings``: events naming a string that is defined nowhere in the
+      recording (they are kept, with an empty message).
+    """
 
     segments: int = 0
     damaged_segments: int = 0
@@ -104,20 +120,43 @@ class DamageReport:
     unmatched_ends: int = 0
     unclosed: int = 0
     errors: list[str] = field(default_factory=list)
+    unreadable_segments: int = 0
+    truncated_segments: int = 0
+    missing_chunks: int = 0
+    dropped_events: int = 0
+    unknown_strings: int = 0
 
     @property
     def damaged(self) -> bool:
-        return bool(self.damaged_chunks or self.damaged_segments or self.seq_gaps)
+        return bool(
+            self.damaged_chunks
+            or self.damaged_segments
+            or self.seq_gaps
+            or self.truncated_segments
+            or self.dropped_events
+            or self.unknown_strings
+        )
 
     def describe(self) -> str:
         parts = []
         if self.damaged_segments:
             parts.append(f"{self.damaged_segments} unreadable segment(s)")
+        if self.truncated_segments:
+            parts.append(f"{self.truncated_segments} truncated segment(s) ({self.missing_chunks} chunk(s) missing)")
         if self.damaged_chunks:
             parts.append(f"{self.damaged_chunks} damaged chunk(s)")
         if self.seq_gaps:
             parts.append(f"{self.seq_gaps} missing/repeated chunk(s) in a thread's sequence")
-        return ", ".join(parts) if parts else "no damage"
+        if self.dropped_events:
+            parts.append(f"{self.dropped_events} event(s) dropped by the recorder (disk full or file size limit?)")
+        if self.unknown_strings:
+            parts.append(f"{self.unknown_strings} event(s) naming an undefined string")
+        if not parts:
+            return "no damage"
+        text = ", ".join(parts)
+        if self.errors:
+            text += f" (first: {self.errors[0]})"
+        return text
 
 
 PAYLOAD_TYPE_NAMES = {1: "u64", 2: "i64", 3: "double", 4: "u32", 5: "i32", 6: "float"}
@@ -189,9 +228,10 @@ class RecordingReader:
     indexes into :meth:`strings` and :meth:`domain_names`.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, segments=None):
         self.path = Path(path)
-        self.segments = segment_files(self.path)
+        #: the segment files read, oldest first (``segments`` selects some of them)
+        self.segments = segment_files(self.path) if segments is None else [Path(s) for s in segments]
         self.processes: dict[int, ProcessInfo] = {}
         self.errors: list[str] = []
         self._decoder = _decoder.Decoder()
@@ -210,8 +250,12 @@ class RecordingReader:
         self.close()
 
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[np.ndarray]:
-        """Yield arrays of :data:`ROW_DTYPE` rows (each a new array, yours to keep)."""
+        """Yield arrays of :data:`ROW_DTYPE` rows (each a new array, yours to keep).
+
+        The ranges still open at the end of the recording come last.
+        """
         for seg in self.segments:
+            before = self._decoder.stats()
             rc, err = self._decoder.open_segment(str(seg))
             if rc != 0:
                 self.errors.append(err or f"cannot read {seg}")
@@ -235,6 +279,29 @@ class RecordingReader:
                     yield rows
             finally:
                 self._decoder.close_segment()
+            self._note_damage(seg, before, self._decoder.stats())
+        self._decoder.finish()
+        while True:
+            rows = self._decoder.next_rows(batch_size)
+            if len(rows) == 0:
+                break
+            yield rows
+
+    def _note_damage(self, seg, before: dict, after: dict) -> None:
+        d = {k: after[k] - before[k] for k in after}
+        what = []
+        if d["truncated_segments"]:
+            what.append(f"truncated ({d['missing_chunks']} chunk(s) missing)")
+        if d["damaged_chunks"]:
+            what.append(f"{d['damaged_chunks']} damaged chunk(s)")
+        if d["seq_gaps"]:
+            what.append(f"{d['seq_gaps']} missing/repeated chunk(s) in a thread's sequence")
+        if d["dropped_events"]:
+            what.append(f"{d['dropped_events']} event(s) dropped by the recorder")
+        if d["unknown_strings"]:
+            what.append(f"{d['unknown_strings']} event(s) naming an undefined string")
+        if what:
+            self.errors.append(f"{seg}: " + ", ".join(what))
 
     # Tables -----------------------------------------------------------------------
     def strings(self) -> list[str]:
@@ -279,7 +346,7 @@ class RecordingReader:
         s = self._decoder.stats()
         return DamageReport(
             segments=s["segments"],
-            damaged_segments=s["damaged_segments"],
+            damaged_segments=s["damaged_segments"] + s["unreadable_segments"],
             chunks=s["chunks"],
             damaged_chunks=s["damaged_chunks"],
             unpublished_chunks=s["unpublished_chunks"],
@@ -289,6 +356,11 @@ class RecordingReader:
             unmatched_ends=s["unmatched_ends"],
             unclosed=s["unclosed"],
             errors=list(self.errors),
+            unreadable_segments=s["unreadable_segments"],
+            truncated_segments=s["truncated_segments"],
+            missing_chunks=s["missing_chunks"],
+            dropped_events=s["dropped_events"],
+            unknown_strings=s["unknown_strings"],
         )
 
     def ranges(self, rows: np.ndarray) -> list[Range]:
@@ -400,9 +472,12 @@ class Recording:
         return len(self.find(message, domain, kind))
 
 
-def load(path) -> Recording:
-    """Read a whole recording into memory, ranges sorted by start time."""
-    with RecordingReader(path) as reader:
+def load(path, segments=None) -> Recording:
+    """Read a whole recording into memory, ranges sorted by start time.
+
+    ``segments`` (paths) reads only those segment files of the recording.
+    """
+    with RecordingReader(path, segments=segments) as reader:
         batches = list(reader.batches())
         rows = np.concatenate(batches) if batches else np.empty(0, dtype=ROW_DTYPE)
         rows = rows[np.argsort(rows["start_ns"], kind="stable")]

@@ -6,12 +6,18 @@
         model.fit(...)
     assert cap.count(message="Dense 1", domain="tf") == 10
 
-``capture()`` points the in-process recorder (``libnvtx_recorder.so``, attached through
-``NVTX_INJECTION64_PATH``) at a fresh directory on entry and at another fresh one on
-exit, then reads what was recorded in between -- by every thread of the process. It
-needs the recorder attached before the process' first NVTX call: run the tests with the
-pytest plugin (``nvtx_plugins_tf.testing.pytest_plugin``, automatic once the package is
-installed) or under ``python -m nvtx_plugins_tf record``.
+``capture()`` reads a window of the recording the in-process recorder
+(``libnvtx_recorder.so``, attached through ``NVTX_INJECTION64_PATH``) is making anyway:
+on entry and on exit it asks the recorder to start a new segment file in the *same*
+recording folder (``nvtx_recorder_new_segment``), and reads back only the segments
+opened in between -- every thread of the process, and the processes it forked or
+started meanwhile. Nothing is taken away from the enclosing recording: under
+``python -m nvtx_plugins_tf record -- pytest`` the outer recording still holds every
+range, inside and after the block (its reader continues ranges across the extra
+segments of a process). Under the pytest plugin the enclosing recording is the
+session's scratch folder. It needs the recorder attached before the process' first
+NVTX call: run the tests with the pytest plugin (``nvtx_plugins_tf.testing.pytest_plugin``,
+automatic once the package is installed) or under ``python -m nvtx_plugins_tf record``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import atexit
 import ctypes
 import os
 import shutil
+import struct
 import tempfile
 import threading
 
@@ -52,6 +59,8 @@ def _bind(lib):
     lib.nvtx_recorder_output_dir.argtypes = []
     lib.nvtx_recorder_event_count.restype = ctypes.c_uint64
     lib.nvtx_recorder_event_count.argtypes = []
+    lib.nvtx_recorder_new_segment.restype = ctypes.c_uint64
+    lib.nvtx_recorder_new_segment.argtypes = []
     return lib
 
 
@@ -89,7 +98,7 @@ def recorder_library():
                 lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL, use_errno=True)
             except OSError:
                 continue
-            if hasattr(lib, "nvtx_recorder_attached"):
+            if hasattr(lib, "nvtx_recorder_new_segment"):
                 lib = _bind(lib)
                 if lib.nvtx_recorder_attached() > 0:
                     _lib = lib
@@ -125,8 +134,12 @@ class Capture:
     """
 
     def __init__(self, directory: str, keep: bool = False):
+        #: the recording folder the window was read from (with ``keep=True``: a folder
+        #: holding a copy of the window's segment files)
         self.directory = directory
         self.keep = keep
+        self.segments: list[str] = []
+        self._window = (0, 0)
         self.processes = {}
         self.thread_names = {}
         self.damage = None
@@ -191,32 +204,56 @@ class Capture:
     def _start(self) -> None:
         lib = recorder_library()
         self._previous = (lib.nvtx_recorder_output_dir() or b"").decode()
-        if lib.nvtx_recorder_set_output_dir(self.directory.encode()) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"nvtx_recorder_set_output_dir({self.directory}) failed: {os.strerror(err)}")
+        if not self._previous:
+            # Attached without a recording folder: record into a scratch one from now on.
+            scratch = tempfile.mkdtemp(prefix="nvtx_tf_scratch_")
+            if lib.nvtx_recorder_set_output_dir(scratch.encode()) != 0:
+                err = ctypes.get_errno()
+                shutil.rmtree(scratch, ignore_errors=True)
+                raise OSError(err, f"nvtx_recorder_set_output_dir({scratch}) failed: {os.strerror(err)}")
+            with _lock:
+                _after_dirs.append(scratch)
+            self._previous = (lib.nvtx_recorder_output_dir() or b"").decode()
+        self.directory = self._previous
+        begin = lib.nvtx_recorder_new_segment()
+        if not begin:
+            raise OSError(f"the NVTX recorder could not start a new segment in {self.directory!r}")
+        self._window = (begin, 0)
+
+    def _window_segments(self) -> list[str]:
+        """Segment files opened during the window by this process and its descendants."""
+        begin, end = self._window
+        headers = []
+        for path in _segment_paths(self.directory):
+            head = _read_header(path)
+            if head is not None and begin <= head[2] < end:
+                headers.append((head[2], head[0], head[1], path))
+        pids = {os.getpid()}
+        out = []
+        for _start, pid, ppid, path in sorted(headers):
+            if pid in pids or ppid in pids:
+                pids.add(pid)
+                out.append(path)
+        return out
 
     def stop(self) -> "Capture":
-        """End the capture (the recorder moves to a fresh directory) and read it."""
+        """End the capture (the recorder starts another segment) and read the window."""
         if self.done:
             return self
         self.done = True
         lib = recorder_library()
-        after = tempfile.mkdtemp(prefix="nvtx_tf_after_")
-        lib.nvtx_recorder_set_output_dir(after.encode())
-        with _lock:
-            # Our own previous "after" dirs are scratch: drop them.
-            for old in list(_after_dirs):
-                if old == self._previous:
-                    shutil.rmtree(old, ignore_errors=True)
-                    _after_dirs.remove(old)
-            _after_dirs.append(after)
+        end = lib.nvtx_recorder_new_segment()
+        self._window = (self._window[0], end or (1 << 64) - 1)
+        self.segments = self._window_segments()
+        if self.keep:
+            copy = tempfile.mkdtemp(prefix="nvtx_tf_capture_")
+            for path in self.segments:
+                shutil.copy2(path, copy)
+            self.directory = copy
+            self.segments = [os.path.join(copy, os.path.basename(p)) for p in self.segments]
         from ..recorder.reader import load
 
-        try:
-            recording = load(self.directory)
-        finally:
-            if not self.keep:
-                shutil.rmtree(self.directory, ignore_errors=True)
+        recording = load(self.directory, segments=self.segments)
         self._events = list(recording.ranges)
         self._marks = [r for r in self._events if r.kind == "mark"]
         self._open = [r for r in self._events if r.kind != "mark" and r.end_ns is None]
@@ -232,6 +269,27 @@ class Capture:
         return f"<Capture {len(self.ranges)} ranges, {len(self.open_ranges)} open, {len(self.marks)} marks>"
 
 
+def _segment_paths(directory: str) -> list[str]:
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return [os.path.join(directory, n) for n in names if n.endswith(".nvtxseg")]
+
+
+def _read_header(path: str):
+    """(pid, ppid, start_ns) of a segment file, None when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(48)
+    except OSError:
+        return None
+    if len(head) < 48 or head[:8] != b"NVTXREC1":
+        return None
+    pid, ppid, start_ns = struct.unpack_from("<qqQ", head, 24)
+    return pid, ppid, start_ns
+
+
 class _CaptureContext:
     def __init__(self, keep: bool):
         self.keep = keep
@@ -239,13 +297,8 @@ class _CaptureContext:
 
     def __enter__(self) -> Capture:
         recorder_library()
-        directory = tempfile.mkdtemp(prefix="nvtx_tf_capture_")
-        self.capture = Capture(directory, self.keep)
-        try:
-            self.capture._start()
-        except BaseException:
-            shutil.rmtree(directory, ignore_errors=True)
-            raise
+        self.capture = Capture("", self.keep)
+        self.capture._start()
         return self.capture
 
     def __exit__(self, *exc):
@@ -254,7 +307,8 @@ class _CaptureContext:
 
 
 def capture(keep: bool = False) -> _CaptureContext:
-    """Context manager yielding a :class:`Capture`; ``keep=True`` keeps the raw directory.
+    """Context manager yielding a :class:`Capture`; ``keep=True`` keeps a copy of the raw
+    segment files of the window in ``Capture.directory``.
 
     Raises :class:`RecorderNotAttached` (a RuntimeError) when the recorder is not attached.
     """
