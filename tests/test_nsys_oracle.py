@@ -121,6 +121,19 @@ def test_tf_ops_and_keras_annotate_ranges_match_nsys(tf_runs):
     assert oracle.sequences(ours, keys) == oracle.sequences(theirs, keys)
 
 
+def test_old_package_queries_give_the_same_answer_on_both_exports(tf_runs):
+    """The old nvtx-plugins tests' query, per range name, on nsys's export and on ours:
+    the ops pass their message as text (nsys puts a registered string only in textId,
+    where `text LIKE ?` finds nothing)."""
+    import sqlite3
+
+    *_, ours_run, theirs_run = tf_runs
+    query = "SELECT count(*) FROM NVTX_EVENTS WHERE text LIKE ? AND start > 0"
+    for text in ("Dense 1", "Dense 2", "hidden"):
+        counts = [sqlite3.connect(run.sqlite).execute(query, (text,)).fetchone()[0] for run in (ours_run, theirs_run)]
+        assert counts[0] == counts[1] > 0, (text, counts)
+
+
 @pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason="NVTXCallback emits through the `nvtx` package, whose ranges nsys 2022.4 "
                           "never sees (no nvtxDomainIsEnabled answer); to be routed through our native library")

@@ -2,7 +2,6 @@
 
 #include <map>
 #include <mutex>
-#include <utility>
 
 namespace nvtx_tf {
 namespace {
@@ -17,11 +16,6 @@ std::map<std::string, nvtxDomainHandle_t>& Domains() {
   return *domains;
 }
 
-std::map<std::pair<nvtxDomainHandle_t, std::string>, nvtxStringHandle_t>& Strings() {
-  static auto* strings = new std::map<std::pair<nvtxDomainHandle_t, std::string>, nvtxStringHandle_t>;
-  return *strings;
-}
-
 }  // namespace
 
 nvtxDomainHandle_t DomainFor(const std::string& name) {
@@ -31,16 +25,6 @@ nvtxDomainHandle_t DomainFor(const std::string& name) {
   if (it != Domains().end()) return it->second;
   nvtxDomainHandle_t handle = nvtxDomainCreateA(name.c_str());
   Domains().emplace(name, handle);
-  return handle;
-}
-
-nvtxStringHandle_t RegisteredString(nvtxDomainHandle_t domain, const std::string& text) {
-  std::lock_guard<std::mutex> lock(CacheMutex());
-  auto key = std::make_pair(domain, text);
-  auto it = Strings().find(key);
-  if (it != Strings().end()) return it->second;
-  nvtxStringHandle_t handle = nvtxDomainRegisterStringA(domain, text.c_str());
-  Strings().emplace(std::move(key), handle);
   return handle;
 }
 
@@ -65,16 +49,12 @@ absl::Status MakeEventSpec(const std::string& message, const std::string& domain
     a.colorType = NVTX_COLOR_ARGB;
     a.color = static_cast<uint32_t>(color);
   }
-  nvtxStringHandle_t registered = RegisteredString(spec->domain, message);
-  if (registered != nullptr) {
-    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-    a.message.registered = registered;
-  } else {
-    // The tool registers no strings (or none is attached): pass the text itself.
-    spec->message = message;
-    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
-    a.message.ascii = spec->message.c_str();
-  }
+  // The text itself, not a registered string: Nsight Systems exports an ASCII message in
+  // NVTX_EVENTS.text (a registered one only as textId), so queries written for the old
+  // nvtx-plugins (`WHERE text LIKE 'Dense 1'`) keep working on its exports.
+  spec->message = message;
+  a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  a.message.ascii = spec->message.c_str();
   return absl::OkStatus();
 }
 

@@ -1,5 +1,5 @@
-// Process-wide, thread-safe caches of NVTX domain handles and registered strings, and
-// the event attributes a kernel resolves once when it is constructed.
+// A process-wide, thread-safe cache of NVTX domain handles, and the event attributes a
+// kernel resolves once when it is constructed.
 #ifndef NVTX_PLUGINS_TF_NVTX_HANDLES_H_
 #define NVTX_PLUGINS_TF_NVTX_HANDLES_H_
 
@@ -16,18 +16,15 @@ namespace nvtx_tf {
 // Created once per process and name, whichever thread or kernel asks first.
 nvtxDomainHandle_t DomainFor(const std::string& name);
 
-// `text` registered once per (domain, text) with nvtxDomainRegisterStringA.
-nvtxStringHandle_t RegisteredString(nvtxDomainHandle_t domain, const std::string& text);
-
 // What one start or mark kernel emits: fixed at graph build, resolved once.
 struct EventSpec {
   nvtxDomainHandle_t domain = nullptr;
   nvtxEventAttributes_t attributes{};
-  std::string message;  // owns the text when it could not be registered
+  std::string message;  // owns the text that attributes.message points to
 };
 
 // Validates color (0 or a 32-bit ARGB value) and category (0..2^32-1) and resolves the
-// domain and the registered message. InvalidArgument names the offending attribute.
+// domain. InvalidArgument names the offending attribute.
 absl::Status MakeEventSpec(const std::string& message, const std::string& domain_name,
                            int64_t color, int64_t category, EventSpec* spec);
 
