@@ -30,6 +30,7 @@ With a tool, a range is one dict lookup and one ctypes call to start, one to end
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import threading
@@ -38,7 +39,7 @@ __all__ = ["Domain", "domain", "enabled", "tool_attached", "color", "MAX_CACHED_
 
 #: Registered strings kept per domain (oldest dropped first beyond this).
 MAX_CACHED_STRINGS = 8192
-_ABI_VERSION = 1
+_ABI_VERSION = 3
 _UINT32_MAX = 0xFFFFFFFF
 _INJECTION_ENV = "NVTX_INJECTION64_PATH"
 
@@ -97,22 +98,30 @@ def color(value, argument: str = "color") -> int:
 _lock = threading.RLock()
 _lib = None
 _tool_bits: int | None = None
+_EventBuffer = None  # ctypes array type of nvtx_host_event_size() bytes
 
 
 def _bind(lib):
-    vp, cp, u32, i32, i64, u64 = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int,
-                                  ctypes.c_int64, ctypes.c_uint64)
+    vp, cp, u32, i32, i64, u64 = (
+        ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_int64, ctypes.c_uint64,
+    )
     signatures = {
         "nvtx_host_abi_version": (i32, []),
         "nvtx_host_tool_attached": (i32, []),
         "nvtx_host_domain_create": (vp, [cp]),
         "nvtx_host_register_string": (vp, [vp, cp]),
         "nvtx_host_name_category": (None, [vp, u32, cp]),
-        "nvtx_host_range_start": (u64, [vp, vp, cp, u32, u32, i32, i64]),
+        "nvtx_host_event_size": (ctypes.c_size_t, []),
+        "nvtx_host_event_init": (None, [vp, vp, vp, cp, u32, u32]),
+        "nvtx_host_event_new": (vp, [vp, vp, cp, u32, u32]),
+        "nvtx_host_event_start": (u64, [vp]),
+        "nvtx_host_event_start_payload": (u64, [vp, i64]),
         "nvtx_host_range_end": (None, [vp, u64]),
-        "nvtx_host_range_push": (i32, [vp, vp, cp, u32, u32, i32, i64]),
+        "nvtx_host_event_push": (i32, [vp]),
+        "nvtx_host_event_push_payload": (i32, [vp, i64]),
         "nvtx_host_range_pop": (i32, [vp]),
-        "nvtx_host_mark": (None, [vp, vp, cp, u32, u32, i32, i64]),
+        "nvtx_host_event_mark": (None, [vp]),
+        "nvtx_host_event_mark_payload": (None, [vp, i64]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)
@@ -122,8 +131,12 @@ def _bind(lib):
 
 
 def _library():
-    """``libnvtx_host.so`` (ctypes), loaded and bound once; builds it when missing."""
-    global _lib
+    """``libnvtx_host.so`` (ctypes), loaded and bound once; builds it when missing.
+
+    Loaded as a ``PyDLL``: the calls keep the GIL (as the ``nvtx`` package's do), which
+    saves its release and reacquisition on every range, and means no other thread can drop
+    an event buffer from a cache while a call reads it."""
+    global _lib, _EventBuffer
     if _lib is not None:
         return _lib
     with _lock:
@@ -132,12 +145,14 @@ def _library():
 
             path = native_library("host")  # NativeLibraryMissing (an ImportError) names the fix
             try:
-                lib = _bind(ctypes.CDLL(str(path)))
+                lib = ctypes.PyDLL(str(path))
+                if lib.nvtx_host_abi_version() != _ABI_VERSION:
+                    raise HostRangesUnavailable(f"nvtx_plugins_tf: {path} is out of date; run: {BUILD_COMMAND}")
+                lib = _bind(lib)
             except (OSError, AttributeError) as exc:
                 message = f"nvtx_plugins_tf: cannot load {path} ({exc}); run: {BUILD_COMMAND}"
                 raise HostRangesUnavailable(message) from exc
-            if lib.nvtx_host_abi_version() != _ABI_VERSION:
-                raise HostRangesUnavailable(f"nvtx_plugins_tf: {path} is out of date; run: {BUILD_COMMAND}")
+            _EventBuffer = ctypes.c_byte * lib.nvtx_host_event_size()
             _lib = lib
     return _lib
 
@@ -163,16 +178,28 @@ def tool_attached() -> bool:
 
 
 # ----------------------------------------------------------------------------- domains
+class _Message(dict):
+    """Cache entry of one text: its registered string (or, when the tool registers none,
+    the bytes passed instead) and the events built on it, keyed ``color << 32 | category``
+    (each a buffer ``nvtx_host_event_init`` filled: domain + nvtxEventAttributes_t)."""
+
+    __slots__ = ("handle", "raw")
+
+
+_MAX_EVENTS_PER_MESSAGE = 16  # (color, category) pairs kept per text; more: start over
+
+
 class Domain:
-    """One NVTX domain: its handle, registered-string cache and categories.
+    """One NVTX domain: its handle, its registered-string cache and its categories.
 
     Obtain with :func:`domain` (one instance per name). ``name=None`` is NVTX's default
     domain. When :attr:`active` is false every method returns at once (``start`` and
-    ``push`` return 0).
+    ``push`` return 0). Thread-safe: ranges may start on one thread and end on another.
     """
 
     __slots__ = ("name", "active", "max_strings", "_handle", "_strings", "_categories", "_miss_lock",
-                 "_start", "_end", "_push", "_pop", "_mark", "_register", "__weakref__")
+                 "_start", "_start_payload", "_end", "_push", "_push_payload", "_pop", "_mark", "_mark_payload",
+                 "__weakref__")
 
     def __init__(self, name: str | None, active: bool, max_strings: int = MAX_CACHED_STRINGS):
         if name is not None and "\0" in name:
@@ -180,16 +207,17 @@ class Domain:
         self.name = name
         self.active = active
         self.max_strings = max_strings
-        self._strings: dict[str, tuple] = {}  # text -> (registered handle or None, ascii bytes or None)
+        self._strings: collections.OrderedDict[str, _Message] = collections.OrderedDict()
         self._categories: dict[str, int] = {}
         self._miss_lock = threading.Lock()
-        self._handle = None
+        self._handle = ctypes.c_void_p(None)
         if active:
             lib = _library()
-            self._handle = lib.nvtx_host_domain_create(None if name is None else name.encode())
-            self._start, self._end = lib.nvtx_host_range_start, lib.nvtx_host_range_end
-            self._push, self._pop = lib.nvtx_host_range_push, lib.nvtx_host_range_pop
-            self._mark, self._register = lib.nvtx_host_mark, lib.nvtx_host_register_string
+            self._handle = ctypes.c_void_p(lib.nvtx_host_domain_create(None if name is None else name.encode()))
+            self._start, self._start_payload = lib.nvtx_host_event_start, lib.nvtx_host_event_start_payload
+            self._push, self._push_payload = lib.nvtx_host_event_push, lib.nvtx_host_event_push_payload
+            self._mark, self._mark_payload = lib.nvtx_host_event_mark, lib.nvtx_host_event_mark_payload
+            self._end, self._pop = lib.nvtx_host_range_end, lib.nvtx_host_range_pop
 
     def __repr__(self) -> str:
         state = "active" if self.active else "inactive"
@@ -201,25 +229,42 @@ class Domain:
         """How many registered strings this domain's cache holds (<= :attr:`max_strings`)."""
         return len(self._strings)
 
-    def _string(self, text: str) -> tuple:
-        """The cache entry of ``text``, registering it on a miss (and dropping the oldest
-        entry beyond :attr:`max_strings`)."""
-        entry = self._strings.get(text)
+    def _event(self, message: str, color: int, category: int):
+        """The event buffer of (message, color, category): registers ``message`` and
+        builds the event on a miss, dropping the oldest text beyond :attr:`max_strings`."""
+        if (
+            type(color) is not int  # noqa: E721 - bool is not a color
+            or type(category) is not int  # noqa: E721
+            or not (0 <= color <= _UINT32_MAX and 0 <= category <= _UINT32_MAX)
+        ):
+            raise ValueError(f"NVTX color and category must be ints in [0, 0xFFFFFFFF], got {color!r}, {category!r}")
+        key = (color << 32) | category
+        entry = self._strings.get(message)
         if entry is not None:
-            return entry
-        if not isinstance(text, str):
-            raise TypeError(f"NVTX message must be a str, got {type(text).__name__}")
-        if "\0" in text:
+            event = entry.get(key)
+            if event is None:
+                event = _EventBuffer()
+                _lib.nvtx_host_event_init(event, self._handle, entry.handle, entry.raw, color, category)
+                if len(entry) >= _MAX_EVENTS_PER_MESSAGE:
+                    entry.clear()
+                entry[key] = event
+            return event
+        if message.__class__ is not str:
+            raise TypeError(f"NVTX message must be a str, got {type(message).__name__}")
+        raw = message.encode()
+        if b"\0" in raw:
             raise ValueError("NVTX messages must not contain NUL characters")
-        raw = text.encode()
-        handle = self._register(self._handle, raw)
-        entry = (handle, None) if handle else (None, raw)
-        with self._miss_lock:  # eviction iterates the dict: one thread at a time
+        event = _EventBuffer()
+        entry = _Message()
+        entry.handle = handle = _lib.nvtx_host_event_new(event, self._handle, raw, color, category)
+        entry.raw = None if handle else raw  # the event points at it: kept as long as the entry
+        entry[key] = event
+        with self._miss_lock:
             strings = self._strings
-            strings[text] = entry
+            strings[message] = entry
             while len(strings) > self.max_strings:
-                del strings[next(iter(strings))]
-        return entry
+                strings.popitem(last=False)
+        return event
 
     def category(self, name: str) -> int:
         """The id of the category ``name`` in this domain: 1, 2 ... in order of first use,
@@ -229,26 +274,29 @@ class Domain:
         found = self._categories.get(name)
         if found is not None:
             return found
-        if "\0" in name:
-            raise ValueError("NVTX category names must not contain NUL characters")
+        if not isinstance(name, str) or "\0" in name:
+            raise ValueError(f"NVTX category names must be str without NUL characters, got {name!r}")
         with self._miss_lock:
             found = self._categories.get(name)
             if found is None:
                 found = self._categories[name] = len(self._categories) + 1
-                _library().nvtx_host_name_category(self._handle, found, name.encode())
+                _lib.nvtx_host_name_category(self._handle, found, name.encode())
         return found
 
     # -------------------------------------------------------------- events
     def start(self, message: str, color: int = 0, category: int = 0, payload: int | None = None) -> int:
         """Start a range (``nvtxDomainRangeStartEx``); returns its id for :meth:`end`,
-        which any thread may call. ``color``: ARGB int (see :func:`color`); ``payload``:
-        an int64 or None."""
+        which any thread may call. ``color``: ARGB int (see :func:`color`), 0 for none;
+        ``category``: an id from :meth:`category`, 0 for none; ``payload``: int64 or None."""
         if not self.active:
             return 0
-        handle, raw = self._strings.get(message) or self._string(message)
+        entry = self._strings.get(message)
+        event = None if entry is None else entry.get((color << 32) | category)
+        if event is None:
+            event = self._event(message, color, category)
         if payload is None:
-            return self._start(self._handle, handle, raw, color, category, 0, 0)
-        return self._start(self._handle, handle, raw, color, category, 1, payload)
+            return self._start(event)
+        return self._start_payload(event, payload)
 
     def end(self, range_id: int) -> None:
         """End a range started by :meth:`start` (``nvtxDomainRangeEnd``)."""
@@ -259,10 +307,8 @@ class Domain:
         """Push a range on this thread's stack (``nvtxDomainRangePushEx``); NVTX's result."""
         if not self.active:
             return 0
-        handle, raw = self._strings.get(message) or self._string(message)
-        if payload is None:
-            return self._push(self._handle, handle, raw, color, category, 0, 0)
-        return self._push(self._handle, handle, raw, color, category, 1, payload)
+        event = self._event(message, color, category)
+        return self._push(event) if payload is None else self._push_payload(event, payload)
 
     def pop(self) -> int:
         """Pop this thread's innermost pushed range (``nvtxDomainRangePop``)."""
@@ -271,8 +317,8 @@ class Domain:
     def mark(self, message: str, color: int = 0, category: int = 0, payload: int | None = None) -> None:
         """An instantaneous event (``nvtxDomainMarkEx``)."""
         if self.active:
-            handle, raw = self._strings.get(message) or self._string(message)
-            self._mark(self._handle, handle, raw, color, category, 0 if payload is None else 1, payload or 0)
+            event = self._event(message, color, category)
+            self._mark(event) if payload is None else self._mark_payload(event, payload)
 
 
 _domains: dict[str | None, Domain] = {}

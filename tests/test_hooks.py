@@ -86,30 +86,40 @@ def test_step_names_hold_no_memory_per_step(step_message):
     """Issue 9 item 6: a per-step name was registered through nvtx's unbounded cache
     (Domain.get_registered_string): ~500 bytes per step forever (+97 MiB / 200,000 steps).
     Now the names go through the adapter's bounded cache: more steps than the bound leave
-    the cache at the bound; a constant name holds one entry (plus the session's)."""
-    bound = _host_ranges.MAX_CACHED_STRINGS
-    steps = bound + 500
-    hook = NVTXHook(domain_name="HookMemory" + step_message, name="Session", step_message=step_message)
-    domain = _host_ranges.domain("HookMemory" + step_message)
-    assert hook._domain is domain and domain.active and domain.max_strings == bound
-    with capture() as rec:
-        hook.begin()
-        hook.after_create_session(None, None)
-        cached = domain.cached_strings
-        assert cached == 1  # "Session"
-        for _ in range(steps):
-            hook.before_run(None)
-            hook.after_run(None, None)
-        if "{step}" in step_message:
-            assert domain.cached_strings == bound  # was + steps, forever
-        else:
-            assert domain.cached_strings == cached + 1
-        hook.end(None)
-    ranges = rec.find(domain="HookMemory" + step_message)
+    the cache at the bound; a constant name holds one entry (plus the session's).
+
+    The bound is lowered for the test: registering MAX_CACHED_STRINGS names would also
+    fill the recorder's own registry (8192 strings remembered per process, re-emitted into
+    each new capture), after which strings cached by later tests could not be resolved in
+    a later capture."""
+    name = "HookMemory" + step_message
+    domain = _host_ranges.domain(name)
+    assert domain.active and domain.max_strings == _host_ranges.MAX_CACHED_STRINGS
+    bound, steps = 50, 400
+    hook = NVTXHook(domain_name=name, name="Session", step_message=step_message)
+    assert hook._domain is domain
+    saved, domain.max_strings = domain.max_strings, bound
+    try:
+        with capture() as rec:
+            hook.begin()
+            hook.after_create_session(None, None)
+            cached = domain.cached_strings
+            assert cached == 1  # "Session"
+            for _ in range(steps):
+                hook.before_run(None)
+                hook.after_run(None, None)
+            if "{step}" in step_message:
+                assert domain.cached_strings == bound  # was + steps, forever
+            else:
+                assert domain.cached_strings == cached + 1
+            hook.end(None)
+    finally:
+        domain.max_strings = saved
+    ranges = rec.find(domain=name)
     steps_seen = [r for r in ranges if r.message != "Session"]
     assert sorted(r.payload for r in steps_seen) == list(range(steps))
     assert all(r.message == step_message.format(step=r.payload) for r in steps_seen)
-    assert rec.count(message="Session", domain="HookMemory" + step_message) == 1
+    assert rec.count(message="Session", domain=name) == 1
     assert not rec.open_ranges
 
 

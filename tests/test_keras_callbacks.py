@@ -113,13 +113,15 @@ def test_stop_training_leaves_nothing_open():
 
 def test_per_batch_cost_is_small():
     """Sanity bound only: the test session has the recorder attached and the machine is shared;
-    benchmarks/bench_keras.py measures the no-tool cost (target <= 2 us)."""
+    benchmarks/bench_keras.py measures the no-tool cost (target <= 2 us). Batch numbers
+    repeat as over epochs of 100 steps: 20,000 distinct names would also fill the
+    recorder's registry of remembered strings (8192 per process) for the later tests."""
     cb = NVTXCallback()
     n = 20000
     t0 = time.perf_counter()
     for i in range(n):
-        cb.on_train_batch_begin(i)
-        cb.on_train_batch_end(i)
+        cb.on_train_batch_begin(i % 100)
+        cb.on_train_batch_end(i % 100)
     per_batch = (time.perf_counter() - t0) / n
     assert per_batch < 500e-6
 

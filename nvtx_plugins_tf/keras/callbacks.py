@@ -49,6 +49,7 @@ DEFAULT_COLORS = {
 }
 
 _MODES = ("train", "test", "predict")
+_BATCH_KEYS = {mode: mode + "/batch" for mode in _MODES}
 
 
 class NVTXCallback(keras.callbacks.Callback):
@@ -103,6 +104,7 @@ class NVTXCallback(keras.callbacks.Callback):
         self._argb = {key: _host_ranges.color(value, f"colors[{key!r}]") for key, value in self.colors.items()}
         self._domain = _host_ranges.domain(domain_name)  # one per name; inactive when no tool
         self._active = self._domain.active
+        self._batches = self._active and self.batch_ranges  # checked once per batch
         self._open: dict[str, int] = {}
         self._categories = {}
         if self._active:
@@ -134,18 +136,21 @@ class NVTXCallback(keras.callbacks.Callback):
             self._end(mode)
 
     def _begin_batch(self, mode: str, batch: int) -> None:
-        if self._active and self.batch_ranges:
-            self._start(
-                mode + "/batch",
-                self.batch_message.format(batch=batch),
-                "batch",
-                self._categories[mode],
-                int(batch),
-            )
+        """Start the batch range of ``mode`` (the hot path: one call per batch)."""
+        key = _BATCH_KEYS[mode]
+        previous = self._open.pop(key, None)
+        domain = self._domain
+        if previous is not None:  # left open by an interrupted loop
+            domain.end(previous)
+        batch = int(batch)
+        self._open[key] = domain.start(
+            self.batch_message.format(batch=batch), self._argb["batch"], self._categories[mode], batch
+        )
 
     def _end_batch(self, mode: str) -> None:
-        if self._active:
-            self._end(mode + "/batch")
+        range_id = self._open.pop(_BATCH_KEYS[mode], None)
+        if range_id is not None:
+            self._domain.end(range_id)
 
     @property
     def open_ranges(self) -> list[str]:
@@ -181,25 +186,25 @@ class NVTXCallback(keras.callbacks.Callback):
             self._end("train/epoch")
 
     def on_train_batch_begin(self, batch, logs=None):
-        if self._active:
+        if self._batches:
             self._begin_batch("train", batch)
 
     def on_train_batch_end(self, batch, logs=None):
         if self._active:
-            self._end("train/batch")
+            self._end_batch("train")
 
     def on_test_batch_begin(self, batch, logs=None):
-        if self._active:
+        if self._batches:
             self._begin_batch("test", batch)
 
     def on_test_batch_end(self, batch, logs=None):
         if self._active:
-            self._end("test/batch")
+            self._end_batch("test")
 
     def on_predict_batch_begin(self, batch, logs=None):
-        if self._active:
+        if self._batches:
             self._begin_batch("predict", batch)
 
     def on_predict_batch_end(self, batch, logs=None):
         if self._active:
-            self._end("predict/batch")
+            self._end_batch("predict")
