@@ -6,19 +6,24 @@ closed are grouped by (domain, message, style) -- and by process with
 ``by_process=True`` -- and the range is shown as ``domain:message`` when a domain is
 set. Time (%) is the share of the total time of all rows (of the same process when
 grouping by process). StdDev is the sample standard deviation (0 for one instance).
+
+Ranges still open when the recording ended (the process was killed, or never closed
+them) have no duration and are not in the table; :attr:`Summary.open_ranges` counts them
+by the same grouping and :meth:`Summary.format` lists them under the table.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ._decoder import FLAG_UNCLOSED, KIND_PUSH_POP, KIND_START_END
 
-__all__ = ["SummaryRow", "Summary", "summarize", "summarize_arrays", "is_sqlite"]
+__all__ = ["SummaryRow", "OpenRanges", "Summary", "summarize", "summarize_arrays", "is_sqlite"]
 
 STYLE_NAMES = {0: "PushPop", 1: "StartEnd"}
 
@@ -38,16 +43,45 @@ class SummaryRow:
     pid: int | None = None
 
 
+@dataclass(frozen=True)
+class OpenRanges:
+    """Ranges of one group that were still open when the recording ended."""
+
+    count: int
+    style: str
+    range: str
+    pid: int | None = None
+
+
 @dataclass
 class Summary:
     rows: list[SummaryRow]
     by_process: bool = False
+    #: Groups of ranges still open at the end of the recording, most numerous first.
+    open_ranges: list[OpenRanges] = field(default_factory=list)
+
+    @property
+    def open_count(self) -> int:
+        return sum(o.count for o in self.open_ranges)
 
     COLUMNS = ("Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
                "StdDev (ns)", "Style", "Range")
 
     def format(self) -> str:
-        """The table as text, nsys style."""
+        """The table as text, nsys style, then the ranges left open (if any)."""
+        text = self._format_table() if self.rows else "(no closed ranges)"
+        if self.open_ranges:
+            n = self.open_count
+            lines = [f"{n:,} range{'s' if n != 1 else ''} still open when the recording ended "
+                     "(not in the table above):"]
+            width = max(len(f"{o.count:,}") for o in self.open_ranges)
+            for o in self.open_ranges:
+                pid = f"  PID {o.pid}" if self.by_process else ""
+                lines.append(f"  {o.count:>{width},}  {o.style:<8}{pid}  {o.range}")
+            text += "\n\n" + "\n".join(lines)
+        return text
+
+    def _format_table(self) -> str:
         header = list(self.COLUMNS)
         if self.by_process:
             header.insert(-1, "PID")
@@ -161,10 +195,13 @@ def _from_recording(path, by_process: bool, reader=None) -> Summary:
 
     with reading(path, reader) as reader:
         durs, msgs, doms, kinds, pids = [], [], [], [], []
+        open_rows = []
         for rows in reader.batches():
-            keep = ((rows["kind"] == KIND_PUSH_POP) | (rows["kind"] == KIND_START_END)) & (
-                (rows["flags"] & FLAG_UNCLOSED) == 0
-            )
+            is_range = (rows["kind"] == KIND_PUSH_POP) | (rows["kind"] == KIND_START_END)
+            unclosed = (rows["flags"] & FLAG_UNCLOSED) != 0
+            if (is_range & unclosed).any():
+                open_rows.append(rows[is_range & unclosed][["message", "domain", "kind", "pid"]])
+            keep = is_range & ~unclosed
             r = rows[keep]
             durs.append(r["end_ns"] - r["start_ns"])
             msgs.append(r["message"].astype(np.int64))
@@ -174,8 +211,16 @@ def _from_recording(path, by_process: bool, reader=None) -> Summary:
                 pids.append(r["pid"])
         strings = reader.strings()
         domain_names = reader.domain_names()
-        if not durs:
-            return Summary([], by_process)
+        open_groups = Counter()
+        for r in open_rows:
+            for msg_i, dom_i, kind, pid in zip(r["message"].tolist(), r["domain"].tolist(), r["kind"].tolist(),
+                                               r["pid"].tolist()):
+                dname = domain_names[dom_i] if dom_i < len(domain_names) else ""
+                open_groups[(_label(dname, strings[msg_i] if msg_i < len(strings) else ""),
+                             int(kind == KIND_START_END), pid if by_process else None)] += 1
+        open_ranges = _open_list(open_groups)
+        if not durs or not sum(len(d) for d in durs):
+            return Summary([], by_process, open_ranges)
         msg = np.concatenate(msgs)
         dom = np.concatenate(doms)
         # Label id = unique (domain name, message) pair; domains of equal name merge.
@@ -185,9 +230,18 @@ def _from_recording(path, by_process: bool, reader=None) -> Summary:
         uniq, inv = np.unique(key, return_inverse=True)
         names_by_id = {v: k for k, v in dom_name_ids.items()}
         labels = [_label(names_by_id[int(k) // (len(strings) + 1)], strings[int(k) % (len(strings) + 1)]) for k in uniq]
-        return summarize_arrays(
+        summary = summarize_arrays(
             np.concatenate(durs), labels, inv, np.concatenate(kinds), np.concatenate(pids) if by_process else None
         )
+        summary.open_ranges = open_ranges
+        return summary
+
+
+def _open_list(groups: Counter) -> list[OpenRanges]:
+    """(label, style, pid) -> count as a list, most numerous first, then by pid and name."""
+    items = sorted(groups.items(), key=lambda kv: (-kv[1], kv[0][2] or 0, kv[0][0], kv[0][1]))
+    return [OpenRanges(count=n, style=STYLE_NAMES[style], range=label, pid=pid)
+            for (label, style, pid), n in items]
 
 
 def _from_sqlite(path, by_process: bool) -> Summary:
@@ -243,8 +297,21 @@ def _from_sqlite(path, by_process: bool) -> Summary:
             g_style[gid] = 0 if etype == 59 else 1
             g_pid[gid] = pid
         gids = data[:, 1]
-        return summarize_arrays(data[:, 0], list(label_ids), g_label[gids], g_style[gids],
-                                g_pid[gids] if by_process else None)
+        summary = summarize_arrays(data[:, 0], list(label_ids), g_label[gids], g_style[gids],
+                                   g_pid[gids] if by_process else None)
+        # Open ranges: a start but no end (how our export writes a range left open).
+        open_groups = Counter()
+        for text, dom_id, dpid, etype, n in con.execute(
+            f"SELECT {text_expr}, e.domainId, ((e.globalTid >> 24) & 16777215), e.eventType, count(*) "
+            f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN (59, 60) AND e.end IS NULL "
+            "GROUP BY 1, 2, 3, 4"
+        ):
+            dname = domains.get((dom_id, dpid)) if dom_id else None
+            if dom_id and dname is None:
+                dname = next((nm for (d, _), nm in domains.items() if d == dom_id), None)
+            open_groups[(_label(dname, text), 0 if etype == 59 else 1, dpid if by_process else None)] += n
+        summary.open_ranges = _open_list(open_groups)
+        return summary
     finally:
         con.close()
 
