@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ._decoder import FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP
+from ._output import atomic_output
 from .reader import reading
 
 __all__ = ["render_timeline", "MatplotlibMissing"]
@@ -31,14 +32,19 @@ def _pyplot():
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise MatplotlibMissing(
-            "the PNG timeline needs matplotlib: pip install matplotlib (or nvtx_plugins_tf[plot])"
+            "the PNG timeline needs matplotlib, which is not installed: pip install 'nvtx_plugins_tf[plot]'"
         ) from exc
     return plt
 
 
 def render_timeline(recording, output, *, max_ranges: int = 20000, width: float = 16.0, reader=None,
                     max_labels: int = 300) -> Path:
-    """Draw ``recording`` into the PNG ``output``; returns its path."""
+    """Draw ``recording`` into the PNG ``output`` (its folder is created); returns its path.
+
+    Raises :class:`MatplotlibMissing` before reading anything when matplotlib is not
+    installed. The file is written through a private temporary file and replaced
+    atomically.
+    """
     plt = _pyplot()
     from ._decoder import ROW_DTYPE
 
@@ -109,7 +115,7 @@ def render_timeline(recording, output, *, max_ranges: int = 20000, width: float 
         text = strings[int(rows["message"][i])]
         if text and kinds[i] != KIND_MARK:
             ax.text(starts[i], ys[i] + 0.45, text, fontsize=6, va="center", clip_on=True)
-    ax.set_yticks([lane_y[l][0] + lane_y[l][1] / 2 for l in lanes])
+    ax.set_yticks([lane_y[lane][0] + lane_y[lane][1] / 2 for lane in lanes])
     ax.set_yticklabels([
         f"{processes[p].name if p in processes else ''} {p} / {thread_names.get((p, t), t)}" for p, t in lanes
     ], fontsize=7)
@@ -118,6 +124,10 @@ def render_timeline(recording, output, *, max_ranges: int = 20000, width: float 
     ax.set_title(f"NVTX timeline ({len(rows):,} longest ranges shown)" if len(kept) >= max_ranges else "NVTX timeline")
     fig.tight_layout()
     output = Path(output)
-    fig.savefig(output, dpi=110)
-    plt.close(fig)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with atomic_output(output) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
     return output
