@@ -11,6 +11,7 @@ Exit codes: see the ``EXIT_*`` constants. A failure prints one line
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import shutil
@@ -49,10 +50,28 @@ def warn(message: str) -> None:
 
 
 # --------------------------------------------------------------------------- record
-def _check_writable_dir(directory: Path) -> None:
+def _output_prefix(value: str) -> Path:
+    """PREFIX of ``-o``: a usage error (exit 2) when it names no file (``""``, ``/``, ``out/``)."""
+    prefix = Path(value)
+    name = prefix.name[: -len(".nvtxrec")] if prefix.name.endswith(".nvtxrec") else prefix.name
+    if not value or value.endswith(("/", os.sep)) or name in ("", ".", ".."):
+        raise CliError(f"-o {value!r}: PREFIX must name the output files, e.g. -o out/run", EXIT_USAGE)
+    return prefix.with_name(name)
+
+
+def _prepare_output_dir(directory: Path) -> None:
+    """Create the output folder (with its parents) or say why it cannot be (exit 3)."""
     directory = directory if str(directory) else Path(".")
-    if not directory.is_dir():
-        raise CliError(f"output directory {directory} does not exist", EXIT_OUTPUT_NOT_WRITABLE)
+    existing = directory
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if os.path.lexists(existing) and not existing.is_dir():
+        what = "a file" if existing.is_file() else "not a directory"
+        raise CliError(f"cannot create output directory {directory}: {existing} is {what}", EXIT_OUTPUT_NOT_WRITABLE)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create output directory {directory}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
     if not os.access(directory, os.W_OK | os.X_OK):
         raise CliError(f"output directory {directory} is not writable", EXIT_OUTPUT_NOT_WRITABLE)
 
@@ -71,54 +90,163 @@ def _resolve_command(command: list[str]) -> str:
     return found
 
 
-def _run_forwarding_signals(command: list[str], env: dict) -> int:
-    """Run ``command``; forward SIGINT/SIGTERM sent to us; return its exit status.
+# Signals and the recorded command
+# --------------------------------
+# The command runs in a process group of its own. Nothing sent to `record` or to
+# `record`'s process group then reaches it directly, and nothing sent to its group (a
+# terminal's Ctrl-C / Ctrl-\, a hangup) reaches `record`: each signal `record` receives
+# is forwarded exactly once, to the command's process group (the command and the
+# processes it started, as a terminal or a shell's `kill %job` would). Telling the two
+# apart from the signal itself is not possible: `kill PID` and `kill -- -PGID` (a
+# shell's job kill, `timeout`, Slurm's proctrack/pgid) both arrive with SI_USER and the
+# same sender, and forwarding the latter gave the command the signal twice.
+#
+# When `record` owns the terminal (foreground), the command's group is made the
+# terminal's foreground group before it runs, so it reads the terminal and gets the
+# keyboard's signals itself, as it would without `record`. A Ctrl-Z (or a background
+# read) that stops the command stops `record` the same way; `fg`/`bg` continue both.
+# The terminal is taken back when the command ends. The command is killed if `record`
+# itself is killed (PR_SET_PDEATHSIG): it can no longer be reached through `record`'s
+# group, and a recording nobody exports is of no use.
+#
+# What is still seen twice: a sender that signals every process one by one (`pkill`
+# matching both command lines, Slurm with proctrack/cgroup) reaches the command
+# directly and through `record`.
+FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+_TERMINAL_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+_PR_SET_PDEATHSIG = 1
 
-    Signals are blocked and taken with sigtimedwait so that we can tell a terminal's
-    Ctrl-C (sent by the kernel to the whole foreground group, the child included) from
-    a ``kill`` aimed at us alone: only the latter is forwarded.
+
+def _terminal_fd() -> int | None:
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd):
+                os.tcgetpgrp(fd)
+                return fd
+        except OSError:
+            continue
+    return None
+
+
+def _owns_terminal(fd: int | None) -> bool:
+    try:
+        return fd is not None and os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+
+
+def _give_terminal(fd: int, pgid: int) -> bool:
+    """Make ``pgid`` the terminal's foreground group (SIGTTOU must be blocked)."""
+    try:
+        os.tcsetpgrp(fd, pgid)
+        return True
+    except OSError:
+        return False
+
+
+def _child_setup(tty_fd: int | None, parent: int, mask: set):
+    """preexec_fn of the command: own process group, the terminal if ``record`` had it,
+    killed with ``record``, then the signal mask ``record`` had before blocking."""
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        prctl = None
+
+    def setup():
+        os.setpgid(0, 0)
+        if tty_fd is not None:
+            _give_terminal(tty_fd, os.getpgrp())  # SIGTTOU is blocked here (inherited mask)
+        if prctl is not None:
+            prctl(ctypes.c_int(_PR_SET_PDEATHSIG), *(ctypes.c_ulong(v) for v in (signal.SIGKILL, 0, 0, 0)))
+            if os.getppid() != parent:  # record died before the prctl
+                os._exit(128 + signal.SIGKILL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    return setup
+
+
+def _run_forwarding_signals(command: list[str], env: dict, on_started=None) -> int:
+    """Run ``command``; forward the signals we receive (see above); return its exit status.
+
+    ``on_started()`` is called once the command runs (its exec succeeded).
     """
-    try:
-        proc = subprocess.Popen(command, env=env)
-    except FileNotFoundError as exc:
-        raise CliError(f"command not found: {command[0]}", EXIT_COMMAND_NOT_FOUND) from exc
-    except PermissionError as exc:
-        raise CliError(f"command not executable: {command[0]}", EXIT_COMMAND_NOT_FOUND) from exc
-    except OSError as exc:
-        raise CliError(f"cannot run {command[0]}: {exc.strerror}", EXIT_COMMAND_NOT_FOUND) from exc
-    sigs = {signal.SIGINT, signal.SIGTERM, signal.SIGCHLD}
+    waited = set(FORWARDED_SIGNALS) | {signal.SIGCHLD}
 
-    def forward(signo, _frame):
-        # Only reached when the kernel picked another thread of ours (one created before
-        # the mask, e.g. by a BLAS pool): no si_code there, forward unconditionally.
-        if proc.poll() is None:
-            try:
-                proc.send_signal(signo)
-            except ProcessLookupError:
-                pass
+    def forward_late(signo, _frame):
+        # Only reached when the kernel picked a thread of ours created without the mask
+        # (none is expected): forward all the same.
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signo)
 
-    old_handlers = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    proc = None
+    old_handlers = {s: signal.signal(s, forward_late) for s in FORWARDED_SIGNALS}
+    # Blocked before the fork: a signal arriving before the loop waits; SIGTTOU lets the
+    # command (in its preexec) and us move the terminal's foreground group.
+    # SIGCONT is blocked only to see whether we were continued (it continues us anyway).
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, waited | {signal.SIGTTOU, signal.SIGCONT})
+    tty_fd = _terminal_fd()
+    owned = _owns_terminal(tty_fd)
     try:
+        try:
+            proc = subprocess.Popen(command, env=env,
+                                    preexec_fn=_child_setup(tty_fd if owned else None, os.getpid(), old_mask))
+        except FileNotFoundError as exc:
+            raise CliError(f"command not found: {command[0]}", EXIT_COMMAND_NOT_FOUND) from exc
+        except PermissionError as exc:
+            raise CliError(f"command not executable: {command[0]}", EXIT_COMMAND_NOT_FOUND) from exc
+        except OSError as exc:
+            raise CliError(f"cannot run {command[0]}: {exc.strerror}", EXIT_COMMAND_NOT_FOUND) from exc
+        if on_started is not None:
+            on_started()
         while True:
             rc = proc.poll()
             if rc is not None:
-                while signal.sigtimedwait(sigs, 0) is not None:  # drop what is pending
+                while signal.sigtimedwait(waited, 0) is not None:  # drop what is pending
                     pass
                 return rc
-            info = signal.sigtimedwait(sigs, 0.2)
+            stop = os.waitid(os.P_PID, proc.pid, os.WSTOPPED | os.WNOHANG)
+            if stop is not None and stop.si_code == os.CLD_STOPPED and stop.si_status in _TERMINAL_STOPS:
+                owned = _stop_with_command(proc.pid, stop.si_status, tty_fd, owned)
+                continue
+            info = signal.sigtimedwait(waited, 1.0)
             if info is None or info.si_signo == signal.SIGCHLD:
                 continue
-            from_terminal = info.si_code == 0x80  # SI_KERNEL: tty-generated, child got it too
-            if not from_terminal and proc.poll() is None:
-                try:
-                    proc.send_signal(info.si_signo)
-                except ProcessLookupError:
-                    pass
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, info.si_signo)
     finally:
+        if owned:  # also when the exec failed after the command's preexec took the terminal
+            _give_terminal(tty_fd, os.getpgrp())
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         for signo, handler in old_handlers.items():
             signal.signal(signo, handler)
+
+
+def _stop_with_command(pgid: int, stopsig: int, tty_fd: int | None, owned: bool) -> bool:
+    """The command was stopped from the terminal (Ctrl-Z, a read or write in the
+    background): stop ``record`` too, so that the shell sees the job stopped; once
+    continued (``fg``/``bg``), give the terminal back to the command if it is ours again
+    and continue the command. Returns whether the command's group owns the terminal."""
+    if owned:
+        _give_terminal(tty_fd, os.getpgrp())
+    while signal.sigtimedwait({signal.SIGCONT}, 0) is not None:
+        pass
+    # Stops us here until SIGCONT. In an orphaned process group (no shell could continue
+    # us) the kernel discards the signal instead and we go on at once.
+    os.kill(os.getpid(), stopsig)
+    stopped = signal.sigtimedwait({signal.SIGCONT}, 0) is not None
+    if not stopped and stopsig != signal.SIGTSTP and not _owns_terminal(tty_fd):
+        # The command waits for a terminal it cannot get and nobody can give it: leave it
+        # stopped (continuing it would only stop it again); signals still reach it.
+        warn(f"the command (process group {pgid}) is stopped by {signal.Signals(stopsig).name}: it needs the "
+             "terminal, which no shell can give it here; it still gets the signals sent to record")
+        return False
+    owned = _owns_terminal(tty_fd) and _give_terminal(tty_fd, pgid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGCONT)
+    return owned
 
 
 def _exports(raw_dir: Path, prefix: Path, png: bool) -> tuple[int, object]:
@@ -130,23 +258,31 @@ def _exports(raw_dir: Path, prefix: Path, png: bool) -> tuple[int, object]:
 
     json_path = prefix.with_name(prefix.name + ".json")
     sqlite_path = prefix.with_name(prefix.name + ".sqlite")
+    png_path = prefix.with_name(prefix.name + ".png")
+    written = []
     try:
         with RecordingReader(raw_dir) as reader:
             damage = export_json(raw_dir, json_path, reader=reader)
         if damage.events == 0:
-            json_path.unlink(missing_ok=True)
+            # The new run has started and recorded nothing: exports of an older run
+            # would no longer match PREFIX.nvtxrec.
+            for stale in (json_path, sqlite_path, png_path):
+                stale.unlink(missing_ok=True)
             return 0, damage
+        written.append(json_path)
         with RecordingReader(raw_dir) as reader:
             export_sqlite(raw_dir, sqlite_path, reader=reader)
+        written.append(sqlite_path)
         with RecordingReader(raw_dir) as reader:
             summary = summarize(raw_dir, reader=reader)
         if png:
             from .recorder.timeline import MatplotlibMissing, render_timeline
 
             try:
-                render_timeline(raw_dir, prefix.with_name(prefix.name + ".png"))
+                render_timeline(raw_dir, png_path)
+                written.append(png_path)
             except MatplotlibMissing as exc:
-                warn(str(exc))
+                warn(f"--png: {exc}; no PNG written")
     except PermissionError as exc:
         raise CliError(f"cannot write {exc.filename or prefix}: permission denied", EXIT_OUTPUT_NOT_WRITABLE) from exc
     except OSError as exc:
@@ -154,15 +290,36 @@ def _exports(raw_dir: Path, prefix: Path, png: bool) -> tuple[int, object]:
                          errno.ENOTDIR, errno.EEXIST):
             raise CliError(f"cannot write {exc.filename or prefix}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
         raise
-    if damage.events:
-        print(f"\nNVTX range summary ({raw_dir}):")
-        print(summary.format() if summary.rows else "(no closed ranges)")
-        print(f"\nwrote {json_path}, {sqlite_path}" + (f", {prefix.name}.png" if png else ""))
+    print(f"\nNVTX range summary ({raw_dir}):")
+    print(summary.format())
+    print(f"\nwrote {', '.join(map(str, written))}")
     return damage.events, damage
 
 
 INJECTION_ENV = "NVTX_INJECTION64_PATH"
 RECORD_DIR_ENV = "NVTX_TF_RECORD_DIR"
+KERAS_LAYERS_ENV = "NVTX_TF_KERAS_LAYERS"
+
+
+def _segments(raw_dir: Path) -> dict[str, tuple[int, int]]:
+    """Segment files of ``raw_dir``: name -> (device, inode)."""
+    found = {}
+    for seg in raw_dir.glob("*.nvtxseg"):
+        with contextlib.suppress(OSError):
+            st = seg.lstat()
+            found[seg.name] = (st.st_dev, st.st_ino)
+    return found
+
+
+def _remove_segments(raw_dir: Path, old: dict[str, tuple[int, int]]) -> None:
+    """Remove the segments listed in ``old`` that are still the same files (a new
+    segment that took an old name is kept)."""
+    for name, ident in old.items():
+        path = raw_dir / name
+        with contextlib.suppress(OSError):
+            st = path.lstat()
+            if (st.st_dev, st.st_ino) == ident:
+                path.unlink()
 
 
 def cmd_record(args) -> int:
@@ -173,17 +330,8 @@ def cmd_record(args) -> int:
         command = command[1:]
     if not command:
         raise CliError("record: no command given (usage: record -o PREFIX -- COMMAND [ARGS...])", EXIT_USAGE)
-    prefix = Path(args.output)
-    if prefix.name.endswith(".nvtxrec"):
-        prefix = prefix.with_name(prefix.name[: -len(".nvtxrec")])
-    _check_writable_dir(prefix.parent)
-    raw_dir = prefix.with_name(prefix.name + ".nvtxrec")
-    try:
-        raw_dir.mkdir(exist_ok=True)
-        for old in raw_dir.glob("*.nvtxseg"):
-            old.unlink()
-    except OSError as exc:
-        raise CliError(f"cannot create {raw_dir}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
+    prefix = _output_prefix(args.output)
+    # Everything that can fail is checked before anything is created or removed.
     _resolve_command(command)
     try:
         from ._native_libs import native_library
@@ -191,14 +339,25 @@ def cmd_record(args) -> int:
         library = native_library("recorder")
     except ImportError as exc:
         raise CliError(str(exc).replace("nvtx_plugins_tf: ", ""), EXIT_RECORDER_UNAVAILABLE) from exc
+    _prepare_output_dir(prefix.parent)
+    raw_dir = prefix.with_name(prefix.name + ".nvtxrec")
+    try:
+        raw_dir.mkdir(mode=0o700, exist_ok=True)  # recordings hold command lines
+    except OSError as exc:
+        raise CliError(f"cannot create {raw_dir}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
+    if not raw_dir.is_dir():
+        raise CliError(f"cannot create {raw_dir}: a file is in the way", EXIT_OUTPUT_NOT_WRITABLE)
+    # The previous recording's segments go only once the new command runs.
+    old_segments = _segments(raw_dir)
     env = dict(os.environ)
     env[INJECTION_ENV] = str(library)
     env[RECORD_DIR_ENV] = str(raw_dir.resolve())
     if args.keras_layers:
         site = str(Path(__file__).resolve().parent / "_site")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH", "")) if p)
+        env[KERAS_LAYERS_ENV] = "1"
     sys.stdout.flush()
-    status = _run_forwarding_signals(command, env)
+    status = _run_forwarding_signals(command, env, on_started=lambda: _remove_segments(raw_dir, old_segments))
     code = 128 - status if status < 0 else status
     events, damage = _exports(raw_dir, prefix, args.png)
     if events == 0:
@@ -257,7 +416,7 @@ def cmd_report(args) -> int:
             summary = summarize(path, by_process=args.by_process)
         except (sqlite3.Error, ValueError) as exc:
             raise CliError(f"cannot read {path}: {exc}", EXIT_INPUT_NOT_FOUND) from exc
-        if not summary.rows:
+        if not summary.rows and not summary.open_ranges:
             raise CliError(f"no NVTX ranges in {path}", EXIT_NO_EVENTS)
         print(summary.format())
         return EXIT_OK
@@ -273,7 +432,7 @@ def cmd_report(args) -> int:
         if damage.damaged:
             raise CliError(f"no intact NVTX events in {path}: {damage.describe()}", EXIT_DAMAGED)
         raise CliError(f"no NVTX events recorded in {path}", EXIT_NO_EVENTS)
-    print(summary.format() if summary.rows else "(no closed ranges)")
+    print(summary.format())
     if damage.damaged:
         raise CliError(f"damaged recording {path}: {damage.describe()}; summary of the intact events shown",
                        EXIT_DAMAGED)

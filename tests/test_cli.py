@@ -149,7 +149,7 @@ def test_error_exit_codes(tmp_path):
         (("record",), cli.EXIT_USAGE),
         (("bogus",), cli.EXIT_USAGE),
         (("record", "-o", tmp_path / "afile" / "x", "--", sys.executable, "-c", "pass"), cli.EXIT_OUTPUT_NOT_WRITABLE),
-        (("record", "-o", tmp_path / "nodir" / "x", "--", sys.executable, "-c", "pass"), cli.EXIT_OUTPUT_NOT_WRITABLE),
+        (("record", "-o", tmp_path / "nodir" / "x", "--", sys.executable, "-c", "pass"), cli.EXIT_NO_EVENTS),
         (("record", "-o", tmp_path / "c", "--", "no-such-command-xyz"), cli.EXIT_COMMAND_NOT_FOUND),
         (("record", "-o", tmp_path / "c", "--", tmp_path / "missing.sh"), cli.EXIT_COMMAND_NOT_FOUND),
         (("record", "-o", tmp_path / "e", "--", sys.executable, "-c", "pass"), cli.EXIT_NO_EVENTS),
@@ -278,8 +278,10 @@ def test_sigterm_forwarded_and_completed_ranges_kept(tmp_path):
 
 
 @needs_recorder
-def test_cli_imports_nothing_heavy_before_running_command():
-    code = ("import sys; from nvtx_plugins_tf import cli; cli.main(['record', '-o', '/nonexistent-dir/x', '--', 'true']); "
+def test_cli_imports_nothing_heavy_before_running_command(tmp_path):
+    (tmp_path / "afile").write_text("")
+    code = ("import sys; from nvtx_plugins_tf import cli; cli.main(['record', '-o', sys.argv[1], '--', 'true']); "
             "print(sorted(m for m in ('numpy', 'tensorflow', 'nvtx_plugins_tf.recorder') if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "afile" / "x")], capture_output=True, text=True,
+                          env=_env())
     assert proc.stdout.strip() == "[]", proc.stderr
