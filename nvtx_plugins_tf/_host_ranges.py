@@ -244,6 +244,7 @@ class Domain:
             event = entry.get(key)
             if event is None:
                 event = _EventBuffer()
+                event.text = entry.raw
                 _lib.nvtx_host_event_init(event, self._handle, entry.handle, entry.raw, color, category)
                 if len(entry) >= _MAX_EVENTS_PER_MESSAGE:
                     entry.clear()
@@ -257,7 +258,8 @@ class Domain:
         event = _EventBuffer()
         entry = _Message()
         entry.handle = handle = _lib.nvtx_host_event_new(event, self._handle, raw, color, category)
-        entry.raw = None if handle else raw  # the event points at it: kept as long as the entry
+        entry.raw = None if handle else raw
+        event.text = entry.raw  # an unregistered event points at the bytes: they live as long as it
         entry[key] = event
         with self._miss_lock:
             strings = self._strings
