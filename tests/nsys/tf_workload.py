@@ -4,7 +4,7 @@
   ranges 'Dense k' (domain 'Forward', color, category, payload on the first) and their
   backward ranges (domain 'Gradient'), plus a mark;
 * a tiny Keras model annotated with nvtx_plugins_tf.keras.annotate and fitted with
-  NVTXCallback (its Train/epoch/batch ranges go through the `nvtx` Python package).
+  NVTXCallback (its Train/epoch/batch ranges go through our libnvtx_host.so).
 
 Kept short: STEPS steps of the loop, 1 epoch x 2 batches of fit.
 """
