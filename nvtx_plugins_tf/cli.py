@@ -360,7 +360,7 @@ def cmd_record(args) -> int:
     status = _run_forwarding_signals(command, env, on_started=lambda: _remove_segments(raw_dir, old_segments))
     code = 128 - status if status < 0 else status
     events, damage = _exports(raw_dir, prefix, args.png)
-    if events == 0:
+    if events == 0 and not damage.damaged:  # (all events dropped, e.g. a full disk, is damage)
         if code != 0:
             warn(f"no NVTX events recorded; {command[0]} exited with status {code}")
             return code

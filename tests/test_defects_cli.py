@@ -574,3 +574,47 @@ def test_child_in_its_own_group_still_reads_the_terminal(run_factory):
     code, out, _ = run.wait()
     assert code == 0, out
     assert "got: TYPED LINE" in out and "reading" in out.split("NVTX range summary", 1)[1]
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A 1 MiB tmpfs (root only; skipped with the reason otherwise)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"skip reason: cannot mount a tmpfs: {proc.stderr.strip()}")
+        pytest.skip(f"cannot mount a tmpfs: {proc.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_record_on_a_full_disk_keeps_the_program_and_says_one_line(full_tmpfs, tmp_path):
+    """Issue 9 item 2: the program runs to its end, `record` exits with a documented code
+    and one line, and leaves no temporary file behind."""
+    script = tmp_path / "many.py"
+    script.write_text("import nvtx\nfor i in range(200000):\n    nvtx.push_range('r'); nvtx.pop_range()\nprint('done')\n")
+    proc = nvtx_tf("record", "-o", full_tmpfs / "run", "--", sys.executable, script, timeout=300)
+    assert "done" in proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("nvtx-tf:")]
+    assert len(errors) == 1, proc.stderr
+    # the exports do not fit either: 3 (output not writable); had they fit, the drops are damage (6)
+    assert proc.returncode in (cli.EXIT_OUTPUT_NOT_WRITABLE, cli.EXIT_DAMAGED), proc.stderr
+    assert not [p for p in full_tmpfs.iterdir() if p.suffix not in ("", ".nvtxrec")], list(full_tmpfs.iterdir())
+
+
+def test_record_reports_events_the_recorder_dropped(tmp_path):
+    """Issue 9 items 2-3: under `ulimit -f` the command runs to its end; what the recorder
+    could not write is damage: exit 6, one line naming the recording."""
+    script = tmp_path / "many.py"
+    script.write_text("import nvtx\nfor i in range(200000):\n    nvtx.push_range('r'); nvtx.pop_range()\nprint('done')\n")
+    limited = f"ulimit -f 512; exec {sys.executable} {script}"  # 512 KiB for the command only
+    proc = nvtx_tf("record", "-o", tmp_path / "run", "--", "bash", "-c", limited, timeout=300)
+    assert "done" in proc.stdout, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("nvtx-tf:")]
+    assert len(errors) == 1 and "dropped" in errors[0] and str(tmp_path / "run") in errors[0], proc.stderr
+    assert proc.returncode == cli.EXIT_DAMAGED, proc.stderr
