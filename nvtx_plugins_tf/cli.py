@@ -299,6 +299,7 @@ def _exports(raw_dir: Path, prefix: Path, png: bool) -> tuple[int, object]:
 INJECTION_ENV = "NVTX_INJECTION64_PATH"
 RECORD_DIR_ENV = "NVTX_TF_RECORD_DIR"
 KERAS_LAYERS_ENV = "NVTX_TF_KERAS_LAYERS"
+TF_OP_RANGES_ENV = "NVTX_TF_OP_RANGES"
 
 
 def _segments(raw_dir: Path) -> dict[str, tuple[int, int]]:
@@ -352,10 +353,13 @@ def cmd_record(args) -> int:
     env = dict(os.environ)
     env[INJECTION_ENV] = str(library)
     env[RECORD_DIR_ENV] = str(raw_dir.resolve())
-    if args.keras_layers:
+    if args.keras_layers or args.tf_ops:
         site = str(Path(__file__).resolve().parent / "_site")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH", "")) if p)
+    if args.keras_layers:
         env[KERAS_LAYERS_ENV] = "1"
+    if args.tf_ops:
+        env[TF_OP_RANGES_ENV] = "1"
     sys.stdout.flush()
     status = _run_forwarding_signals(command, env, on_started=lambda: _remove_segments(raw_dir, old_segments))
     code = 128 - status if status < 0 else status
@@ -389,11 +393,11 @@ def _register_record(subparsers) -> None:
     )
     p.add_argument("-o", "--output", required=True, metavar="PREFIX", help="output prefix")
     p.add_argument("--png", action="store_true", help="also draw PREFIX.png (needs matplotlib)")
-    p.add_argument("--keep-raw", action="store_true", default=True,
-                   help="keep the raw recording PREFIX.nvtxrec/ (always done; accepted for compatibility)")
     p.add_argument("--keras-layers", action="store_true",
                    help="annotate every layer of every Keras model (forward and backward ranges) "
                    "in an unmodified Python script")
+    p.add_argument("--tf-ops", action="store_true",
+                   help="switch on TensorFlow's own per-op NVTX ranges (domain TSL) in the command's Pythons")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
     p.set_defaults(func=cmd_record)
 
@@ -452,14 +456,13 @@ def _register_report(subparsers) -> None:
 
 
 # --------------------------------------------------------------------------- main
-#: Functions ``register(subparsers)`` adding one subcommand each. Other modules append
-#: theirs here (e.g. ``doctor``, ``build``).
 def _register_doctor_and_build(subparsers) -> None:
     from nvtx_plugins_tf import doctor
 
     doctor.register(subparsers)
 
 
+#: Functions ``register(subparsers)``, each adding its subcommands, in the order of --help.
 REGISTRARS = [_register_record, _register_report, _register_doctor_and_build]
 
 

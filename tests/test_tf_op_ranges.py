@@ -63,3 +63,36 @@ def test_no_op_ranges_when_off():
 def test_bad_argument_names_it():
     with pytest.raises(TypeError, match="enabled"):
         nvtx_tf.tf_op_ranges("yes")
+
+
+UNMODIFIED = """
+import tensorflow as tf
+w = tf.Variable(tf.ones([4, 4]))
+
+@tf.function
+def step(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.matmul(x, w))
+    return tape.gradient(loss, [w])
+
+for _ in range(3):
+    step(tf.ones([2, 4]))
+"""
+
+
+def test_record_tf_ops_on_an_unmodified_script(tmp_path, child_env):
+    import subprocess
+    import sys
+
+    from nvtx_plugins_tf.recorder.reader import load
+
+    script = tmp_path / "train.py"
+    script.write_text(UNMODIFIED)
+    prefix = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "nvtx_plugins_tf", "record", "--tf-ops", "-o", str(prefix), "--",
+                           sys.executable, str(script)], env=child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recording = load(str(prefix) + ".nvtxrec")
+    # the gradient's MatMul, once per step (the forward one is pruned: only the gradient is returned)
+    grads = [r for r in recording.ranges if r.domain == "TSL" and r.message.startswith("gradient_tape/MatMul/MatMul:")]
+    assert len(grads) == 3, sorted({r.message for r in recording.ranges})
