@@ -13,10 +13,15 @@ differs between the two tools -- is compared as that range's key); the number of
 threads and processes; and how many start/end ranges ended on another thread.
 :func:`thread_groups` describes thread identity: which keys share a thread.
 
-Things that legitimately differ are normalized, never compared: timestamps (nsys:
-session-relative; ours: CLOCK_MONOTONIC), ``globalTid``'s high bits (nsys sets bit 48, its
-VM id), range ids, string ids, ``text`` vs ``textId``, ``endGlobalTid`` NULL vs equal to
-``globalTid``. :func:`schema_diff` and :func:`metadata` report those for the README.
+Things that legitimately differ are normalized, never compared: absolute timestamps (both
+session-relative, but the sessions start at different moments), range ids, string ids.
+``text``/``textId`` are read through ``StringIds`` and ``globalTid``'s high bits (nsys's VM
+id, bit 48, which our export sets too) are ignored, so older exports still load.
+:func:`schema_diff` and :func:`metadata` compare the tables and the metadata;
+:func:`nsys_stats` runs nsys's own reports on a file.
+
+``python tests/nsys_oracle.py --write-schema`` regenerates the schema module our exporter
+ships (nvtx_plugins_tf/recorder/_nsys_schema.py) from a real export.
 """
 
 from __future__ import annotations
@@ -379,3 +384,125 @@ def metadata(path: Path) -> dict[str, str]:
 def describe(trace: Trace) -> str:
     """One line per key with its count (for assertion messages)."""
     return "\n".join(f"  {k}: {s.count}" for k, s in sorted(summarize(trace).items(), key=repr))
+
+
+# ----------------------------------------------------------------------------- nsys stats
+#: nsys 2022.4's NVTX reports compared on both files (``nsys stats --help-reports``).
+NVTX_REPORTS = ("nvtxsum", "nvtxppsum", "nvtxsesum", "nvtxpptrace")
+
+
+def nsys_stats(nsys: Path, report: str, sqlite: Path, timeout: float = 120) -> list[dict]:
+    """Rows of ``nsys stats -r REPORT -f csv`` on an exported SQLite file (nsys's own report
+    scripts run on the file as they are), one dict per row keyed by the CSV header."""
+    import csv
+    import io
+
+    proc = subprocess.run([str(nsys), "stats", "-q", "-r", report, "-f", "csv", "-o", "-", str(sqlite)],
+                          capture_output=True, text=True, timeout=timeout)
+    _check(proc, f"nsys stats -r {report} {sqlite}")
+    text = proc.stdout.strip()
+    assert text and "does not contain" not in text and "ERROR" not in proc.stderr, (proc.stdout, proc.stderr)
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+# ----------------------------------------------------------------------------- shipped schema
+SCHEMA_MODULE = REPO / "nvtx_plugins_tf" / "recorder" / "_nsys_schema.py"
+# EXPORT_META_DATA keys that describe nsys and its schema (copied into the shipped module);
+# the others (time, host, user, files) describe one export and are computed by ours.
+SCHEMA_META_KEYS = ("EXPORT_PRODUCT_NAME", "EXPORT_PRODUCT_VERSION", "EXPORT_PRODUCT_DATE", "EXPORT_SCHEMA_VERSION",
+                    "EXPORT_SCHEMA_VERSION_MAJOR", "EXPORT_SCHEMA_VERSION_MINOR", "EXPORT_SCHEMA_VERSION_MICRO",
+                    "EXPORT_SCHEMA_VERSION_CKSUM")
+
+
+def real_schema(path: Path) -> dict:
+    """What of a real nsys export our exporter ships: every table's DDL (in nsys's order),
+    the ENUM_* rows, the schema's metadata values and the metadata key order."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+        tables = [(n, s) for n, s in con.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
+        enums = {n: [tuple(r) for r in con.execute(f'SELECT id, name, label FROM "{n}" ORDER BY id')]
+                 for n, _ in tables if n.startswith("ENUM_")}
+        meta = list(con.execute("SELECT name, value FROM EXPORT_META_DATA ORDER BY rowid"))
+        others = [n for n, _ in con.execute("SELECT name, sql FROM sqlite_master WHERE type != 'table'")
+                  if not n.startswith("sqlite_autoindex")]
+    assert not others, f"nsys export has indexes/views we do not ship: {others}"
+    values = dict(meta)
+    return {"tables": tables, "enums": enums, "meta": {k: values[k] for k in SCHEMA_META_KEYS},
+            "meta_keys": [k for k, _ in meta]}
+
+
+def schema_module_source(path: Path) -> str:
+    """Text of nvtx_plugins_tf/recorder/_nsys_schema.py generated from the real export ``path``."""
+    s = real_schema(path)
+    lines = [
+        '"""Nsight Systems\' SQLite export schema, as ``nsys export --type sqlite`` of Nsight Systems',
+        f'{s["meta"]["EXPORT_PRODUCT_VERSION"]} writes it for an NVTX-only capture (``nsys profile -t nvtx -s none',
+        '--cpuctxsw=none``).',
+        "",
+        "GENERATED from a real export by ``python tests/nsys_oracle.py --write-schema`` (which runs",
+        "that nsys on the native C sample); do not edit by hand. tests/test_sqlite_parity.py checks",
+        "that this module still equals what the real nsys writes.",
+        "",
+        "* :data:`TABLES`: (name, ``CREATE TABLE`` statement) of every table, in nsys's order;",
+        "* :data:`ENUMS`: table name -> the (id, name, label) rows nsys fills it with;",
+        "* :data:`SCHEMA_META`: the ``EXPORT_META_DATA`` values that describe nsys and its schema;",
+        "* :data:`META_KEYS`: every ``EXPORT_META_DATA`` key nsys writes, in its order.",
+        '"""',
+        "",
+        "# fmt: off",
+        f"SCHEMA_META = {s['meta']!r}",
+        "",
+        f"META_KEYS = {tuple(s['meta_keys'])!r}",
+        "",
+        "TABLES = (",
+    ]
+    for name, sql in s["tables"]:
+        lines.append(f"    ({name!r}, {sql!r}),")
+    lines += [")", "", "ENUMS = {"]
+    for name, rows in s["enums"].items():
+        lines.append(f"    {name!r}: (")
+        lines += [f"        {row!r}," for row in rows]
+        lines.append("    ),")
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
+def build_native_sample(directory: Path) -> Path:
+    """The C sample (tests/native/nvtx_sample.c) built with nsys_safe_nvtx.h, in ``directory``."""
+    sys.path.insert(0, str(REPO / "build_tools"))
+    try:
+        import build_native
+    finally:
+        sys.path.pop(0)
+    exe = Path(directory) / "nvtx_sample"
+    proc = subprocess.run(
+        ["gcc", "-O2", "-Wall", "-Wno-address", "-Wno-unused-value", f"-I{build_native.nvtx_include_dir()}",
+         "-include", str(WORKLOADS / "nsys_safe_nvtx.h"), str(REPO / "tests" / "native" / "nvtx_sample.c"),
+         "-o", str(exe), "-ldl", "-pthread"],
+        capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return exe
+
+
+def _main(argv=None) -> int:
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write-schema", action="store_true",
+                        help=f"regenerate {SCHEMA_MODULE.relative_to(REPO)} from a real nsys export")
+    args = parser.parse_args(argv)
+    if not args.write_schema:
+        parser.print_help()
+        return 2
+    nsys = fetch_nsys.ensure()
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = build_native_sample(Path(tmp))
+        run = run_nsys(nsys, [exe, "basic"], Path(tmp) / "schema")
+        SCHEMA_MODULE.write_text(schema_module_source(run.sqlite))
+    print(SCHEMA_MODULE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

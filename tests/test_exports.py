@@ -97,25 +97,35 @@ def test_sqlite_nsys_schema_and_query(tmp_path):
     out = tmp_path / "rec.sqlite"
     export_sqlite(rec, out)
     con = sqlite3.connect(out)
+    # The old package's query: plain messages are in `text` (registered strings are not,
+    # as in nsys's exports: 4 of the 5 "Dense 1" ranges are plain).
     count, avg = con.execute(
         "SELECT count(*), avg(end - start) FROM NVTX_EVENTS WHERE text LIKE 'Dense 1' AND start > 0"
     ).fetchone()
+    assert count == 4 and avg == pytest.approx(statistics.mean(DENSE))
+    count, avg = con.execute(
+        "SELECT count(*), avg(end - start) FROM NVTX_EVENTS e WHERE "
+        "coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) LIKE 'Dense 1' AND start > 0"
+    ).fetchone()
     assert count == 5 and avg == pytest.approx(statistics.mean(DENSE + [400]))
     cols = [r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")]
-    for c in ("start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid",
-              "textId", "domainId", "uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value",
-              "floatValue", "jsonText"):
-        assert c in cols
+    assert cols == ["start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid",
+                    "textId", "domainId", "uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value",
+                    "floatValue", "jsonTextId", "jsonText"]
     types = dict(con.execute("SELECT eventType, count(*) FROM NVTX_EVENTS GROUP BY eventType").fetchall())
-    assert types[59] == 4 + 4 + 1 + 1 and types[60] == 2 and types[34] == 1 and types[75] == 1
-    # Registered string: textId set, text still filled.
-    text, text_id = con.execute("SELECT text, textId FROM NVTX_EVENTS WHERE globalTid >> 24 = 2000").fetchone()
-    assert text == "Dense 1" and con.execute("SELECT value FROM StringIds WHERE id = ?", (text_id,)).fetchone() == (
+    assert types == {59: 4 + 4 + 1 + 1, 60: 2, 34: 1, 75: 1, 39: 1}  # 39: the main thread's name (override)
+    # Registered string: textId set, text NULL (nsys fills exactly one of them).
+    text, text_id = con.execute(
+        "SELECT text, textId FROM NVTX_EVENTS WHERE (globalTid >> 24) & 0xFFFFFF = 2000").fetchone()
+    assert text is None and con.execute("SELECT value FROM StringIds WHERE id = ?", (text_id,)).fetchone() == (
         "Dense 1",)
-    # Start/end: ends on another thread; payload columns.
+    assert con.execute("SELECT count(*) FROM NVTX_EVENTS WHERE text IS NOT NULL AND textId IS NOT NULL").fetchone() \
+        == (0,)
+    # Start/end: ended on another thread -> endGlobalTid; payload columns.
     rows = con.execute("SELECT globalTid & 0xFFFFFF, endGlobalTid & 0xFFFFFF, (globalTid >> 24) & 0xFFFFFF, "
-                       "doubleValue, rangeId FROM NVTX_EVENTS WHERE eventType = 60 ORDER BY start").fetchall()
-    assert rows == [(1001, 1000, 1000, 0.5, 500), (1001, 1000, 1000, 0.5, 501)]
+                       "globalTid >> 48, doubleValue, rangeId FROM NVTX_EVENTS WHERE eventType = 60 ORDER BY start"
+                       ).fetchall()
+    assert rows == [(1001, 1000, 1000, 1, 0.5, 500), (1001, 1000, 1000, 1, 0.5, 501)]
     assert con.execute("SELECT DISTINCT e.int64Value, e.category FROM NVTX_EVENTS e JOIN NVTX_EVENTS d "
                        "ON d.eventType = 75 AND d.domainId = e.domainId AND d.text = 'tf' "
                        "WHERE e.eventType = 59").fetchall() == [(-7, 3)]
@@ -123,8 +133,13 @@ def test_sqlite_nsys_schema_and_query(tmp_path):
         0xFF112233,)
     assert con.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 59 AND end IS NULL").fetchone() == (1,)
     names = con.execute("SELECT s.value, t.globalTid FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId").fetchall()
-    assert names == [("main", (1000 << 24) | 1000)]
-    assert sorted(con.execute("SELECT pid, name FROM PROCESSES")) == [(1000, "trainer"), (2000, "worker")]
+    assert names == [("main", (1 << 48) | (1000 << 24) | 1000)]
+    assert sorted(con.execute("SELECT pid, name, globalPid FROM PROCESSES")) == [
+        (1000, "trainer", (1 << 48) | (1000 << 24)), (2000, "worker", (1 << 48) | (2000 << 24))]
+    # Session-relative times: 0 = the earliest segment's start (10_000 ns CLOCK_MONOTONIC).
+    assert con.execute("SELECT min(start) FROM NVTX_EVENTS WHERE text = 'step'").fetchone() == (20_000 - 10_000,)
+    meta = dict(con.execute("SELECT name, value FROM EXPORT_META_DATA"))
+    assert meta["timeOrigin_ns"] == "10000" and meta["EXPORT_SCHEMA_VERSION"] == "3.0.0"
 
 
 def _expected(durations):
@@ -166,7 +181,7 @@ def test_summary_numbers(tmp_path, source):
     by_proc = summarize(path, by_process=True)
     assert {(r.pid, r.range) for r in by_proc.rows if r.range == "Dense 1"} == {(2000, "Dense 1")}
     assert [r.time_percent for r in by_proc.rows if r.pid == 2000] == [pytest.approx(100.0)]
-    assert "PID" in by_proc.format().splitlines()[0]
+    assert {"PID", "Process"} & set(by_proc.format().splitlines()[0].split())  # header of the pid column
 
 
 def test_summary_of_real_nsys_style_sqlite(tmp_path):

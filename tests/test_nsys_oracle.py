@@ -61,18 +61,7 @@ def package_runs(nsys, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def native_sample(tmp_path_factory) -> Path:
-    sys.path.insert(0, str(REPO / "build_tools"))
-    try:
-        import build_native
-    finally:
-        sys.path.pop(0)
-    exe = tmp_path_factory.mktemp("nsys_native") / "nvtx_sample"
-    proc = subprocess.run(
-        ["gcc", "-O2", "-Wall", "-Wno-address", "-Wno-unused-value", f"-I{build_native.nvtx_include_dir()}",
-         "-include", str(WORKLOADS / "nsys_safe_nvtx.h"), str(NATIVE_SAMPLE), "-o", str(exe), "-ldl", "-pthread"],
-        capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return exe
+    return oracle.build_native_sample(tmp_path_factory.mktemp("nsys_native"))
 
 
 @pytest.fixture(scope="module")
@@ -187,16 +176,14 @@ def test_native_stress_threads_match_nsys(nsys, native_sample, tmp_path):
 
 
 # ------------------------------------------------------------------------------ SQLite parity
-# Not there yet (issue 11, "SQLite parity"): these turn into passes when it lands, and
-# strict=True then asks for the marker to go.
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="SQLite parity with nsys's export not done yet")
+# More in tests/test_sqlite_parity.py (nsys's own `nsys stats` reports on both files).
 def test_sqlite_schema_has_every_nsys_table_and_column(native_runs):
     ours, theirs, *_ = native_runs
     diff = oracle.schema_diff(ours, theirs)
     assert not diff["missing_tables"] and not diff["columns"], diff
+    assert diff["extra_tables"] == [], diff
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="SQLite parity with nsys's export not done yet")
 def test_sqlite_metadata_has_nsys_keys(native_runs):
     _, _, ours_run, nsys_run = native_runs
     theirs = oracle.metadata(nsys_run.sqlite)
@@ -205,3 +192,7 @@ def test_sqlite_metadata_has_nsys_keys(native_runs):
     keys = ("EXPORT_PRODUCT_NAME", "EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION", "EXPORT_SCHEMA_VERSION_MAJOR",
             "EXPORT_SCHEMA_VERSION_MINOR", "EXPORT_SCHEMA_VERSION_MICRO")
     assert [k for k in keys if k not in ours] == [], sorted(ours)
+    # Every key nsys writes, with the same values for those that describe nsys's schema.
+    assert [k for k in theirs if k not in ours] == []
+    assert {k: ours[k] for k in oracle.SCHEMA_META_KEYS} == {k: theirs[k] for k in oracle.SCHEMA_META_KEYS}
+    assert ours["exporter"].startswith("nvtx_plugins_tf")

@@ -1,31 +1,82 @@
-"""Export a recording to SQLite in the NVTX part of Nsight Systems' export schema.
+"""Export a recording to SQLite in Nsight Systems' export schema (nsys 2022.4.2, schema 3.0.0).
 
-Tables (same names and columns as ``nsys export --type sqlite``):
+The file has every table and column of ``nsys export --type sqlite`` of an NVTX-only
+capture by Nsight Systems 2022.4.2 (``EXPORT_SCHEMA_VERSION`` 3.0.0), created with nsys's
+own ``CREATE TABLE`` statements and ``ENUM_*`` rows (shipped in :mod:`._nsys_schema`,
+generated from a real export). Tables we have no data for stay empty:
+``ProcessStreams`` (we do not capture the program's output), ``PROFILER_OVERHEAD``,
+``TARGET_INFO_SYSTEM_ENV``. Filled like nsys fills them:
 
-* ``NVTX_EVENTS(start, end, eventType, rangeId, category, color, text, globalTid,
-  endGlobalTid, textId, domainId, uint64Value, int64Value, doubleValue, uint32Value,
-  int32Value, floatValue, jsonTextId, jsonText)`` with eventType 34 mark, 59 push/pop
-  range, 60 start/end range, 75 domain creation (text = domain name), 33 category name.
-  ``text`` always holds the message (also for registered strings, whose ``textId``
-  is set as nsys does). ``end`` is NULL for marks and for ranges never closed.
-* ``StringIds(id, value)``, ``ThreadNames(nameId, priority, globalTid)``,
-  ``PROCESSES(globalPid, pid, name)``, ``ENUM_NSYS_EVENT_TYPE(id, name, label)``,
-  ``META_DATA_EXPORT(name, value)``.
+* ``NVTX_EVENTS`` -- one row per event, **in start-time order** (nsys's order; reports
+  such as ``nsys stats -r nvtxpptrace`` list rows in table order). ``eventType``: 34 mark,
+  59 push/pop range, 60 start/end range, 75 domain creation (``text`` = domain name),
+  33 category name (``text`` = name, ``category`` = number), 39 thread name set by
+  ``nvtxNameOsThread`` (``text`` = name, ``globalTid`` = the named thread).
+  Messages as nsys stores them: a plain (ASCII/Unicode) message in ``text`` with
+  ``textId`` NULL, a registered string (``nvtxDomainRegisterString``) in ``textId``
+  (-> ``StringIds``) with ``text`` NULL; read both with
+  ``coalesce(text, (SELECT value FROM StringIds WHERE id = textId))``. ``endGlobalTid``
+  is set only for a start/end range that ended on another thread than it started
+  (NULL otherwise, as in nsys). Payloads in the column of their type (u64 payloads above
+  2**63-1 are stored wrapped to int64: SQLite integers are signed).
+* ``StringIds`` (every string of the recording), ``ThreadNames`` (priority 0),
+  ``PROCESSES`` (name = the process name of the recording, where nsys writes the
+  executable's path for the profiled process).
+* ``TARGET_INFO_SESSION_START_TIME``, ``ANALYSIS_DETAILS`` and ``EXPORT_META_DATA`` (below).
 
-Times are CLOCK_MONOTONIC nanoseconds (nsys stores them relative to the session start;
-``META_DATA_EXPORT`` has the origin). ``globalTid = (pid << 24) | tid`` (24 bits each),
-``globalPid = pid << 24``: decode with ``(globalTid >> 24) & 0xFFFFFF`` and
-``globalTid & 0xFFFFFF`` as for nsys. u64 payloads above 2**63-1 are stored wrapped
-to int64 (SQLite integers are signed).
+**Times** are nanoseconds relative to the session start, as in nsys: 0 is the start of
+the earliest segment of the recording (the first process that loaded the recorder), whose
+wall-clock time is ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (taken from the
+CLOCK_REALTIME anchor each segment header holds next to its CLOCK_MONOTONIC start; NULL
+when the recording has none). The recorder's CLOCK_MONOTONIC value of 0 is
+``EXPORT_META_DATA`` ``timeOrigin_ns``. ``ANALYSIS_DETAILS``: ``startTime`` 0,
+``stopTime`` = ``duration`` = the last timestamp of the file.
+
+**Ids**: ``globalTid = (1 << 48) | (pid << 24) | tid`` and ``globalPid = (1 << 48) |
+(pid << 24)`` as nsys writes them (bit 48: nsys's VM id 1); decode with
+``(globalTid >> 24) & 0xFFFFFF`` and ``globalTid & 0xFFFFFF``. ``domainId`` is the
+process's own domain handle number, so domain names are looked up per process (as nsys's
+reports do: eventType 75 rows with the same ``domainId`` and pid).
+
+**Metadata** (``EXPORT_META_DATA``): nsys's keys, with the values of the nsys whose schema
+this is for the ones that describe nsys and its schema (``EXPORT_PRODUCT_NAME``,
+``EXPORT_PRODUCT_VERSION`` 2022.4.2.1, ``EXPORT_SCHEMA_VERSION`` 3.0.0 and its
+``_MAJOR``/``_MINOR``/``_MICRO``/``_CKSUM``: tools such as nsys2prv read them to know the
+schema) and this export's values for the others (platform, time, host, user, input and
+output files -- including nsys's own spelling ``EXPORT_OUTUPT_FILE``). Ours alongside:
+``exporter`` (``nvtx_plugins_tf``: who really wrote the file), ``source``,
+``timeOrigin_ns``, ``clock``, ``damagedChunks``, ``damagedSegments``.
+
+**Ranges still open when the recording ended** (the process was killed or never closed
+them) keep ``end`` NULL. nsys closes such ranges at the end of the capture instead; we do
+not, so that a range's duration is never made up and the open ones can be told apart
+(our ``summary``/``report`` list them apart). nsys's own reports cope: ``nsys stats``
+(``nvtxsum``, ``nvtxpptrace`` ...) treat a NULL ``end`` as "until the last timestamp",
+i.e. they show what nsys would have written.
+
+What nsys writes and we cannot (the recording lacks it): one eventType 75 row per
+``nvtxDomainCreate`` call (we write one per domain, at its first creation, on the
+process's main thread), eventType 76 domain destruction rows, the time and thread of
+category naming (33) and of ``nvtxNameOsThread`` (39) (we put them at the process's start
+on its main thread, resp. the named thread), nsys's small per-session ``rangeId`` numbers
+(ours are the recorder's ids), other processes of the system in ``PROCESSES``/
+``ThreadNames``, thread priorities.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
+import os
+import platform
+import socket
 import sqlite3
+import time
+from pathlib import Path
 
 import numpy as np
 
+from . import _nsys_schema
 from ._decoder import (
     FLAG_HAS_CATEGORY,
     FLAG_HAS_COLOR,
@@ -38,60 +89,42 @@ from ._decoder import (
 from ._output import atomic_output
 from .reader import DamageReport, RecordingReader, reading
 
-__all__ = ["export_sqlite", "global_tid", "EVENT_MARK", "EVENT_PUSH_POP", "EVENT_START_END", "EVENT_DOMAIN_CREATE"]
+__all__ = ["export_sqlite", "global_tid", "global_pid", "EVENT_MARK", "EVENT_PUSH_POP", "EVENT_START_END",
+           "EVENT_DOMAIN_CREATE", "EVENT_CATEGORY", "EVENT_THREAD_NAME", "SCHEMA_VERSION", "NSYS_VERSION"]
 
 EVENT_CATEGORY = 33
 EVENT_MARK = 34
+EVENT_THREAD_NAME = 39
 EVENT_PUSH_POP = 59
 EVENT_START_END = 60
 EVENT_DOMAIN_CREATE = 75
-_EVENT_TYPES = [
-    (EVENT_CATEGORY, "NvtxCategory", "NVTX Category"),
-    (EVENT_MARK, "NvtxMark", "NVTX Mark"),
-    (EVENT_PUSH_POP, "NvtxPushPopRange", "NVTX PushPop Range"),
-    (EVENT_START_END, "NvtxStartEndRange", "NVTX StartEnd Range"),
-    (EVENT_DOMAIN_CREATE, "NvtxDomainCreate", "NVTX Domain Create"),
-]
 
-SCHEMA = """
-CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE ThreadNames (nameId INTEGER NOT NULL REFERENCES StringIds(id), priority INTEGER, globalTid INTEGER);
-CREATE TABLE PROCESSES (globalPid INTEGER, pid INTEGER, name TEXT);
-CREATE TABLE ENUM_NSYS_EVENT_TYPE (id INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, label TEXT);
-CREATE TABLE META_DATA_EXPORT (name TEXT NOT NULL, value TEXT);
-CREATE TABLE NVTX_EVENTS (
-    start INTEGER NOT NULL,
-    end INTEGER,
-    eventType INTEGER NOT NULL,
-    rangeId INTEGER,
-    category INTEGER,
-    color INTEGER,
-    text TEXT,
-    globalTid INTEGER,
-    endGlobalTid INTEGER,
-    textId INTEGER REFERENCES StringIds(id),
-    domainId INTEGER,
-    uint64Value INTEGER,
-    int64Value INTEGER,
-    doubleValue REAL,
-    uint32Value INTEGER,
-    int32Value INTEGER,
-    floatValue REAL,
-    jsonTextId INTEGER,
-    jsonText TEXT
-);
-"""
+SCHEMA_VERSION = _nsys_schema.SCHEMA_META["EXPORT_SCHEMA_VERSION"]
+NSYS_VERSION = _nsys_schema.SCHEMA_META["EXPORT_PRODUCT_VERSION"]
+
+#: nsys's VM id 1 in bits 48+ of every globalTid/globalPid/globalVid it writes.
+GLOBAL_VID = 1 << 48
+
+_COLUMNS = ("start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid",
+            "textId", "domainId", "uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value",
+            "floatValue", "jsonTextId", "jsonText")
+
 
 def global_tid(pid, tid):
-    """nsys-style globalTid: ``(pid << 24) | tid`` with 24 bits each (numpy or int)."""
-    return ((pid & 0xFFFFFF) << 24) | (tid & 0xFFFFFF)
+    """nsys's globalTid: ``(1 << 48) | (pid << 24) | tid``, 24 bits each (numpy or int)."""
+    return GLOBAL_VID | ((pid & 0xFFFFFF) << 24) | (tid & 0xFFFFFF)
+
+
+def global_pid(pid):
+    """nsys's globalPid: ``(1 << 48) | (pid << 24)``."""
+    return GLOBAL_VID | ((pid & 0xFFFFFF) << 24)
 
 
 _PAYLOAD_COLUMNS = {1: "uint64Value", 2: "int64Value", 3: "doubleValue", 4: "uint32Value", 5: "int32Value",
                     6: "floatValue"}
 
 
-def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarray):
+def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarray, origin: int, table: str):
     """(sql, parameter iterator) per group of rows with the same non-NULL columns.
 
     Binding None through sqlite3 is slow (it goes through the adapter protocol), so each
@@ -106,8 +139,9 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
     has_cat = (flags & FLAG_HAS_CATEGORY) != 0
     has_msg = msg != 0
     registered = ((flags & FLAG_REGISTERED) != 0) & has_msg
+    cross = (kind == KIND_START_END) & closed & (rows["end_tid"] != rows["tid"])
     shape = (kind | closed << 3 | has_color << 4 | has_cat << 5 | has_msg << 6 | registered << 7
-             | ptype << 8)
+             | cross << 8 | ptype << 9)
     pid = rows["pid"]
     payload = rows["payload"]
     for code in np.unique(shape).tolist():
@@ -116,26 +150,30 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
         k = code & 7
         event_type = {KIND_PUSH_POP: EVENT_PUSH_POP, KIND_MARK: EVENT_MARK}.get(k, EVENT_START_END)
         names = ["start", "globalTid", "domainId"]
-        cols = [r["start_ns"].tolist(), global_tid(pid[idx], r["tid"]).tolist(), domain_local[r["domain"]].tolist()]
+        cols = [(r["start_ns"] - origin).tolist(), global_tid(pid[idx], r["tid"]).tolist(),
+                domain_local[r["domain"]].tolist()]
         if code & (1 << 3):
             names.append("end")
-            cols.append(r["end_ns"].tolist())
+            cols.append((r["end_ns"] - origin).tolist())
         if k == KIND_START_END:
-            names += ["rangeId", "endGlobalTid"]
-            cols += [r["range_id"].view(np.int64).tolist(), global_tid(pid[idx], r["end_tid"]).tolist()]
+            names.append("rangeId")
+            cols.append(r["range_id"].view(np.int64).tolist())
+        if code & (1 << 8):
+            names.append("endGlobalTid")
+            cols.append(global_tid(pid[idx], r["end_tid"]).tolist())
         if code & (1 << 4):
             names.append("color")
             cols.append(r["color"].tolist())
         if code & (1 << 5):
             names.append("category")
             cols.append(r["category"].tolist())
-        if code & (1 << 6):
-            names.append("text")
-            cols.append(text_table[r["message"]].tolist())
-        if code & (1 << 7):
+        if code & (1 << 7):  # registered string: textId only (nsys leaves text NULL)
             names.append("textId")
             cols.append(r["message"].tolist())
-        pt = code >> 8
+        elif code & (1 << 6):  # plain message: text only
+            names.append("text")
+            cols.append(text_table[r["message"]].tolist())
+        pt = code >> 9
         if pt:
             raw = payload[idx]
             low32 = (raw & np.uint64(0xFFFFFFFF)).astype(np.uint32)
@@ -149,23 +187,88 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
             }[pt]
             names.append(_PAYLOAD_COLUMNS[pt])
             cols.append(values.tolist())
-        sql = (f"INSERT INTO NVTX_EVENTS (eventType, {', '.join(names)}) "
+        sql = (f"INSERT INTO {table} (eventType, {', '.join(names)}) "
                f"VALUES ({event_type}, {', '.join('?' * len(names))})")
         yield sql, zip(*cols)
 
 
+def _session_start_utc(reader: RecordingReader, origin: int) -> int | None:
+    """CLOCK_REALTIME (ns since the epoch) of the session start ``origin`` (CLOCK_MONOTONIC),
+    from the anchor of the earliest segment that has one."""
+    anchored = [p for p in reader.processes.values() if p.start_realtime_ns]
+    if not anchored:
+        return None
+    first = min(anchored, key=lambda p: p.start_ns)
+    return first.start_realtime_ns - (first.start_ns - origin)
+
+
+def _iso(ns: int, tz) -> str:
+    return datetime.datetime.fromtimestamp(ns / 1e9, tz).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _platform() -> tuple[str, str]:
+    machine = platform.machine().lower()
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
+    system = platform.system().lower()
+    return (f"{system}-desktop" if arch == "x64" else f"{system}-{arch}"), arch
+
+
+def _metadata(reader: RecordingReader, output: Path, damage: DamageReport, seconds: float, origin: int) -> list:
+    from .. import __version__ as version
+
+    now = time.time_ns()
+    plat, arch = _platform()
+    source = Path(reader.path)
+    values = dict(_nsys_schema.SCHEMA_META)
+    values.update({
+        "EXPORT_PLATFORM": plat,
+        "EXPORT_ARCH": arch,
+        "EXPORT_TIME": f"{seconds:.2f}",
+        "EXPORT_TIME_UTC": _iso(now, datetime.timezone.utc),
+        "EXPORT_TIME_LOCAL": _iso(now, None),
+        "EXPORT_HOST": socket.gethostname(),
+        "EXPORT_USER": os.environ.get("USER", ""),
+        "EXPORT_INPUT_FILE": source.name,
+        "EXPORT_OUTUPT_FILE": output.name,
+        "EXPORT_INPUT_PATH": str(source),
+        "EXPORT_OUTUPT_PATH": str(output),
+        "EXPORT_INPUT_PATH_ABS": str(source.absolute()),
+        "EXPORT_OUTUPT_PATH_ABS": str(output.absolute()),
+        "EXPORT_OVERWRITE": "true",
+        "EXPORT_LAZY": "true",
+    })
+    meta = [(k, values[k]) for k in _nsys_schema.META_KEYS if k in values]
+    meta += [
+        ("exporter", f"nvtx_plugins_tf {version}".strip()),
+        ("source", str(source)),
+        ("timeOrigin_ns", str(origin)),
+        ("clock", "CLOCK_MONOTONIC"),
+        ("damagedChunks", str(damage.damaged_chunks)),
+        ("damagedSegments", str(damage.damaged_segments)),
+    ]
+    return meta
+
+
 def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -> DamageReport:
     """Write ``recording`` to the SQLite file ``output`` (replaced if it exists)."""
+    t0 = time.monotonic()
+    output = Path(output)
     with reading(recording, reader) as reader, atomic_output(output) as tmp, \
             contextlib.closing(sqlite3.connect(str(tmp), isolation_level=None)) as con:
         con.execute("PRAGMA journal_mode=OFF")
         con.execute("PRAGMA synchronous=OFF")
         con.execute("PRAGMA cache_size=-65536")
-        con.executescript(SCHEMA)
-        con.executemany("INSERT INTO ENUM_NSYS_EVENT_TYPE VALUES (?,?,?)", _EVENT_TYPES)
+        con.execute("PRAGMA temp.cache_size=-65536")
+        for _, ddl in _nsys_schema.TABLES:
+            con.execute(ddl)
+        con.execute("BEGIN")
+        for name, rows in _nsys_schema.ENUMS.items():
+            con.executemany(f'INSERT INTO "{name}" (id, name, label) VALUES (?, ?, ?)', rows)
+        # Events go to a staging table first, then into NVTX_EVENTS in start order.
+        con.execute("CREATE TEMP TABLE stage AS SELECT * FROM main.NVTX_EVENTS WHERE 0")
+        origin = reader.origin_ns
         text_table = np.empty(0, dtype=object)
         domain_local = np.zeros(1, dtype=np.int64)
-        con.execute("BEGIN")
         for rows in reader.batches():
             strings = reader.strings()
             if len(text_table) < len(strings):
@@ -173,48 +276,61 @@ def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -
             domains = reader.domain_table()
             if len(domain_local) < len(domains):
                 domain_local = np.array([d.local_id for d in domains], dtype=np.int64)
-            for sql, params in _statements(rows, text_table, domain_local):
+            for sql, params in _statements(rows, text_table, domain_local, origin, "temp.stage"):
                 con.executemany(sql, params)
-        # Definitions: domains, categories, strings, threads, processes.
+        # Definitions: domains, categories, thread names (times: see the module doc).
         strings = reader.strings()
         domain_names = reader.domain_names()
+        domains = reader.domain_table()
+
+        def process_start(pid):
+            return (reader.processes[pid].start_ns - origin) if pid in reader.processes else 0
+
         extra = []
-        for index, d in enumerate(reader.domain_table()):
+        for index, d in enumerate(domains):
             if index == 0:
                 continue
-            start = d.create_ns or (reader.processes[d.pid].start_ns if d.pid in reader.processes else 0)
-            gtid = global_tid(d.pid, d.pid)
-            extra.append((start, EVENT_DOMAIN_CREATE, None, domain_names[index], gtid, d.local_id))
-        domains = reader.domain_table()
+            start = (d.create_ns - origin) if d.create_ns else process_start(d.pid)
+            extra.append((start, EVENT_DOMAIN_CREATE, None, domain_names[index], global_tid(d.pid, d.pid),
+                          d.local_id))
         for (dom, category), name in reader.category_names().items():
             d = domains[dom]
             pid = d.pid if dom else next(iter(reader.processes), 0)
-            start = reader.processes[pid].start_ns if pid in reader.processes else 0
-            extra.append((start, EVENT_CATEGORY, category, name, global_tid(pid, pid), d.local_id))
-        con.executemany(
-            "INSERT INTO NVTX_EVENTS (start, eventType, category, text, globalTid, domainId) VALUES (?,?,?,?,?,?)", extra
-        )
-        con.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)", enumerate(strings))
+            extra.append((process_start(pid), EVENT_CATEGORY, category, name, global_tid(pid, pid), d.local_id))
         names = {}
+        overrides = set()
         for t in reader._decoder.thread_names():
             names[(t.pid, t.tid)] = t.name
+            if t.override:
+                overrides.add((t.pid, t.tid))
+        for pid, tid in sorted(overrides):
+            extra.append((process_start(pid), EVENT_THREAD_NAME, None, strings[names[(pid, tid)]],
+                          global_tid(pid, tid), 0))
+        con.executemany(
+            "INSERT INTO temp.stage (start, eventType, category, text, globalTid, domainId) VALUES (?,?,?,?,?,?)",
+            extra)
+        # Ties: the enclosing range (later end) first; marks and open ranges (end NULL) last.
+        con.execute("INSERT INTO main.NVTX_EVENTS SELECT * FROM temp.stage ORDER BY start, end DESC")
+        con.execute("DROP TABLE temp.stage")
+        con.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)", enumerate(strings))
         con.executemany(
             "INSERT INTO ThreadNames (nameId, priority, globalTid) VALUES (?, 0, ?)",
             [(name, global_tid(pid, tid)) for (pid, tid), name in sorted(names.items())],
         )
         con.executemany(
             "INSERT INTO PROCESSES (globalPid, pid, name) VALUES (?, ?, ?)",
-            [((pid & 0xFFFFFF) << 24, pid, info.name) for pid, info in sorted(reader.processes.items())],
+            [(global_pid(pid), pid, info.name) for pid, info in sorted(reader.processes.items())],
         )
+        last = con.execute("SELECT max(coalesce(max(start), 0), coalesce(max(end), 0)) FROM NVTX_EVENTS").fetchone()
+        duration = max(0, last[0] or 0)
+        con.execute("INSERT INTO ANALYSIS_DETAILS (globalVid, duration, startTime, stopTime) VALUES (?, ?, 0, ?)",
+                    (GLOBAL_VID, duration, duration))
+        utc = _session_start_utc(reader, origin)
+        con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME (utcEpochNs, utcTime, localTime) VALUES (?, ?, ?)",
+                    (utc, None if utc is None else _iso(utc, datetime.timezone.utc),
+                     None if utc is None else _iso(utc, None)))
         damage = reader.damage()
-        meta = {
-            "exporter": "nvtx_plugins_tf",
-            "source": str(reader.path),
-            "timeOrigin_ns": str(reader.origin_ns),
-            "clock": "CLOCK_MONOTONIC",
-            "damagedChunks": str(damage.damaged_chunks),
-            "damagedSegments": str(damage.damaged_segments),
-        }
-        con.executemany("INSERT INTO META_DATA_EXPORT (name, value) VALUES (?, ?)", meta.items())
+        con.executemany("INSERT INTO EXPORT_META_DATA (name, value) VALUES (?, ?)",
+                        _metadata(reader, output, damage, time.monotonic() - t0, origin))
         con.execute("COMMIT")
     return damage
