@@ -59,13 +59,13 @@ def test_json_trace_event_format(tmp_path):
         if e["ph"] == "X":
             assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0
         if e["ph"] in "be":
-            assert "id" in e
+            assert "id" not in e and isinstance(e["id2"]["local"], str)  # process-scoped async id
         if e["ph"] == "i":
             assert e["s"] in "gpt"
     assert {e["ph"] for e in events} == {"X", "B", "b", "e", "i", "M"}
     # Async pairs matched by (cat, id); the end sits on the thread that ended the range.
-    begins = {(e["cat"], e["id"]): e for e in events if e["ph"] == "b"}
-    ends = {(e["cat"], e["id"]): e for e in events if e["ph"] == "e"}
+    begins = {(e["pid"], e["cat"], e["id2"]["local"]): e for e in events if e["ph"] == "b"}
+    ends = {(e["pid"], e["cat"], e["id2"]["local"]): e for e in events if e["ph"] == "e"}
     assert set(ends) == set(begins) and len(begins) == 2
     for key, b in begins.items():
         e = ends[key]
@@ -90,6 +90,59 @@ def test_json_trace_event_format(tmp_path):
     assert ("thread_name", 1000, 1001) in meta
     unclosed = [e for e in events if e["ph"] == "B"]
     assert len(unclosed) == 1 and unclosed[0]["args"]["unclosed"] is True
+
+
+def _import_async(events):
+    """Async tracks as Perfetto's and catapult's JSON importers build them: a nestable
+    'b'/'e' pair is matched by (cat, id); an ``id2.local`` id is scoped to the event's
+    pid (the range goes on a track of that process), a bare ``id`` or ``id2.global``
+    is global (Perfetto: "Global Legacy Events"). Returns {track: [(name, begin, end)]}."""
+    open_, tracks = {}, {}
+    for e in events:
+        if e["ph"] not in "be":
+            continue
+        if "id2" in e and "local" in e["id2"]:
+            track = ("process", e["pid"], e["cat"], e["id2"]["local"])
+        else:
+            track = ("global", e["cat"], e.get("id", e.get("id2", {}).get("global")))
+        if e["ph"] == "b":
+            assert track not in open_, f"two open ranges share the async id {track}"
+            open_[track] = e
+        else:
+            b = open_.pop(track)
+            tracks.setdefault(track[:2], []).append((b["name"], b["ts"], e["ts"]))
+    return tracks, open_
+
+
+def test_json_async_ranges_are_filed_under_their_process(tmp_path):
+    """Issue 11 item 6: start/end ranges of two processes, one ended on another thread,
+    one left open: every pair lands on its own process's track."""
+    rec = tmp_path / "rec.nvtxrec"
+    for pid, start in ((700, 1_000), (800, 2_000)):
+        w = SegmentWriter(pid=pid, start_ns=start, process_name=f"p{pid}")
+        a, b = w.thread(pid), w.thread(pid + 1)
+        a.string(1, f"load {pid}").string(2, "open")
+        for i in range(3):
+            a.start(10_000 + i * 100, 5 + i, 1)  # the same range ids in both processes
+            (b if i == 1 else a).end(10_050 + i * 100, 5 + i)
+        a.start(20_000, 99, 2)  # never ended
+        w.write(rec)
+    out = tmp_path / "t.json"
+    export_json(rec, out)
+    events = json.loads(out.read_text())["traceEvents"]
+    asyncs = [e for e in events if e["ph"] in "be"]
+    assert asyncs and all("id" not in e and set(e["id2"]) == {"local"} for e in asyncs)
+    tracks, still_open = _import_async(events)
+    assert set(tracks) == {("process", 700), ("process", 800)}
+    for (_, pid), ranges in tracks.items():
+        assert sorted(n for n, _, _ in ranges) == [f"load {pid}"] * 3
+        assert all(round((end - begin) * 1000) == 50 for _, begin, end in ranges)
+    # the open ranges: a 'b' without 'e' on each process, marked unclosed
+    assert sorted(e["pid"] for e in still_open.values()) == [700, 800]
+    assert all(e["args"]["unclosed"] is True for e in still_open.values())
+    # the pair ended on another thread: 'e' on that thread, same process and id
+    [cross] = [e for e in asyncs if e["ph"] == "e" and e["tid"] != e["pid"] and e["pid"] == 700]
+    assert cross["tid"] == 701
 
 
 def test_sqlite_nsys_schema_and_query(tmp_path):

@@ -2,8 +2,13 @@
 
 * push/pop ranges -> ``"ph": "X"`` complete events on their thread
   (a push/pop still open at the end -> ``"B"`` without ``"E"``),
-* start/end ranges -> async ``"b"``/``"e"`` pairs with the same ``id`` and ``cat``
-  (``cat`` = domain name or ``"nvtx"``); the ``e`` sits on the thread that ended it,
+* start/end ranges -> nestable async ``"b"``/``"e"`` pairs with the same ``cat`` (domain
+  name or ``"nvtx"``) and the same process-local id ``"id2": {"local": "0x..."}`` (as
+  Chrome writes them): Perfetto and catapult (chrome://tracing) scope such ids to the
+  event's ``pid`` and show the range on an async track of its process (a global ``"id"``
+  files it under "Global Legacy Events" in Perfetto). The ``e`` sits on the thread that
+  ended it. speedscope imports only ``B``/``E``/``X`` events: it shows the push/pop
+  ranges, not the start/end ranges nor the marks,
 * marks -> ``"i"`` instant events (thread scope),
 * ``"M"`` metadata events name processes and threads.
 
@@ -121,16 +126,16 @@ def export_json(recording, output, *, reader: RecordingReader | None = None) -> 
                         args += f',"range_id":{rid}'
                         if flags & FLAG_UNCLOSED:
                             append(
-                                f'{{"name":{name},"cat":{dcat},"ph":"b","id":{async_id},"ts":{_fmt_us(s)},'
+                                f'{{"name":{name},"cat":{dcat},"ph":"b","id2":{{"local":"{async_id:#x}"}},"ts":{_fmt_us(s)},'
                                 f'"pid":{pid},"tid":{tid},"args":{{{args},"unclosed":true}}}}'
                             )
                         else:
                             append(
-                                f'{{"name":{name},"cat":{dcat},"ph":"b","id":{async_id},"ts":{_fmt_us(s)},'
+                                f'{{"name":{name},"cat":{dcat},"ph":"b","id2":{{"local":"{async_id:#x}"}},"ts":{_fmt_us(s)},'
                                 f'"pid":{pid},"tid":{tid},"args":{{{args},"end_tid":{etid}}}}}'
                             )
                             append(
-                                f'{{"name":{name},"cat":{dcat},"ph":"e","id":{async_id},"ts":{_fmt_us(e)},'
+                                f'{{"name":{name},"cat":{dcat},"ph":"e","id2":{{"local":"{async_id:#x}"}},"ts":{_fmt_us(e)},'
                                 f'"pid":{pid},"tid":{etid}}}'
                             )
                 if parts:
