@@ -417,12 +417,12 @@ def cmd_report(args) -> int:
         import sqlite3
 
         try:
-            summary = summarize(path, by_process=args.by_process)
+            summary = summarize(path, by_process=args.by_process, group=not args.keep_numbered)
         except (sqlite3.Error, ValueError) as exc:
             raise CliError(f"cannot read {path}: {exc}", EXIT_INPUT_NOT_FOUND) from exc
         if not summary.rows and not summary.open_ranges:
             raise CliError(f"no NVTX ranges in {path}", EXIT_NO_EVENTS)
-        print(summary.format())
+        print(summary.to_csv() if args.format == "csv" else summary.format(), end="\n" if args.format != "csv" else "")
         return EXIT_OK
     if path.is_file() and not path.name.endswith(".nvtxseg"):
         raise CliError(f"{path} is neither a recording directory, a .nvtxseg segment nor an SQLite file",
@@ -430,13 +430,13 @@ def cmd_report(args) -> int:
     from .recorder.reader import RecordingReader
 
     with RecordingReader(path) as reader:
-        summary = summarize(path, by_process=args.by_process, reader=reader)
+        summary = summarize(path, by_process=args.by_process, reader=reader, group=not args.keep_numbered)
         damage = reader.damage()
     if damage.events == 0:
         if damage.damaged:
             raise CliError(f"no intact NVTX events in {path}: {damage.describe()}", EXIT_DAMAGED)
         raise CliError(f"no NVTX events recorded in {path}", EXIT_NO_EVENTS)
-    print(summary.format())
+    print(summary.to_csv() if args.format == "csv" else summary.format(), end="\n" if args.format != "csv" else "")
     if damage.damaged:
         raise CliError(f"damaged recording {path}: {damage.describe()}; summary of the intact events shown",
                        EXIT_DAMAGED)
@@ -451,7 +451,10 @@ def _register_report(subparsers) -> None:
         "(PREFIX.nvtxrec), a segment file, or an SQLite file (ours or `nsys export`).",
     )
     p.add_argument("path", help="recording directory, .nvtxseg file or .sqlite file")
-    p.add_argument("--by-process", action="store_true", help="one group per process")
+    p.add_argument("--by-process", action="store_true", help="one group per process, with its command line")
+    p.add_argument("--keep-numbered", action="store_true",
+                   help="one row per name: no 'batch *' rows for numbered names, TraceMe metadata kept")
+    p.add_argument("--format", choices=("table", "csv"), default="table", help="table (names shortened) or CSV")
     p.set_defaults(func=cmd_report)
 
 

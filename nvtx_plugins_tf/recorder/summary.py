@@ -10,10 +10,20 @@ grouping by process). StdDev is the sample standard deviation (0 for one instanc
 Ranges still open when the recording ended (the process was killed, or never closed
 them) have no duration and are not in the table; :attr:`Summary.open_ranges` counts them
 by the same grouping and :meth:`Summary.format` lists them under the table.
+
+Names are grouped by default (``group_names=False`` keeps them apart): a family of at
+least GROUP_MIN names that differ only in a trailing number ('batch 0' ... 'batch 99') is
+one row, 'batch *'; TensorFlow's TraceMe-style names with metadata ('XlaPass#name=...#', up
+to ~200 characters under XLA) are grouped by what precedes the metadata. In the table,
+names longer than NAME_WIDTH are shortened in the middle; :meth:`Summary.to_csv` has them
+whole.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import re
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,6 +36,40 @@ from ._decoder import FLAG_UNCLOSED, KIND_PUSH_POP, KIND_START_END
 __all__ = ["SummaryRow", "OpenRanges", "Summary", "summarize", "summarize_arrays", "is_sqlite"]
 
 STYLE_NAMES = {0: "PushPop", 1: "StartEnd"}
+GROUP_MIN = 10  # names in a numbered family before they share a row
+NAME_WIDTH = 100  # characters of a name in the table
+
+_NUMBERED = re.compile(r"^(.*\S)\s+\d+$")
+_TRACEME_METADATA = re.compile(r"^(.+?)#.*#$")
+
+
+def group_names(labels: list[str]) -> list[str]:
+    """The row name of each label: numbered families of GROUP_MIN or more names become
+    'name *', TraceMe-style metadata is dropped.
+
+    >>> group_names([f"batch {i}" for i in range(12)])[:2] + group_names(["Dense 1", "Dense 2"])
+    ['batch *', 'batch *', 'Dense 1', 'Dense 2']
+    >>> group_names(["TSL:XlaPass#name=cluster_0,step=1#"])
+    ['TSL:XlaPass']
+    """
+    bases = [_TRACEME_METADATA.sub(r"\1", label) for label in labels]
+    families = Counter()
+    for base in set(bases):
+        match = _NUMBERED.match(base)
+        if match:
+            families[match.group(1)] += 1
+    out = []
+    for base in bases:
+        match = _NUMBERED.match(base)
+        out.append(f"{match.group(1)} *" if match and families[match.group(1)] >= GROUP_MIN else base)
+    return out
+
+
+def _shorten(name: str, width: int = NAME_WIDTH) -> str:
+    if len(name) <= width:
+        return name
+    half = (width - 1) // 2
+    return name[:half] + "…" + name[len(name) - (width - 1 - half):]
 
 
 @dataclass(frozen=True)
@@ -59,6 +103,8 @@ class Summary:
     by_process: bool = False
     #: Groups of ranges still open at the end of the recording, most numerous first.
     open_ranges: list[OpenRanges] = field(default_factory=list)
+    #: Command line of each process (by pid), where the source has it.
+    processes: dict[int, str] = field(default_factory=dict)
 
     @property
     def open_count(self) -> int:
@@ -76,8 +122,8 @@ class Summary:
                      "(not in the table above):"]
             width = max(len(f"{o.count:,}") for o in self.open_ranges)
             for o in self.open_ranges:
-                pid = f"  PID {o.pid}" if self.by_process else ""
-                lines.append(f"  {o.count:>{width},}  {o.style:<8}{pid}  {o.range}")
+                pid = f"  PID {self._process(o.pid)}" if self.by_process else ""
+                lines.append(f"  {o.count:>{width},}  {o.style:<8}{pid}  {_shorten(o.range)}")
             text += "\n\n" + "\n".join(lines)
         return text
 
@@ -99,8 +145,8 @@ class Summary:
                 r.style,
             ]
             if self.by_process:
-                cells.append(str(r.pid))
-            cells.append(r.range)
+                cells.append(self._process(r.pid))
+            cells.append(_shorten(r.range))
             lines.append(cells)
         widths = [max([len(h)] + [len(c[i]) for c in lines]) for i, h in enumerate(header)]
         left = {header.index("Style")}
@@ -120,14 +166,36 @@ class Summary:
         text += [fmt(c) for c in lines]
         return "\n".join(text)
 
+    def _process(self, pid) -> str:
+        """'pid (command line)', the command line shortened, or the pid alone."""
+        cmdline = self.processes.get(pid, "")
+        return f"{pid} ({_shorten(cmdline, 40)})" if cmdline else str(pid)
+
+    def to_csv(self) -> str:
+        """The table as CSV, names whole (open ranges as rows with 'open' instances)."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        header = list(self.COLUMNS) + (["PID", "Command"] if self.by_process else [])
+        writer.writerow(header)
+        for r in self.rows:
+            row = [f"{r.time_percent:.3f}", r.total_ns, r.instances, f"{r.avg_ns:.1f}", f"{r.med_ns:.1f}", r.min_ns,
+                   r.max_ns, f"{r.stddev_ns:.1f}", r.style, r.range]
+            writer.writerow(row + ([r.pid, self.processes.get(r.pid, "")] if self.by_process else []))
+        return out.getvalue()
+
     def __str__(self) -> str:
         return self.format()
 
 
-def summarize_arrays(durations, labels, label_ids, styles, pids=None) -> Summary:
-    """Summary from flat arrays: duration (ns), label index into ``labels``, style (0/1), pid."""
+def summarize_arrays(durations, labels, label_ids, styles, pids=None, group: bool = True) -> Summary:
+    """Summary from flat arrays: duration (ns), label index into ``labels``, style (0/1), pid;
+    ``group``: see :func:`group_names`."""
     dur = np.asarray(durations, dtype=np.int64)
     lab = np.asarray(label_ids, dtype=np.int64)
+    if group and len(labels):
+        labels, remap = np.unique(np.array(group_names(list(labels)), dtype=object), return_inverse=True)
+        labels = labels.tolist()
+        lab = remap[lab]
     sty = np.asarray(styles, dtype=np.int64)
     by_process = pids is not None
     pid = np.asarray(pids, dtype=np.int64) if by_process else np.zeros(len(dur), dtype=np.int64)
@@ -190,7 +258,7 @@ def is_sqlite(path) -> bool:
         return False
 
 
-def _from_recording(path, by_process: bool, reader=None) -> Summary:
+def _from_recording(path, by_process: bool, reader=None, group: bool = True) -> Summary:
     from .reader import reading
 
     with reading(path, reader) as reader:
@@ -218,9 +286,10 @@ def _from_recording(path, by_process: bool, reader=None) -> Summary:
                 dname = domain_names[dom_i] if dom_i < len(domain_names) else ""
                 open_groups[(_label(dname, strings[msg_i] if msg_i < len(strings) else ""),
                              int(kind == KIND_START_END), pid if by_process else None)] += 1
-        open_ranges = _open_list(open_groups)
+        open_ranges = _open_list(open_groups, group)
+        processes = {pid: info.cmdline for pid, info in dict(reader.processes).items()}
         if not durs or not sum(len(d) for d in durs):
-            return Summary([], by_process, open_ranges)
+            return Summary([], by_process, open_ranges, processes)
         msg = np.concatenate(msgs)
         dom = np.concatenate(doms)
         # Label id = unique (domain name, message) pair; domains of equal name merge.
@@ -231,20 +300,28 @@ def _from_recording(path, by_process: bool, reader=None) -> Summary:
         names_by_id = {v: k for k, v in dom_name_ids.items()}
         labels = [_label(names_by_id[int(k) // (len(strings) + 1)], strings[int(k) % (len(strings) + 1)]) for k in uniq]
         summary = summarize_arrays(
-            np.concatenate(durs), labels, inv, np.concatenate(kinds), np.concatenate(pids) if by_process else None
+            np.concatenate(durs), labels, inv, np.concatenate(kinds), np.concatenate(pids) if by_process else None,
+            group=group,
         )
         summary.open_ranges = open_ranges
+        summary.processes = processes
         return summary
 
 
-def _open_list(groups: Counter) -> list[OpenRanges]:
+def _open_list(groups: Counter, group: bool = True) -> list[OpenRanges]:
     """(label, style, pid) -> count as a list, most numerous first, then by pid and name."""
+    if group and groups:
+        keys = list(groups)
+        renamed = Counter()
+        for (label, style, pid), name in zip(keys, group_names([k[0] for k in keys])):
+            renamed[(name, style, pid)] += groups[(label, style, pid)]
+        groups = renamed
     items = sorted(groups.items(), key=lambda kv: (-kv[1], kv[0][2] or 0, kv[0][0], kv[0][1]))
     return [OpenRanges(count=n, style=STYLE_NAMES[style], range=label, pid=pid)
             for (label, style, pid), n in items]
 
 
-def _from_sqlite(path, by_process: bool) -> Summary:
+def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
     con = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
     con.execute("PRAGMA temp_store=MEMORY")
     try:
@@ -298,7 +375,9 @@ def _from_sqlite(path, by_process: bool) -> Summary:
             g_pid[gid] = pid
         gids = data[:, 1]
         summary = summarize_arrays(data[:, 0], list(label_ids), g_label[gids], g_style[gids],
-                                   g_pid[gids] if by_process else None)
+                                   g_pid[gids] if by_process else None, group=group)
+        if con.execute("SELECT 1 FROM sqlite_master WHERE name='PROCESSES'").fetchone():
+            summary.processes = {pid: name or "" for pid, name in con.execute("SELECT pid, name FROM PROCESSES")}
         # Open ranges: a start but no end (how our export writes a range left open).
         open_groups = Counter()
         for text, dom_id, dpid, etype, n in con.execute(
@@ -310,14 +389,15 @@ def _from_sqlite(path, by_process: bool) -> Summary:
             if dom_id and dname is None:
                 dname = next((nm for (d, _), nm in domains.items() if d == dom_id), None)
             open_groups[(_label(dname, text), 0 if etype == 59 else 1, dpid if by_process else None)] += n
-        summary.open_ranges = _open_list(open_groups)
+        summary.open_ranges = _open_list(open_groups, group)
         return summary
     finally:
         con.close()
 
 
-def summarize(source, *, by_process: bool = False, reader=None) -> Summary:
-    """Summary of a recording dir/segment or an SQLite export (``.sqlite``)."""
+def summarize(source, *, by_process: bool = False, reader=None, group: bool = True) -> Summary:
+    """Summary of a recording dir/segment or an SQLite export (``.sqlite``); ``group``:
+    numbered names and TraceMe metadata share rows (see :func:`group_names`)."""
     if reader is None and Path(source).is_file() and is_sqlite(source):
-        return _from_sqlite(source, by_process)
-    return _from_recording(source, by_process, reader)
+        return _from_sqlite(source, by_process, group)
+    return _from_recording(source, by_process, reader, group)
