@@ -15,12 +15,13 @@ answer ``nvtxDomainIsEnabled``, and Nsight Systems 2022.4 does not, so those ran
 invisible there. Plain ``nvtxDomainRangeStartEx`` reaches every NVTX v3 tool (Nsight
 Systems of any age, our recorder).
 
-Strings: each domain keeps its registered strings (``nvtxDomainRegisterStringA``) in one
-bounded cache, at most :data:`MAX_CACHED_STRINGS` entries, the oldest dropped first. A
-dropped text is registered again if it comes back (the tool then holds two handles for
-it; the recording shows the same text). So a name per step (``"step 12345"``) costs a
-fixed amount of memory here whatever the number of steps. When the tool registers no
-strings, the text itself is passed (``NVTX_MESSAGE_TYPE_ASCII``).
+Strings: messages go to NVTX as text (``NVTX_MESSAGE_TYPE_ASCII``), not as registered
+strings: Nsight Systems exports a registered message only as ``NVTX_EVENTS.textId``, where
+the old package's queries (``WHERE text LIKE 'Train'``) find nothing, and a tool keeps
+every string registered with it. Each domain keeps the events built for its texts in one
+bounded cache, at most :data:`MAX_CACHED_STRINGS` texts, the oldest dropped first, so a
+name per step (``"step 12345"``) costs a fixed amount of memory whatever the number of
+steps.
 
 Cost: with no tool attached, or with ``NVTX_DISABLE`` set, :attr:`Domain.active` is false
 and callers skip their calls (one attribute check); every method is also a no-op then.

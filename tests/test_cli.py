@@ -99,7 +99,7 @@ def test_record_exports_exact_attributes(tmp_path):
     assert inner["ph"] == "X" and inner["args"]["payload"] == 2.5 and inner["args"]["color"] == "#123456"
     assert first["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= first["ts"] + first["dur"]
     b, e = sorted(by_name["async load"], key=lambda x: x["ph"])
-    assert (b["ph"], e["ph"]) == ("b", "e") and b["id"] == e["id"] and b["cat"] == e["cat"]
+    assert (b["ph"], e["ph"]) == ("b", "e") and b["id2"] == e["id2"] and b["cat"] == e["cat"]
     assert b["args"]["payload"] == -4 and b["args"]["color"] == "#ff0000"
     mark = by_name["checkpoint"][0]
     assert mark["ph"] == "i" and mark["cat"] == "tf" and mark["args"]["payload"] == 7

@@ -120,7 +120,9 @@ def test_registered_name_and_domain_defined_on_another_thread(sample, tmp_path):
     con = sqlite3.connect(db)
     try:
         (text,) = con.execute(
-            "SELECT e.text FROM NVTX_EVENTS e WHERE e.eventType = 59 AND e.domainId = "
+            # a registered string: in textId, as nsys writes it
+            "SELECT coalesce(e.text, (SELECT value FROM StringIds WHERE id = e.textId)) FROM NVTX_EVENTS e "
+            "WHERE e.eventType = 59 AND e.domainId = "
             "(SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 AND text = 'late-domain')"
         ).fetchone()
     finally:

@@ -245,3 +245,25 @@ def test_old_package_query_same_counts(native_runs):
         assert ours.execute(query, (name,)).fetchone() == theirs.execute(query, (name,)).fetchone(), name
     # registered strings are only reachable through textId in both
     assert ours.execute(query, ("reg-msg",)).fetchone() == theirs.execute(query, ("reg-msg",)).fetchone() == (0,)
+
+
+def test_no_time_before_the_session_start_in_a_capture_window(tmp_path):
+    """A domain created before a capture is replayed into its segment with its first
+    timestamp: the export still starts at 0 (nsys never writes negative times)."""
+    import nvtx
+
+    from nvtx_plugins_tf.testing import capture
+
+    domain = nvtx.get_domain("early-domain")
+    domain.push_range(domain.get_event_attributes(message="before"))
+    domain.pop_range()
+    with capture(keep=True) as rec:
+        domain.push_range(domain.get_event_attributes(message="inside"))
+        domain.pop_range()
+    out = tmp_path / "window.sqlite"
+    export_sqlite(rec.directory, out)
+    con = sqlite3.connect(out)
+    (earliest,) = con.execute("SELECT min(start) FROM NVTX_EVENTS").fetchone()
+    assert earliest == 0
+    inside = "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = 'inside' AND start > 0"
+    assert con.execute(inside).fetchone()[0] == 1  # (the nvtx package registers its strings: textId)

@@ -89,14 +89,15 @@ NVTX_HOST_API void nvtx_host_event_init(void* event, void* domain, void* registe
   *static_cast<HostEvent*>(event) = e;
 }
 
-// The first event of a text in one call: registers `text` and fills `event`. Returns the
-// registered string (for more events of the text), or nullptr when the tool registers
-// none -- then the event points at `text`, which must outlive it.
+// The first event of a text: fills `event` with `text` itself as the message (the event
+// points at `text`, which must outlive it) and returns nullptr. Not a registered string:
+// Nsight Systems exports a registered message only as NVTX_EVENTS.textId, where the old
+// nvtx-plugins queries (`WHERE text LIKE 'Train'`) do not look, and the tool would keep
+// every per-step name ('step 12345') it was given for the whole run.
 NVTX_HOST_API void* nvtx_host_event_new(void* event, void* domain, const char* text, uint32_t color,
                                         uint32_t category) {
-  void* registered = nvtx_host_register_string(domain, text);
-  nvtx_host_event_init(event, domain, registered, text, color, category);
-  return registered;
+  nvtx_host_event_init(event, domain, nullptr, text, color, category);
+  return nullptr;
 }
 
 // Start/end ranges; the range may end on another thread than the one that started it.

@@ -309,6 +309,12 @@ def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -
         con.executemany(
             "INSERT INTO temp.stage (start, eventType, category, text, globalTid, domainId) VALUES (?,?,?,?,?,?)",
             extra)
+        # No time before 0, as in nsys: a definition replayed into a segment keeps its first
+        # timestamp, and an event can precede the header of the segment it lands in.
+        (earliest,) = con.execute("SELECT min(start) FROM temp.stage").fetchone()
+        if earliest is not None and earliest < 0:
+            con.execute("UPDATE temp.stage SET start = start - ?, end = end - ?", (earliest, earliest))
+            origin += earliest
         # Ties: the enclosing range (later end) first; marks and open ranges (end NULL) last.
         con.execute("INSERT INTO main.NVTX_EVENTS SELECT * FROM temp.stage ORDER BY start, end DESC")
         con.execute("DROP TABLE temp.stage")
