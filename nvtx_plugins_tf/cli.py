@@ -413,6 +413,8 @@ def cmd_report(args) -> int:
         raise CliError(f"no such recording or SQLite file: {args.path}", EXIT_INPUT_NOT_FOUND)
     if not os.access(path, os.R_OK):
         raise CliError(f"cannot read {path}: permission denied", EXIT_INPUT_NOT_FOUND)
+    if args.pairs:
+        return _report_pairs(path)
     if path.is_file() and is_sqlite(path):
         import sqlite3
 
@@ -443,6 +445,21 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
+def _report_pairs(path: Path) -> int:
+    """``report --pairs``: backward ranges with the forward ranges they mirror."""
+    from .recorder.pairs import format_pairs, pair_rows
+    from .recorder.reader import load
+    from .recorder.summary import is_sqlite
+
+    if path.is_file() and is_sqlite(path):
+        raise CliError(f"--pairs reads a recording folder (PREFIX.nvtxrec), not an SQLite file: {path}", EXIT_USAGE)
+    recording = load(path)
+    print(format_pairs(pair_rows(recording.ranges)))
+    if recording.damage.damaged:
+        raise CliError(f"damaged recording {path}: {recording.damage.describe()}", EXIT_DAMAGED)
+    return EXIT_OK
+
+
 def _register_report(subparsers) -> None:
     p = subparsers.add_parser(
         "report",
@@ -455,6 +472,8 @@ def _register_report(subparsers) -> None:
     p.add_argument("--keep-numbered", action="store_true",
                    help="one row per name: no 'batch *' rows for numbered names, TraceMe metadata kept")
     p.add_argument("--format", choices=("table", "csv"), default="table", help="table (names shortened) or CSV")
+    p.add_argument("--pairs", action="store_true",
+                   help="backward ranges paired with the forward ranges they mirror (their payload is its id)")
     p.set_defaults(func=cmd_report)
 
 

@@ -40,7 +40,8 @@ def _report(*args, env):
 
 def test_numbered_names_share_a_row_by_default(tmp_path, child_env):
     prefix, out = _record(tmp_path, child_env)
-    for text in (out, _report(str(prefix) + ".nvtxrec", env=child_env()), _report(str(prefix) + ".sqlite", env=child_env())):
+    reports = (_report(str(prefix) + ".nvtxrec", env=child_env()), _report(str(prefix) + ".sqlite", env=child_env()))
+    for text in (out, *reports):
         rows = [line for line in text.splitlines() if line.rstrip().endswith(("Keras:batch *", "Forward:Dense 1",
                                                                              "Forward:Dense 2", "TSL:XlaPass"))]
         assert len(rows) == 4, text
@@ -65,3 +66,39 @@ def test_by_process_shows_the_command_line(tmp_path, child_env):
     out = _report(str(prefix) + ".nvtxrec", "--by-process", env=child_env())
     assert "PID" in out.splitlines()[0]
     assert "numbered.py" in out
+
+
+TRAINING = textwrap.dedent(
+    """
+    import tensorflow as tf
+    import nvtx_plugins_tf as nvtx_tf
+    w1, w2 = tf.Variable(tf.ones([4, 8])), tf.Variable(tf.ones([8, 1]))
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            x, ctx = nvtx_tf.ops.start(x, "Dense 1", "Forward", grad_domain_name="Backward")
+            x = nvtx_tf.ops.end(tf.nn.relu(x @ w1), ctx)
+            x, ctx = nvtx_tf.ops.start(x, "Dense 2", "Forward", grad_message="Dense 2 grad", grad_domain_name="Backward")
+            loss = tf.reduce_sum(tf.square(nvtx_tf.ops.end(x @ w2, ctx)))
+        return tape.gradient(loss, [w1, w2])
+
+    for _ in range(5):
+        step(tf.ones([2, 4]))
+    """
+)
+
+
+def test_pairs_links_each_backward_range_to_its_forward_range(tmp_path, child_env):
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING)
+    prefix = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--",
+                           sys.executable, str(script)], env=child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = _report(str(prefix) + ".nvtxrec", "--pairs", env=child_env())
+    assert out.splitlines()[0].split()[0] == "Pairs"
+    lines = out.splitlines()[2:]
+    assert any(line.endswith("Forward:Dense 1  Backward:Dense 1") and line.split()[0] == "5" for line in lines), out
+    assert any(line.endswith("Forward:Dense 2  Backward:Dense 2 grad") and line.split()[0] == "5" for line in lines), out
+    assert len(lines) == 2, out

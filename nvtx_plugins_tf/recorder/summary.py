@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ._decoder import FLAG_UNCLOSED, KIND_PUSH_POP, KIND_START_END
+from ._table import format_table
 
 __all__ = ["SummaryRow", "OpenRanges", "Summary", "summarize", "summarize_arrays", "is_sqlite"]
 
@@ -148,23 +149,7 @@ class Summary:
                 cells.append(self._process(r.pid))
             cells.append(_shorten(r.range))
             lines.append(cells)
-        widths = [max([len(h)] + [len(c[i]) for c in lines]) for i, h in enumerate(header)]
-        left = {header.index("Style")}
-
-        def fmt(cells):
-            out = []
-            for i, c in enumerate(cells):
-                if i == len(cells) - 1:
-                    out.append(c)
-                elif i in left:
-                    out.append(c.ljust(widths[i]))
-                else:
-                    out.append(c.rjust(widths[i]))
-            return "  ".join(out).rstrip()
-
-        text = [fmt(header), fmt(["-" * w for w in widths])]
-        text += [fmt(c) for c in lines]
-        return "\n".join(text)
+        return format_table(tuple(header), [tuple(c) for c in lines], left=("Style", "PID"))
 
     def _process(self, pid) -> str:
         """'pid (command line)', the command line shortened, or the pid alone."""
