@@ -36,13 +36,14 @@ import ctypes
 import os
 import threading
 
+from nvtx_plugins_tf._native_libs import INJECTION_ENV as _INJECTION_ENV
+
 __all__ = ["Domain", "domain", "enabled", "tool_attached", "color", "MAX_CACHED_STRINGS", "HostRangesUnavailable"]
 
 #: Registered strings kept per domain (oldest dropped first beyond this).
 MAX_CACHED_STRINGS = 8192
 _ABI_VERSION = 3
 _UINT32_MAX = 0xFFFFFFFF
-_INJECTION_ENV = "NVTX_INJECTION64_PATH"
 
 #: The ``nvtx`` package's color names and values (``nvtx.colors``), so that
 #: ``colors={"batch": "red"}`` means what it meant when the callback used that package.

@@ -27,6 +27,11 @@ BUILD_COMMAND = "python -m nvtx_plugins_tf build"
 #: loader also searches when the package folder is read-only.
 OPS_BUILD_COMMAND = f"{BUILD_COMMAND} tf_ops"
 
+#: The environment variable NVTX v3 reads to load a tool (our recorder), and the one our
+#: recorder reads for its recording folder.
+INJECTION_ENV = "NVTX_INJECTION64_PATH"
+RECORD_DIR_ENV = "NVTX_TF_RECORD_DIR"
+
 #: Build target (``cc_ops/<target>``) -> file name of its library.
 LIBRARY_NAMES = {
     "recorder": "libnvtx_recorder.so",

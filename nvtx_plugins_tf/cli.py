@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ._native_libs import INJECTION_ENV, RECORD_DIR_ENV
+
 PROG = "nvtx-tf"
 
 EXIT_OK = 0
@@ -296,8 +298,6 @@ def _exports(raw_dir: Path, prefix: Path, png: bool) -> tuple[int, object]:
     return damage.events, damage
 
 
-INJECTION_ENV = "NVTX_INJECTION64_PATH"
-RECORD_DIR_ENV = "NVTX_TF_RECORD_DIR"
 KERAS_LAYERS_ENV = "NVTX_TF_KERAS_LAYERS"
 TF_OP_RANGES_ENV = "NVTX_TF_OP_RANGES"
 

@@ -52,9 +52,9 @@ def doctor_lines() -> list[str]:
         lines.append(f"nvtx headers: {build.nvtx_header_version()} ({build.nvtx_include_dir()})")
     except Exception as exc:  # noqa: BLE001
         lines.append(f"nvtx headers: not found ({exc})")
-    tool = os.environ.get("NVTX_INJECTION64_PATH")
-    lines.append(f"nvtx tool attached: {'yes: ' + tool if tool else 'no (NVTX_INJECTION64_PATH unset)'}")
-    lines.append(f"recorder library: {_native_libs.NATIVE_DIR / 'libnvtx_recorder.so'}")
+    tool = os.environ.get(_native_libs.INJECTION_ENV)
+    lines.append(f"nvtx tool attached: {'yes: ' + tool if tool else f'no ({_native_libs.INJECTION_ENV} unset)'}")
+    lines.append(f"recorder library: {_native_libs.NATIVE_DIR / _native_libs.LIBRARY_NAMES['recorder']}")
     nsys = shutil.which("nsys")
     lines.append(f"nsys: {nsys or 'not on PATH (use python -m nvtx_plugins_tf record)'}")
     return lines

@@ -23,9 +23,9 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-from nvtx_plugins_tf._native_libs import NATIVE_DIR, OPS_BUILD_COMMAND, build_module, cache_dir
+from nvtx_plugins_tf._native_libs import LIBRARY_NAMES, NATIVE_DIR, OPS_BUILD_COMMAND, build_module, cache_dir
 
-LIBRARY_NAME = "libnvtx_tf_ops.so"
+LIBRARY_NAME = LIBRARY_NAMES["tf_ops"]
 _lock = threading.Lock()
 _module: ModuleType | None = None
 _path: Path | None = None
