@@ -7,6 +7,8 @@ INSTALLED := $(VENV)/.installed
 NATIVE := nvtx_plugins_tf/_native/.built
 NATIVE_SOURCES := $(wildcard cc_ops/*/*.cc cc_ops/*/*.h) build_tools/build_native.py
 PYTEST_ARGS ?=
+# The public modules whose docstring examples run with the tests.
+DOCTEST_MODULES := nvtx_plugins_tf/ops/ranges.py nvtx_plugins_tf/recorder/summary.py nvtx_plugins_tf/tf_ops_annotation.py
 
 .PHONY: all demo test bench native clean nsys lint
 
@@ -37,7 +39,7 @@ nsys:
 
 test: $(NATIVE)
 	-$(PY) build_tools/fetch_nsys.py
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests $(DOCTEST_MODULES) --doctest-modules
 
 bench: $(NATIVE)
 	$(PY) benchmarks/run_all.py
