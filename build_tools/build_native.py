@@ -122,8 +122,24 @@ def tf_build_info() -> dict:
     }
 
 
+NO_COMPILER = (
+    "no C++ compiler: {name} was not found. Install one (Debian/Ubuntu: apt-get install g++; "
+    "Fedora: dnf install gcc-c++), then run: python -m nvtx_plugins_tf build"
+)
+
+
+def _compiler_version() -> str:
+    try:
+        return subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    except (FileNotFoundError, IndexError) as exc:
+        raise BuildError(NO_COMPILER.format(name="g++")) from exc
+
+
 def _run(cmd: list[str]) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except FileNotFoundError as exc:  # the compiler itself is missing
+        raise BuildError(NO_COMPILER.format(name=cmd[0])) from exc
     if proc.returncode != 0:
         raise BuildError(f"{shlex.join(cmd)}\n{proc.stdout}{proc.stderr}")
 
@@ -216,7 +232,7 @@ def build_tf_ops(out_dir: Path) -> Path:
         "abi": info["abi"],
         **file_digest(out),
         "nvtx": nvtx_header_version(include),
-        "compiler": subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
+        "compiler": _compiler_version(),
     }
     _write_atomically(stamp_path(out), json.dumps(stamp, indent=1))
     return out

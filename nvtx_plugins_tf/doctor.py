@@ -25,7 +25,7 @@ from nvtx_plugins_tf import _native_libs
 def doctor_lines() -> list[str]:
     """The doctor report, one ``key: value`` per line (imports TensorFlow)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    lines = []
+    lines = [f"nvtx_plugins_tf: {nvtx_plugins_tf.__version__} imported from {Path(nvtx_plugins_tf.__file__).parent}"]
     try:
         with warnings.catch_warnings():  # the op library's state is reported below
             warnings.simplefilter("ignore", nvtx_plugins_tf.OpLibraryWarning)
@@ -54,7 +54,10 @@ def doctor_lines() -> list[str]:
         lines.append(f"nvtx headers: not found ({exc})")
     tool = os.environ.get(_native_libs.INJECTION_ENV)
     lines.append(f"nvtx tool attached: {'yes: ' + tool if tool else f'no ({_native_libs.INJECTION_ENV} unset)'}")
-    lines.append(f"recorder library: {_native_libs.NATIVE_DIR / _native_libs.LIBRARY_NAMES['recorder']}")
+    for target in ("recorder", "reader", "host"):  # only paths that exist; nothing is built here
+        name = _native_libs.LIBRARY_NAMES[target]
+        found = [p for p in (_native_libs.NATIVE_DIR / name, _native_libs.cache_dir() / "native" / name) if p.is_file()]
+        lines.append(f"{target} library: {found[0] if found else f'not built (run: {_native_libs.BUILD_COMMAND})'}")
     nsys = shutil.which("nsys")
     lines.append(f"nsys: {nsys or 'not on PATH (use python -m nvtx_plugins_tf record)'}")
     return lines
