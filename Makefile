@@ -39,7 +39,8 @@ nsys:
 
 test: $(NATIVE)
 	-$(PY) build_tools/fetch_nsys.py
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests $(DOCTEST_MODULES) --doctest-modules
+	$(PY) -m pytest -q --doctest-modules $(DOCTEST_MODULES)
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests
 
 bench: $(NATIVE)
 	$(PY) benchmarks/run_all.py
