@@ -2,7 +2,7 @@
 
 A C program using the NVTX v3 header API (tests/native/nvtx_sample.c) runs with
 NVTX_INJECTION64_PATH pointing at libnvtx_recorder.so; the segments it writes are decoded
-here by a small decoder written from cc_ops/recorder/record_format.h alone, independent
+here by a small decoder written from cc_ops/format/record_format.h alone, independent
 of the project's reader.
 """
 

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "recorder/record_format.h"
+#include "format/record_format.h"
 
 namespace {
 

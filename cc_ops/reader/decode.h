@@ -1,4 +1,4 @@
-// Decoder of NVTX recordings (see cc_ops/recorder/record_format.h), used from Python
+// Decoder of NVTX recordings (see cc_ops/format/record_format.h), used from Python
 // through ctypes (nvtx_plugins_tf/recorder/_decoder.py mirrors these structs).
 //
 // One decoder context reads segments one after the other (oldest first); it pairs

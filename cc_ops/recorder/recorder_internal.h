@@ -1,7 +1,8 @@
 // Internal declarations shared by the recorder's translation units (not installed,
-// not part of the on-disk contract; see record_format.h for that).
+// not part of the on-disk contract; see cc_ops/format/record_format.h for that).
 //
 // Layout of the recorder:
+//   ../format/record_format.h  the on-disk format (shared with cc_ops/reader)
 //   segment_writer.{h,cc}  process-wide recording state, segment files, chunk claiming,
 //                          per-thread state and its lifetime, fork handling
 //   string_table.{h,cc}    UTF-8 helpers, kStringDef records, per-thread interning cache

@@ -20,7 +20,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "recorder/record_format.h"
+#include "format/record_format.h"
 #include "recorder/recorder_internal.h"
 
 namespace nvtx_recorder {

@@ -1,6 +1,8 @@
 // On-disk format of an NVTX recording: the one contract between the recorder
 // (cc_ops/recorder, the writer, loaded into a profiled process through
-// NVTX_INJECTION64_PATH) and the reader (cc_ops/reader and nvtx_plugins_tf.recorder).
+// NVTX_INJECTION64_PATH) and the reader (cc_ops/reader; nvtx_plugins_tf.recorder reads
+// through it). Both include this file from its neutral home, cc_ops/format/; nothing in
+// it belongs to either side.
 //
 // A recording is a directory (NVTX_TF_RECORD_DIR). Every process that makes an NVTX
 // call while the recorder is attached writes one segment file into it:
@@ -52,8 +54,8 @@
 //     kCategoryName:  word0(domain, msg = name string id), u32 category, u32 0
 //     kThreadName:    word0(msg = name string id, flags = kFlagThreadNameOverride when set
 //                     by nvtxNameOsThread), i64 tid
-#ifndef NVTX_PLUGINS_TF_RECORD_FORMAT_H_
-#define NVTX_PLUGINS_TF_RECORD_FORMAT_H_
+#ifndef NVTX_PLUGINS_TF_FORMAT_RECORD_FORMAT_H_
+#define NVTX_PLUGINS_TF_FORMAT_RECORD_FORMAT_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -155,4 +157,4 @@ static_assert(offsetof(SegmentHeader, inherited_string_ids) == 1184, "header lay
 
 }  // namespace nvtx_record
 
-#endif  // NVTX_PLUGINS_TF_RECORD_FORMAT_H_
+#endif  // NVTX_PLUGINS_TF_FORMAT_RECORD_FORMAT_H_
