@@ -171,14 +171,14 @@ def _sources(folder: str) -> list[Path]:
 
 def build_recorder(out_dir: Path) -> Path:
     out = out_dir / LIBRARY_NAMES["recorder"]
-    cflags = [*_COMMON_FLAGS, "-fvisibility=hidden", f"-I{nvtx_include_dir()}", f"-I{sources_root()}"]
+    cflags = [*_COMMON_FLAGS, "-Werror", "-fvisibility=hidden", f"-I{nvtx_include_dir()}", f"-I{sources_root()}"]
     _compile_and_link(_sources("recorder"), out, cflags, ["-pthread", "-ldl"])
     return out
 
 
 def build_reader(out_dir: Path) -> Path:
     out = out_dir / LIBRARY_NAMES["reader"]
-    cflags = [*_COMMON_FLAGS, "-fvisibility=hidden", f"-I{sources_root()}"]
+    cflags = [*_COMMON_FLAGS, "-Werror", "-fvisibility=hidden", f"-I{sources_root()}"]
     _compile_and_link(_sources("reader"), out, cflags, ["-pthread"])
     return out
 
