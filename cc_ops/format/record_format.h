@@ -146,14 +146,35 @@ enum PayloadType : uint8_t {
   kPayloadFloat = 6,
 };
 
+// The layout is fixed: readers in other languages (tests/test_recorder_native.py,
+// nvtx_plugins_tf/recorder/_synth.py) transcribe these offsets, and the C++ reader reads
+// the headers straight into these structs. A change here is a format change.
 static_assert(sizeof(ChunkHeader) == 64, "chunk header is 64 bytes");
+static_assert(offsetof(ChunkHeader, thread_index) == 4, "chunk header layout");
+static_assert(offsetof(ChunkHeader, tid) == 8, "chunk header layout");
+static_assert(offsetof(ChunkHeader, seq) == 16, "chunk header layout");
+static_assert(offsetof(ChunkHeader, thread_serial) == 24, "chunk header layout");
 static_assert(sizeof(SegmentHeader) <= kSegmentHeaderSize, "segment header fits");
+static_assert(offsetof(SegmentHeader, version) == 8, "header layout");
+static_assert(offsetof(SegmentHeader, header_size) == 12, "header layout");
+static_assert(offsetof(SegmentHeader, chunk_size) == 16, "header layout");
+static_assert(offsetof(SegmentHeader, pid) == 24, "header layout");
+static_assert(offsetof(SegmentHeader, ppid) == 32, "header layout");
+static_assert(offsetof(SegmentHeader, start_ns) == 40, "header layout");
+static_assert(offsetof(SegmentHeader, start_realtime_ns) == 48, "header layout");
+static_assert(offsetof(SegmentHeader, process_name) == 56, "header layout");
+static_assert(offsetof(SegmentHeader, cmdline) == 120, "header layout");
 static_assert(offsetof(SegmentHeader, chunk_count) == 1144, "header layout");
 static_assert(offsetof(SegmentHeader, dropped_events) == 1152, "header layout");
 static_assert(offsetof(SegmentHeader, process_start_ns) == 1160, "header layout");
 static_assert(offsetof(SegmentHeader, parent_pid) == 1168, "header layout");
 static_assert(offsetof(SegmentHeader, parent_process_start_ns) == 1176, "header layout");
 static_assert(offsetof(SegmentHeader, inherited_string_ids) == 1184, "header layout");
+static_assert(sizeof(SegmentHeader) == 1192, "header layout");
+
+// Segment headers of the first writers end after cmdline; chunk_count and the fields
+// after it are read only from headers at least sizeof(SegmentHeader) long.
+constexpr uint32_t kHeaderV1End = offsetof(SegmentHeader, chunk_count);
 
 }  // namespace nvtx_record
 

@@ -1,22 +1,26 @@
-// Decoder of NVTX recordings (see cc_ops/format/record_format.h), used from Python
-// through ctypes (nvtx_plugins_tf/recorder/_decoder.py mirrors these structs).
+// The C API of the decoder of NVTX recordings (see cc_ops/format/record_format.h),
+// used from Python through ctypes (nvtx_plugins_tf/recorder/_decoder.py mirrors these
+// structs; bump the ABI version with any change here).
 //
 // One decoder context reads segments one after the other (oldest first); it pairs
 // events into ranges and hands them out in batches of fixed-size rows. Strings,
 // domains, categories and thread names are kept in global tables of the context (the
 // rows hold indexes into them).
 //
-// Names never depend on the order of the chunks: before a segment's events are decoded,
-// every definition record of the segment is collected. State is kept per process (the
+// Names never depend on the order of the chunks, and state is kept per process (the
 // segments of one process, e.g. around an output switch, continue each other: a range
 // pushed in one and popped in the next is one range; a forked child resolves inherited
 // string ids through its parent). Ranges still open are handed out by nvtxr_finish.
-// Memory: the open ranges plus the tables.
+// Memory: the open ranges plus the tables. Every read is bounds-checked: a damaged
+// chunk ends at the damage (events before it are kept) and is counted in NvtxrStats.
 //
-// Files are read with pread, never mapped: a hole of a sparse file on a full file
-// system, a file truncated while being read or an I/O error cannot raise SIGBUS. Every
-// read is bounds-checked: a damaged chunk ends at the damage (events before it are
-// kept) and is counted in NvtxrStats.
+// Layout of the reader:
+//   decode.{h,cc}          this C API (no C++ exception crosses it)
+//   decoder.{h,cc}         one decode: segments in, rows out (parse / match / apply)
+//   tables.{h,cc}          strings, domains, categories, thread names; local ids per process
+//   segment_cursor.{h,cc}  the segment being read: file, header checks, chunk order
+//   range_matcher.{h,cc}   push/pop stacks, open starts, ends seen before their start
+//   record_parse.{h,cc}    the byte layout of one record
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
 #define NVTX_PLUGINS_TF_READER_DECODE_H_
 
@@ -116,6 +120,11 @@ NVTXR_API void nvtxr_free(void* ctx);
 // err receives a message naming the file.
 NVTXR_API int nvtxr_open_segment(void* ctx, const char* path, char* err, uint32_t err_len);
 NVTXR_API int nvtxr_segment_info(void* ctx, NvtxrSegmentInfo* out);
+// ABI 3: the header of a segment file without decoding it (no context needed), e.g. to
+// place a segment in time or find a process' segments. Lenient: only the segment magic
+// and the fields up to start_ns must be present (the others are then zero). 0 on
+// success, -1 when the file cannot be read, -2 when it is no segment. chunk_count is 0.
+NVTXR_API int nvtxr_peek_segment(const char* path, NvtxrSegmentInfo* out);
 // Fill up to capacity rows of the open segment; returns the count; 0 = segment done.
 // After nvtxr_finish: the ranges still open in any process (kNvtxrUnclosed).
 NVTXR_API int64_t nvtxr_next(void* ctx, NvtxrRow* rows, int64_t capacity);

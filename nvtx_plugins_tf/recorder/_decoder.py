@@ -9,7 +9,7 @@ import numpy as np
 
 from .._native_libs import native_library
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -129,6 +129,7 @@ def library() -> ctypes.CDLL:
                 "nvtxr_free": (None, [vp]),
                 "nvtxr_open_segment": (ctypes.c_int, [vp, ctypes.c_char_p, ctypes.c_char_p, u32]),
                 "nvtxr_segment_info": (ctypes.c_int, [vp, ctypes.POINTER(SegmentInfo)]),
+                "nvtxr_peek_segment": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(SegmentInfo)]),
                 "nvtxr_next": (i64, [vp, vp, i64]),
                 "nvtxr_close_segment": (None, [vp]),
                 "nvtxr_finish": (None, [vp]),
@@ -152,6 +153,15 @@ def library() -> ctypes.CDLL:
                 )
             _lib = lib
         return _lib
+
+
+def peek_segment(path) -> SegmentInfo | None:
+    """Header of a segment file (pid, ppid, start_ns, ...) without decoding it; None when
+    the file cannot be read or is no segment (see ``nvtxr_peek_segment``)."""
+    info = SegmentInfo()
+    if library().nvtxr_peek_segment(str(path).encode(), ctypes.byref(info)) != 0:
+        return None
+    return info
 
 
 class Decoder:

@@ -199,14 +199,8 @@ def segment_files(path) -> list[Path]:
 
 
 def _peek_start_ns(path: Path) -> int | None:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(48)
-        if len(head) == 48 and head[:8] == b"NVTXREC1":
-            return struct.unpack_from("<Q", head, 40)[0]
-    except OSError:
-        pass
-    return None
+    info = _decoder.peek_segment(path)
+    return None if info is None else info.start_ns
 
 
 @contextlib.contextmanager

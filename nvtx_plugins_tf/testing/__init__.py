@@ -26,7 +26,6 @@ import atexit
 import ctypes
 import os
 import shutil
-import struct
 import tempfile
 import threading
 
@@ -279,15 +278,10 @@ def _segment_paths(directory: str) -> list[str]:
 
 def _read_header(path: str):
     """(pid, ppid, start_ns) of a segment file, None when unreadable."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(48)
-    except OSError:
-        return None
-    if len(head) < 48 or head[:8] != b"NVTXREC1":
-        return None
-    pid, ppid, start_ns = struct.unpack_from("<qqQ", head, 24)
-    return pid, ppid, start_ns
+    from ..recorder._decoder import peek_segment
+
+    info = peek_segment(path)
+    return None if info is None else (info.pid, info.ppid, info.start_ns)
 
 
 class _CaptureContext:

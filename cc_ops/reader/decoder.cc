@@ -1,0 +1,192 @@
+#include "reader/decoder.h"
+
+#include <string.h>
+
+#include <algorithm>
+
+namespace nvtx_reader {
+
+using namespace nvtx_record;
+
+int Decoder::Open(const char* path, std::string* error) {
+  CloseSegment();
+  phase_ = kIdle;
+  int rc = cursor_.Open(path, error);
+  if (rc != 0) return rc;
+  const SegmentHeader& h = cursor_.header();
+  // The process this segment belongs to (older writers: every segment on its own).
+  uint64_t identity = h.process_start_ns ? h.process_start_ns : ~cursor_.segment_no();
+  proc_ = tables_.Process(h.pid, identity, h.parent_pid, h.parent_process_start_ns, h.inherited_string_ids);
+  try {
+    CollectDefinitions();
+  } catch (...) {
+    CloseSegment();
+    stats_.unreadable_segments++;
+    *error = std::string("out of memory reading ") + path;
+    return -1;
+  }
+  stats_.segments++;
+  phase_ = kRecords;
+  return 0;
+}
+
+void Decoder::CloseSegment() {
+  cursor_.Close();
+  if (phase_ != kFlush) phase_ = kIdle;
+  proc_ = -1;
+}
+
+bool Decoder::SegmentInfo(NvtxrSegmentInfo* out) const {
+  if (phase_ != kRecords && phase_ != kDone) return false;
+  *out = cursor_.info();
+  return true;
+}
+
+// First pass: every string and domain definition of the segment, so that no name
+// depends on which thread's chunk is decoded first (a registered string or a domain
+// is defined only in the stream of the thread that registered or created it). Damage
+// ends a chunk here without being counted: the second pass counts it.
+void Decoder::CollectDefinitions() {
+  std::vector<std::pair<uint32_t, uint32_t>> creates;  // (local domain, name id)
+  cursor_.ForEachRecord([&](const uint8_t* p, uint64_t) {
+    Record r = ParseRecord(p);
+    if (r.kind == kStringDef) {
+      tables_.DefineString(proc_, r.msg, tables_.Intern(r.text));
+    } else if (r.kind == kDomainCreate) {
+      creates.emplace_back(r.domain, r.msg);
+    }
+  });
+  for (const auto& cr : creates) {
+    uint32_t name = 0;
+    if (cr.first == 0 || !tables_.LookupString(proc_, cr.second, &name)) continue;
+    tables_.NameDomainIfUnnamed(proc_, cr.first, name);
+  }
+}
+
+bool Decoder::Step(NvtxrRow* row) {
+  const uint8_t* p = nullptr;
+  uint64_t len = 0;
+  if (cursor_.NextRecord(&p, &len) != SegmentCursor::kRecord) return false;
+  stats_.records++;
+  Record r = ParseRecord(p);
+  if (IsEventKind(r.kind)) {
+    stats_.events++;
+    return MatchEvent(r, row);
+  }
+  ApplyDefinition(r);
+  return false;
+}
+
+bool Decoder::MatchEvent(const Record& r, NvtxrRow* row) {
+  const ChunkRef& chunk = cursor_.chunk();
+  int64_t tid = chunk.tid;
+  uint64_t stack = (chunk.thread_key << 16) | r.domain;
+  if (r.kind == kRangePop) return matcher_.Pop(proc_, stack, r.ts, tid, row);
+  if (r.kind == kRangeEnd) return matcher_.End(proc_, r.range_id, r.ts, tid, row);
+
+  NvtxrRow b;
+  b.start_ns = r.ts;
+  b.end_ns = r.ts;
+  b.pid = cursor_.info().pid;
+  b.tid = tid;
+  b.end_tid = tid;
+  b.payload = r.payload;
+  b.range_id = r.range_id;
+  b.domain = tables_.Domain(proc_, r.domain);
+  b.category = r.category;
+  b.color = r.color;
+  b.depth = 0;
+  b.flags = 0;
+  if (r.flags & kFlagColor) b.flags |= kNvtxrHasColor;
+  if (r.flags & kFlagCategory) b.flags |= kNvtxrHasCategory;
+  if (r.flags & kFlagRegisteredMessage) b.flags |= kNvtxrRegistered;
+  uint32_t message = 0;
+  if (!tables_.LookupString(proc_, r.msg, &message)) {
+    b.flags |= kNvtxrUnknownString;
+    stats_.unknown_strings++;
+    message = 0;
+  }
+  b.message = message;
+  b.payload_type = r.payload_type;
+  switch (r.kind) {
+    case kMark:
+      b.kind = kNvtxrMark;
+      *row = b;
+      return true;
+    case kRangePush:
+      b.kind = kNvtxrPushPop;
+      matcher_.Push(proc_, stack, b);
+      return false;
+    default:  // kRangeStart
+      b.kind = kNvtxrStartEnd;
+      return matcher_.Start(proc_, b, row);
+  }
+}
+
+void Decoder::ApplyDefinition(const Record& r) {
+  uint32_t name = 0;
+  switch (r.kind) {
+    case kDomainCreate: {
+      bool named = tables_.LookupString(proc_, r.msg, &name);
+      tables_.CreateDomain(proc_, r.domain, named, name, static_cast<uint64_t>(r.ts));
+      break;
+    }
+    case kCategoryName:
+      if (tables_.LookupString(proc_, r.msg, &name)) {
+        tables_.NameCategory(tables_.Domain(proc_, r.domain), r.category, name);
+      }
+      break;
+    case kThreadName:
+      if (tables_.LookupString(proc_, r.msg, &name)) {
+        tables_.NameThread(cursor_.info().pid, r.tid, name, (r.flags & kFlagThreadNameOverride) != 0);
+      }
+      break;
+    default:  // kStringDef: collected by CollectDefinitions; kDomainDestroy: nothing to do
+      break;
+  }
+}
+
+void Decoder::Finish() {
+  CloseSegment();
+  pending_.clear();
+  pending_pos_ = 0;
+  matcher_.TakeOpen(&pending_);
+  std::sort(pending_.begin(), pending_.end(),
+            [](const NvtxrRow& a, const NvtxrRow& b) { return a.start_ns < b.start_ns; });
+  stats_.unclosed += pending_.size();
+  stats_.rows += pending_.size();
+  phase_ = kFlush;
+}
+
+int64_t Decoder::Next(NvtxrRow* rows, int64_t capacity) {
+  int64_t n = 0;
+  while (n < capacity) {
+    if (phase_ == kRecords) {
+      if (!cursor_.in_chunk() && !cursor_.NextChunk()) {
+        phase_ = kDone;
+        break;
+      }
+      if (Step(&rows[n])) {
+        stats_.rows++;
+        ++n;
+      }
+    } else if (phase_ == kFlush) {
+      if (pending_pos_ >= pending_.size()) {
+        pending_.clear();
+        pending_.shrink_to_fit();
+        pending_pos_ = 0;
+        phase_ = kIdle;
+        break;
+      }
+      size_t take = std::min<size_t>(pending_.size() - pending_pos_, static_cast<size_t>(capacity - n));
+      memcpy(&rows[n], &pending_[pending_pos_], take * sizeof(NvtxrRow));
+      pending_pos_ += take;
+      n += static_cast<int64_t>(take);
+    } else {
+      break;
+    }
+  }
+  return n;
+}
+
+}  // namespace nvtx_reader

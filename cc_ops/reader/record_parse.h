@@ -1,0 +1,57 @@
+// Parsing one record of a chunk (format/record_format.h) from a bounds-checked buffer.
+// Knows the byte layout of records and nothing about what they mean for a recording.
+#ifndef NVTX_PLUGINS_TF_READER_RECORD_PARSE_H_
+#define NVTX_PLUGINS_TF_READER_RECORD_PARSE_H_
+
+#include <stdint.h>
+#include <string.h>
+
+#include <string_view>
+
+#include "format/record_format.h"
+
+namespace nvtx_reader {
+
+inline uint64_t Load64(const uint8_t* p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+inline uint32_t Load32(const uint8_t* p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+inline bool IsEventKind(uint8_t kind) {
+  return kind >= nvtx_record::kRangePush && kind <= nvtx_record::kMark;
+}
+
+// One record, its fields named. Only the fields of its kind are set.
+struct Record {
+  uint8_t kind = 0;
+  uint8_t flags = 0;
+  uint32_t domain = 0;       // process-local domain id
+  uint32_t msg = 0;          // process-local string id
+  // Events (and the timestamp of kDomainCreate / kDomainDestroy).
+  int64_t ts = 0;
+  uint64_t range_id = 0;
+  uint32_t color = 0;
+  uint32_t category = 0;     // also kCategoryName's category number
+  uint64_t payload = 0;
+  uint8_t payload_type = 0;  // PayloadType
+  // Definitions.
+  std::string_view text;     // kStringDef
+  int64_t tid = 0;           // kThreadName
+};
+
+// Length of the record at p (`remaining` bytes available, at least 8); 0 when it is
+// damaged (unknown kind or payload type, or longer than what is available).
+uint64_t RecordLength(const uint8_t* p, uint64_t remaining);
+
+// Fields of the record at p, whose length RecordLength() returned.
+Record ParseRecord(const uint8_t* p);
+
+}  // namespace nvtx_reader
+
+#endif  // NVTX_PLUGINS_TF_READER_RECORD_PARSE_H_

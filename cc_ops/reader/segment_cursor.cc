@@ -1,0 +1,259 @@
+#include "reader/segment_cursor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace nvtx_reader {
+
+using namespace nvtx_record;
+
+namespace {
+
+constexpr uint32_t kMaxChunkSize = 1u << 30;
+constexpr uint32_t kMaxHeaderSize = 1u << 20;
+
+// pread until n bytes or EOF/error; returns bytes read, -1 on error (errno set).
+int64_t ReadFully(int fd, void* dst, uint64_t n, uint64_t off) {
+  uint8_t* out = static_cast<uint8_t*>(dst);
+  uint64_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, out + got, n - got, static_cast<off_t>(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return got ? static_cast<int64_t>(got) : -1;
+    if (r == 0) break;
+    got += static_cast<uint64_t>(r);
+  }
+  return static_cast<int64_t>(got);
+}
+
+}  // namespace
+
+FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void FileDescriptor::Reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, SegmentHeaderRead* out,
+                      std::string* error) {
+  memset(out, 0, sizeof(*out));
+  *fd = FileDescriptor(::open(path, O_RDONLY | O_CLOEXEC));
+  if (fd->get() < 0) {
+    *error = std::string("cannot open ") + path + ": " + strerror(errno);
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    fd->Reset();
+    *error = std::string("not a regular file: ") + path;
+    return -1;
+  }
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  out->file_size = size;
+  // The fields every writer wrote; lenient: up to start_ns.
+  const uint64_t needed = lenient ? offsetof(SegmentHeader, start_realtime_ns) : kHeaderV1End;
+  if (size < needed) {
+    fd->Reset();
+    *error = std::string("segment header truncated: ") + path;
+    return -2;
+  }
+  SegmentHeader& h = out->header;
+  int64_t got = ReadFully(fd->get(), &h, std::min<uint64_t>(size, sizeof(h)), 0);
+  if (got < static_cast<int64_t>(needed)) {
+    int e = errno;
+    fd->Reset();
+    memset(&h, 0, sizeof(h));
+    *error = std::string("cannot read ") + path + ": " + (got < 0 ? strerror(e) : "short read");
+    return -1;
+  }
+  const char* problem = nullptr;
+  if (memcmp(h.magic, kSegmentMagic, sizeof(h.magic)) != 0) problem = "bad segment magic";
+  else if (lenient) problem = nullptr;
+  else if (h.version != kFormatVersion) problem = "unsupported format version";
+  else if (h.header_size < kHeaderV1End || h.header_size > kMaxHeaderSize || h.header_size % 8 != 0) problem = "bad header size";
+  else if (h.chunk_size < 4096 || h.chunk_size > kMaxChunkSize || h.chunk_size % 8 != 0) problem = "bad chunk size";
+  else if (size < h.header_size) problem = "segment header truncated";
+  if (problem) {
+    fd->Reset();
+    *error = std::string(problem) + ": " + path;
+    return -2;
+  }
+  if (h.header_size < sizeof(SegmentHeader)) {
+    // An older writer's header: what follows cmdline is not part of it.
+    memset(reinterpret_cast<char*>(&h) + kHeaderV1End, 0, sizeof(SegmentHeader) - kHeaderV1End);
+  }
+  return 0;
+}
+
+void FillSegmentInfo(const SegmentHeader& h, NvtxrSegmentInfo* info) {
+  memset(info, 0, sizeof(*info));
+  info->pid = h.pid;
+  info->ppid = h.ppid;
+  info->start_ns = h.start_ns;
+  info->start_realtime_ns = h.start_realtime_ns;
+  info->chunk_size = h.chunk_size;
+  static_assert(sizeof(info->process_name) == sizeof(h.process_name), "process_name");
+  static_assert(sizeof(info->cmdline) == sizeof(h.cmdline), "cmdline");
+  memcpy(info->process_name, h.process_name, sizeof(info->process_name) - 1);
+  memcpy(info->cmdline, h.cmdline, sizeof(info->cmdline) - 1);
+}
+
+int SegmentCursor::Open(const char* path, std::string* error) {
+  Close();
+  SegmentHeaderRead read;
+  int rc = ReadSegmentHeader(path, /*lenient=*/false, &fd_, &read, error);
+  if (rc != 0) {
+    if (rc == -1) stats_.unreadable_segments++;
+    else stats_.damaged_segments++;
+    return rc;
+  }
+  header_ = read.header;
+  FillSegmentInfo(header_, &info_);
+  segment_no_++;
+  const uint64_t size = read.file_size;
+  const uint32_t hsize = header_.header_size, csize = header_.chunk_size;
+  stats_.dropped_events += header_.dropped_events;
+  uint64_t body = size - hsize;
+  if (header_.chunk_count && body < header_.chunk_count * uint64_t(csize)) {
+    stats_.truncated_segments++;
+    stats_.missing_chunks += header_.chunk_count - body / csize;
+  }
+  try {
+    Scan(size, hsize, csize);
+  } catch (...) {
+    Close();
+    stats_.unreadable_segments++;
+    *error = std::string("out of memory reading ") + path;
+    return -1;
+  }
+  return 0;
+}
+
+void SegmentCursor::Close() {
+  fd_.Reset();
+  order_.clear();
+  order_.shrink_to_fit();
+  next_chunk_ = 0;
+  in_chunk_ = false;
+  chunk_ = nullptr;
+  if (buf_.size() > (1u << 20)) {
+    buf_.clear();
+    buf_.shrink_to_fit();
+  }
+}
+
+void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
+  uint64_t body = size - hsize;
+  uint64_t count = (body + csize - 1) / csize;
+  info_.chunk_count = static_cast<uint32_t>(std::min<uint64_t>(count, UINT32_MAX));
+  std::vector<ChunkRef> file_order;
+  for (uint64_t k = 0; k < count; ++k) {
+    uint64_t off = hsize + k * csize;
+    uint64_t avail = std::min<uint64_t>(csize, size - off);
+    ChunkHeader ch{};
+    int64_t got = ReadFully(fd_.get(), &ch, std::min<uint64_t>(avail, sizeof(ch)), off);
+    if (got < 0) {
+      stats_.damaged_chunks++;
+      continue;
+    }
+    if (static_cast<uint64_t>(got) < sizeof(ch)) {
+      const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&ch);
+      bool zero = std::all_of(bytes, bytes + got, [](uint8_t b) { return b == 0; });
+      if (zero) stats_.unpublished_chunks++;
+      else stats_.damaged_chunks++;
+      continue;
+    }
+    if (ch.magic == 0) {
+      stats_.unpublished_chunks++;
+      continue;
+    }
+    if (ch.magic != kChunkMagic) {
+      stats_.damaged_chunks++;
+      continue;
+    }
+    ChunkRef ref;
+    ref.offset = off;
+    ref.available = avail;
+    ref.thread_index = ch.thread_index;
+    ref.tid = ch.tid;
+    ref.seq = ch.seq;
+    // Older writers: the thread index, valid within this segment only.
+    ref.thread_key = ch.thread_serial ? ch.thread_serial
+                                      : ((uint64_t(1) << 47) | (segment_no_ << 24) | ref.thread_index);
+    file_order.push_back(ref);
+  }
+  // Each thread's chunks in seq order, interleaved with the other threads in file order.
+  std::unordered_map<uint32_t, std::vector<ChunkRef>> by_thread;
+  for (const ChunkRef& c : file_order) by_thread[c.thread_index].push_back(c);
+  for (auto& kv : by_thread) {
+    auto& v = kv.second;
+    std::stable_sort(v.begin(), v.end(), [](const ChunkRef& a, const ChunkRef& b) { return a.seq < b.seq; });
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint64_t expected = i == 0 ? 0 : v[i - 1].seq + 1;
+      if (v[i].seq != expected) stats_.seq_gaps++;
+    }
+  }
+  std::unordered_map<uint32_t, size_t> taken;
+  order_.reserve(file_order.size());
+  for (const ChunkRef& c : file_order) order_.push_back(by_thread[c.thread_index][taken[c.thread_index]++]);
+}
+
+uint64_t SegmentCursor::ReadChunk(const ChunkRef& c) {
+  if (buf_.size() < c.available) buf_.resize(c.available);
+  int64_t got = ReadFully(fd_.get(), buf_.data(), c.available, c.offset);
+  return got < 0 ? 0 : static_cast<uint64_t>(got);
+}
+
+bool SegmentCursor::NextChunk() {
+  if (next_chunk_ >= order_.size()) return false;
+  chunk_ = &order_[next_chunk_++];
+  end_ = ReadChunk(*chunk_);
+  pos_ = kChunkHeaderSize;
+  in_chunk_ = true;
+  stats_.chunks++;
+  return true;
+}
+
+SegmentCursor::Step SegmentCursor::NextRecord(const uint8_t** p, uint64_t* len) {
+  if (pos_ + 8 > end_) {
+    // Chunk exhausted without a zero word: fine when the chunk is complete, damage when
+    // the file was cut inside it (or could not be read).
+    in_chunk_ = false;
+    if (end_ < info_.chunk_size) {
+      stats_.damaged_chunks++;
+      return kDamage;
+    }
+    return kChunkEnd;
+  }
+  const uint8_t* r = buf_.data() + pos_;
+  if (Load64(r) == 0) {
+    in_chunk_ = false;
+    return kChunkEnd;
+  }
+  uint64_t n = RecordLength(r, end_ - pos_);
+  if (n == 0) {
+    stats_.damaged_chunks++;
+    in_chunk_ = false;
+    return kDamage;
+  }
+  pos_ += n;
+  *p = r;
+  *len = n;
+  return kRecord;
+}
+
+}  // namespace nvtx_reader

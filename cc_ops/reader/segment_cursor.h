@@ -1,0 +1,127 @@
+// The segment being read: its file (read with pread, never mapped: a hole of a sparse
+// file on a full file system, a file truncated while being read or an I/O error cannot
+// raise SIGBUS), the checks of its header, the order of its chunks (each thread's chunks
+// in seq order) and the walk through the records of one chunk at a time.
+#ifndef NVTX_PLUGINS_TF_READER_SEGMENT_CURSOR_H_
+#define NVTX_PLUGINS_TF_READER_SEGMENT_CURSOR_H_
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "format/record_format.h"
+#include "reader/decode.h"
+#include "reader/record_parse.h"
+
+namespace nvtx_reader {
+
+// An open file descriptor, closed with its owner.
+class FileDescriptor {
+ public:
+  FileDescriptor() = default;
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() { Reset(); }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept;
+  int get() const { return fd_; }
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// The header fields of a segment, read straight into the format's struct; the fields
+// past kHeaderV1End are zero for headers of older writers.
+struct SegmentHeaderRead {
+  nvtx_record::SegmentHeader header;
+  uint64_t file_size;
+};
+
+// Opens `path` and reads its header. 0 when it is a segment; -1 when the file cannot be
+// read (*error says why), -2 when the header is damaged. With `lenient`, only the magic
+// and the fields up to start_ns are required (enough to place the segment in time).
+int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, SegmentHeaderRead* out,
+                      std::string* error);
+
+// Copies the identity fields of a header into the C API's struct.
+void FillSegmentInfo(const nvtx_record::SegmentHeader& h, NvtxrSegmentInfo* info);
+
+struct ChunkRef {
+  uint64_t offset;     // file offset of the chunk
+  uint64_t available;  // bytes of the chunk present in the file (<= chunk_size)
+  uint32_t thread_index;
+  int64_t tid;
+  uint64_t seq;
+  uint64_t thread_key;  // identity of the thread across the segments of its process
+};
+
+class SegmentCursor {
+ public:
+  explicit SegmentCursor(NvtxrStats& stats) : stats_(stats) {}
+
+  // Opens a segment: checks its header, counts its truncation and its dropped events,
+  // finds and orders its chunks. Return codes as nvtxr_open_segment (0, -1, -2); counts
+  // unreadable and damaged segments itself. May throw std::bad_alloc.
+  int Open(const char* path, std::string* error);
+  void Close();
+  bool is_open() const { return fd_.get() >= 0; }
+
+  const NvtxrSegmentInfo& info() const { return info_; }
+  const nvtx_record::SegmentHeader& header() const { return header_; }
+  // 1, 2, ... for each segment opened: tells apart segments of older writers.
+  uint64_t segment_no() const { return segment_no_; }
+
+  // Makes the next chunk (in order) current; false when there is none left.
+  bool NextChunk();
+  bool in_chunk() const { return in_chunk_; }
+  const ChunkRef& chunk() const { return *chunk_; }
+
+  enum Step { kRecord, kChunkEnd, kDamage };
+  // The next record of the current chunk: kRecord with *p and *len set; kChunkEnd at
+  // the end of its data; kDamage when the chunk ends at damage (counted).
+  Step NextRecord(const uint8_t** p, uint64_t* len);
+
+  // Calls f(p, len) for every record of every chunk of the segment, in chunk order,
+  // each chunk up to its end or its first damage (not counted here).
+  template <class F>
+  void ForEachRecord(F f);
+
+ private:
+  void Scan(uint64_t size, uint32_t hsize, uint32_t csize);
+  // Reads chunk c into buf_; returns the bytes read (<= c.available).
+  uint64_t ReadChunk(const ChunkRef& c);
+
+  NvtxrStats& stats_;
+  FileDescriptor fd_;
+  uint64_t segment_no_ = 0;
+  NvtxrSegmentInfo info_{};
+  nvtx_record::SegmentHeader header_{};
+  std::vector<ChunkRef> order_;
+  size_t next_chunk_ = 0;
+  std::vector<uint8_t> buf_;  // the chunk being decoded
+  bool in_chunk_ = false;
+  const ChunkRef* chunk_ = nullptr;
+  uint64_t pos_ = 0, end_ = 0;  // offsets into buf_
+};
+
+template <class F>
+void SegmentCursor::ForEachRecord(F f) {
+  for (const ChunkRef& c : order_) {
+    uint64_t n = ReadChunk(c);
+    uint64_t p = nvtx_record::kChunkHeaderSize;
+    while (p + 8 <= n) {
+      const uint8_t* r = buf_.data() + p;
+      if (Load64(r) == 0) break;
+      uint64_t len = RecordLength(r, n - p);
+      if (len == 0) break;
+      f(r, len);
+      p += len;
+    }
+  }
+}
+
+}  // namespace nvtx_reader
+
+#endif  // NVTX_PLUGINS_TF_READER_SEGMENT_CURSOR_H_
