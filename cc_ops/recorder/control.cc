@@ -2,8 +2,10 @@
 // loaded (ctypes.CDLL on the same path returns it).
 #include <atomic>
 
+#include "recorder/config.h"
 #include "recorder/recorder_internal.h"
 #include "recorder/segment_writer.h"
+#include "recorder/thread_lifetime.h"
 
 namespace nvtx_recorder {
 extern std::atomic<int> g_attach_count;

@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "recorder/callbacks.h"
+#include "recorder/config.h"
 #include "recorder/recorder_internal.h"
 #include "recorder/segment_writer.h"
 

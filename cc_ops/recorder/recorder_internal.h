@@ -3,8 +3,13 @@
 //
 // Layout of the recorder:
 //   ../format/record_format.h  the on-disk format (shared with cc_ops/reader)
-//   segment_writer.{h,cc}  process-wide recording state, segment files, chunk claiming,
-//                          per-thread state and its lifetime, fork handling
+//   segment_writer.{h,cc}  segment files, chunk claiming and prefaulting, the per-thread
+//                          state and the inline hot path (Reserve/Commit), drop counting
+//   thread_lifetime.{h,cc} thread states' creation and exit, fork handling, the recorder
+//                          mutex, pinning the library
+//   config.{h,cc}          output directory and chunk size (environment, control API),
+//                          starting a new segment
+//   os_util.{h,cc}         OS helpers: gettid, mkdir -p, /proc reads, file size limit, fds
 //   string_table.{h,cc}    UTF-8 helpers, kStringDef records, per-thread interning cache
 //   registry.{h,cc}        domains, registered strings, category and thread names
 //   callbacks.{h,cc}       the NVTX entry points, turning calls into records

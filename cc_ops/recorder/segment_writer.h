@@ -1,4 +1,4 @@
-// Segment files, chunks and per-thread record streams.
+// Segment files, chunks and per-thread record streams (the hot path is inline here).
 //
 // Every thread that records owns a ThreadState (heap, reached through one
 // thread-local pointer). The thread appends records to the chunk it currently has
@@ -83,11 +83,12 @@ struct ThreadState {
 
 constexpr int kRangeCounterBits = 40;
 
-// ---- process-wide state (segment_writer.cc) ----
+// ---- process-wide state ----
 extern std::atomic<uint32_t> g_epoch;
 extern uint32_t g_chunk_size;               // fixed once configured
 extern std::atomic<uint32_t> g_next_string_id;
 
+// Guards everything but the hot path (thread_lifetime.cc).
 std::recursive_mutex& RecorderMutex();
 
 inline uint64_t NowNs() {
@@ -110,7 +111,8 @@ inline uint64_t MakeWord0(uint8_t kind, uint8_t flags, uint16_t domain, uint32_t
 }
 
 // Thread state of the calling thread, created on first use; null when it cannot exist
-// (thread exiting, allocation failure): the caller then drops the event.
+// (thread exiting, allocation failure): the caller then drops the event. Thread states
+// are created and freed in thread_lifetime.cc.
 ThreadState* CreateThreadState();
 extern __thread ThreadState* t_state;
 inline ThreadState* GetThreadState() {
@@ -147,21 +149,15 @@ inline void CountEvent(ThreadState* ts) {
   ts->events.store(ts->events.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
-// ---- configuration / control (segment_writer.cc) ----
-// Reads NVTX_TF_RECORD_DIR / NVTX_TF_CHUNK_SIZE once; true if a usable directory is set.
-bool ConfigureFromEnvironment();
-// Makes `dir` the recording directory (creating it); -1 with errno on failure.
-int SetOutputDir(const char* dir);
-const char* OutputDir();
-uint64_t EventCount();
 // Events dropped by this process so far (all segments).
 uint64_t DroppedCount();
-// Starts a new segment in the current output directory for every thread's next event
-// (the current one stays as it is). Returns the CLOCK_MONOTONIC time of the switch:
-// segments opened afterwards have a larger start_ns. 0 when there is no directory.
-uint64_t NewSegment();
-// Registers fork handlers / thread-exit key and pins the library (idempotent).
-void EnsureRuntime();
+
+// Closes the current segment and moves every thread to a new one in the output
+// directory on its next record (a new epoch). Caller holds RecorderMutex().
+void StartNewEpochLocked();
+// Fork handler of the segment writer, in the child: forgets the parent's segment and
+// counters, notes the parent as this process' parent and starts a new epoch.
+void SegmentWriterAfterForkInChild();
 
 }  // namespace nvtx_recorder
 

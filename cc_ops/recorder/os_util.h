@@ -1,0 +1,54 @@
+// Small OS helpers of the recorder: thread ids, directories, /proc files, the file size
+// limit, and owners of file descriptors and malloc'ed memory. No recorder state here.
+#ifndef NVTX_PLUGINS_TF_RECORDER_OS_UTIL_H_
+#define NVTX_PLUGINS_TF_RECORDER_OS_UTIL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace nvtx_recorder {
+
+int64_t GetTid();
+
+// mkdir -p with mode 0700 (recordings hold command lines); checks the result is a
+// writable directory. 0, or -1 with errno.
+int MakeDirs(const char* path);
+
+// mkdir -p, then the absolute path of the directory in a malloc'ed string (the path as
+// given when realpath fails). Null with errno on failure.
+char* ResolveDirectory(const char* path);
+
+// Reads a small /proc file into buf (NUL-terminated); returns bytes read.
+size_t ReadProcFile(const char* path, char* buf, size_t cap);
+// The same without the trailing newlines (e.g. a comm file).
+size_t ReadProcLine(const char* path, char* buf, size_t cap);
+
+// RLIMIT_FSIZE: a write or truncate past it raises SIGXFSZ, whose default action kills
+// the process. The recorder never goes past it: true when a file may extend to `end`.
+bool FileLimitAllows(uint64_t end);
+
+// Writes all n bytes at offset off (retrying short writes and EINTR); false on error.
+bool PwriteAll(int fd, const void* buf, size_t n, uint64_t off);
+
+// Owns a file descriptor: closed on destruction unless released.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd = -1) : fd_(fd) {}
+  ~ScopedFd();
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd);
+
+ private:
+  int fd_;
+};
+
+}  // namespace nvtx_recorder
+
+#endif  // NVTX_PLUGINS_TF_RECORDER_OS_UTIL_H_
