@@ -42,6 +42,14 @@ test: $(NATIVE)
 	$(PY) -m pytest -q --doctest-modules $(DOCTEST_MODULES)
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
 
+C_SOURCES = $(shell git ls-files 'cc_ops/*.cc' 'cc_ops/*.h' 'benchmarks/*.c' 'benchmarks/*.cc' 'tests/native/*.c' 'tests/native/*.h' 'tests/nsys/*.h')
+
+lint: $(INSTALLED)
+	$(PY) -m pip install -q -e '.[lint]'
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(VENV)/bin/clang-format --dry-run --Werror $(C_SOURCES)
+
 bench: $(NATIVE)
 	$(PY) benchmarks/run_all.py
 

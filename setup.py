@@ -57,8 +57,11 @@ class BuildPyWithSources(build_py):
 TARGETS = list(build_native.TARGETS)
 if importlib.util.find_spec("tensorflow") is None:
     TARGETS.remove("tf_ops")
-    print("nvtx_plugins_tf: TensorFlow not in the build environment; the op library is built "
-          "on first use (or by: python -m nvtx_plugins_tf build)", file=sys.stderr)
+    print(
+        "nvtx_plugins_tf: TensorFlow not in the build environment; the op library is built "
+        "on first use (or by: python -m nvtx_plugins_tf build)",
+        file=sys.stderr,
+    )
 
 setup(
     ext_modules=[Extension(f"nvtx_plugins_tf._native.{t}", sources=[]) for t in TARGETS],

@@ -60,7 +60,7 @@ def _data_chunks(thread_index, tid, first_seq, pair_words, n_pairs):
 
 
 def generate(directory: Path, events: int = 10_000_000, pid: int = 4242, start_ns: int = 10**12) -> Path:
-    n_se = events // 10          # start/end pairs
+    n_se = events // 10  # start/end pairs
     n_pp = (events - 2 * n_se) // 2  # push/pop pairs
     rng = np.random.default_rng(0)
     # Definitions chunk per thread via the Python writer (strings 1..20, a domain).
@@ -127,9 +127,11 @@ def main(argv=None) -> int:
         s = timed("summary (recording)", lambda: summarize(rec))
         timed("summary (SQLite)", lambda: summarize(work / "bench.sqlite"))
         print()
-        print(f"events: {args.events:,}  ranges: {rows:,}  segment: {size / 1e6:.0f} MB  "
-              f"json: {(work / 'bench.json').stat().st_size / 1e6:.0f} MB  "
-              f"sqlite: {(work / 'bench.sqlite').stat().st_size / 1e6:.0f} MB")
+        print(
+            f"events: {args.events:,}  ranges: {rows:,}  segment: {size / 1e6:.0f} MB  "
+            f"json: {(work / 'bench.json').stat().st_size / 1e6:.0f} MB  "
+            f"sqlite: {(work / 'bench.sqlite').stat().st_size / 1e6:.0f} MB"
+        )
         print()
         print(f"{'step':<28} {'seconds':>8}  {'target':>6}")
         for name, secs in results:

@@ -24,11 +24,9 @@ import time
 
 import numpy as np
 import tensorflow as tf
-
 from _table import print_table
 
 from nvtx_plugins_tf.keras import NVTXCallback, annotate, keras
-
 
 STEPS_PER_EPOCH = 1000
 
@@ -107,17 +105,37 @@ def main(argv=None) -> int:
     step_extra = (ours_step - base_step) / base_step * 100
 
     rows = [
-        ("NVTXCallback per batch", f"{base_cb / 1000:.3f} us", f"{ours_cb / 1000:.3f} us",
-         f"{cb_extra_us:+.3f} us", "<= 2 us", "ok" if cb_extra_us <= 2 else "OVER"),
-        ("annotate() MLP train step", f"{base_step * 1e3:.2f} ms", f"{ours_step * 1e3:.2f} ms",
-         f"{step_extra:+.2f} %", "<= 1 %", "ok" if step_extra <= 1 else ("OVER" if step_extra > noise else "noise")),
-        ("  same, plain vs plain (noise)", f"{base_step * 1e3:.2f} ms", f"{base2_step * 1e3:.2f} ms",
-         f"{noise:.2f} %", "", ""),
+        (
+            "NVTXCallback per batch",
+            f"{base_cb / 1000:.3f} us",
+            f"{ours_cb / 1000:.3f} us",
+            f"{cb_extra_us:+.3f} us",
+            "<= 2 us",
+            "ok" if cb_extra_us <= 2 else "OVER",
+        ),
+        (
+            "annotate() MLP train step",
+            f"{base_step * 1e3:.2f} ms",
+            f"{ours_step * 1e3:.2f} ms",
+            f"{step_extra:+.2f} %",
+            "<= 1 %",
+            "ok" if step_extra <= 1 else ("OVER" if step_extra > noise else "noise"),
+        ),
+        (
+            "  same, plain vs plain (noise)",
+            f"{base_step * 1e3:.2f} ms",
+            f"{base2_step * 1e3:.2f} ms",
+            f"{noise:.2f} %",
+            "",
+            "",
+        ),
     ]
     header = ("measurement", "baseline", "with nvtx_plugins_tf", "overhead", "target", "")
-    print(f"NVTX tool attached: {'yes' if attached else 'no'}; TF {tf.__version__}, "
-          f"{os.cpu_count()} CPUs; callback: min over {args.repeats} repeats, "
-          f"steps: median of {args.steps * args.repeats} interleaved steps")
+    print(
+        f"NVTX tool attached: {'yes' if attached else 'no'}; TF {tf.__version__}, "
+        f"{os.cpu_count()} CPUs; callback: min over {args.repeats} repeats, "
+        f"steps: median of {args.steps * args.repeats} interleaved steps"
+    )
     print_table(header, rows)
     return 0
 

@@ -42,7 +42,9 @@ def build(name: str):
     if name == "frozen_mobilenet":
         base = keras.applications.MobileNetV2(weights=None, alpha=0.35, input_shape=shape, include_top=False)
         base.trainable = False
-        model = keras.Sequential([keras.Input(shape), base, keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+        model = keras.Sequential(
+            [keras.Input(shape), base, keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)]
+        )
     elif name == "efficientnet":
         model = keras.applications.EfficientNetB0(weights=None, input_shape=shape, classes=10)
     elif name == "resnet50":
@@ -64,7 +66,11 @@ def measure(name: str, rounds: int) -> list[float]:
     rng = np.random.default_rng(0)
     shape = plain.input_shape[1:]
     x = rng.normal(size=(batch * steps, *shape)).astype("float32")
-    y = (rng.random((batch * steps, 1)) > 0.5).astype("float32") if name == "mlp" else rng.integers(0, 10, batch * steps)
+    y = (
+        (rng.random((batch * steps, 1)) > 0.5).astype("float32")
+        if name == "mlp"
+        else rng.integers(0, 10, batch * steps)
+    )
     for model in (plain, annotated):
         model.compile(optimizer="sgd", loss=loss)
 
@@ -111,7 +117,7 @@ def run_mode(mode: str, models: list[str], rounds: int) -> dict[str, list[float]
     results = {}
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
-            item = json.loads(line[len("RESULT "):])
+            item = json.loads(line[len("RESULT ") :])
             results[item["model"]] = item["ratios"]
     return results
 
@@ -131,10 +137,20 @@ def main(argv=None) -> int:
     for mode in ("no tool", "recorder"):
         for name, ratios in run_mode(mode, models, args.rounds).items():
             q1, med, q3 = quartiles(ratios)
-            rows.append((name, mode, f"{med:.3f}", f"{q1:.3f}-{q3:.3f}", f"<= {TARGETS[mode]}",
-                         "ok" if med <= TARGETS[mode] else "OVER"))
-    print(f"{args.rounds} interleaved fit() rounds per model (order flipped each round, first dropped), "
-          f"{os.cpu_count()} CPUs")
+            rows.append(
+                (
+                    name,
+                    mode,
+                    f"{med:.3f}",
+                    f"{q1:.3f}-{q3:.3f}",
+                    f"<= {TARGETS[mode]}",
+                    "ok" if med <= TARGETS[mode] else "OVER",
+                )
+            )
+    print(
+        f"{args.rounds} interleaved fit() rounds per model (order flipped each round, first dropped), "
+        f"{os.cpu_count()} CPUs"
+    )
     print_table(header, rows)
     return 0
 

@@ -33,8 +33,21 @@ def build_floor() -> Path:
     build = _native_libs.build_module()
     out = Path(tempfile.mkdtemp(prefix="nvtx_floor_")) / "libfloor.so"
     info = build.tf_build_info()
-    build._run(["g++", "-shared", "-std=c++17", "-O2", "-fPIC", *info["compile_flags"], "-w",
-                str(HERE / "floor_op.cc"), "-o", str(out), *info["link_flags"]])
+    build._run(
+        [
+            "g++",
+            "-shared",
+            "-std=c++17",
+            "-O2",
+            "-fPIC",
+            *info["compile_flags"],
+            "-w",
+            str(HERE / "floor_op.cc"),
+            "-o",
+            str(out),
+            *info["link_flags"],
+        ]
+    )
     return out
 
 
@@ -98,7 +111,10 @@ def step_times(steps: int = 150) -> dict:
     """Median step time of a plain MLP, a second plain MLP (the noise) and an annotated one,
     interleaved step by step so that they share the machine's noise."""
     rng = np.random.default_rng(0)
-    batch = (tf.constant(rng.normal(size=[128, 1024]).astype("float32")), tf.constant(rng.normal(size=[128, 1]).astype("float32")))
+    batch = (
+        tf.constant(rng.normal(size=[128, 1024]).astype("float32")),
+        tf.constant(rng.normal(size=[128, 1]).astype("float32")),
+    )
     models = {"plain": mlp(False), "plain again": mlp(False), "annotated": mlp(True)}
     for step in models.values():
         step(batch), step(batch)
@@ -139,12 +155,19 @@ def main() -> int:
     print(f"{'stateful identity floor, ns/op':<55}{floor_ns:>12.0f}{'':>12}")
     print(f"{'NvtxStart/NvtxEnd, ns/op':<55}{nvtx_ns:>12.0f}{'':>12}")
     print(f"{'ratio to floor (median of rounds)':<55}{float(np.median(ratios)):>12.2f}{'<= 1.30':>12}")
-    print(f"{'  ratio, quartiles of rounds':<55}{f'{ratios[len(ratios) // 4]:.2f}-{ratios[3 * len(ratios) // 4]:.2f}':>12}{'':>12}")
-    print(f"{'  the floor with a range-id edge, no NVTX call: ratio':<55}{float(np.median(edge_ratios)):>12.2f}{'':>12}")
+    print(
+        f"{'  ratio, quartiles of rounds':<55}"
+        f"{f'{ratios[len(ratios) // 4]:.2f}-{ratios[3 * len(ratios) // 4]:.2f}':>12}{'':>12}"
+    )
+    print(
+        f"{'  the floor with a range-id edge, no NVTX call: ratio':<55}{float(np.median(edge_ratios)):>12.2f}{'':>12}"
+    )
     print(f"{'MLP step, plain (ms)':<55}{base * 1e3:>12.2f}{'':>12}")
     print(f"{'MLP step, every layer annotated fwd+bwd (ms)':<55}{steps['annotated'] * 1e3:>12.2f}{'':>12}")
     print(f"{'MLP step overhead (%)':<55}{(steps['annotated'] / base - 1) * 100:>12.2f}{'<= 1.00':>12}")
-    print(f"{'  noise: a second plain MLP vs the first (%)':<55}{(steps['plain again'] / base - 1) * 100:>12.2f}{'':>12}")
+    print(
+        f"{'  noise: a second plain MLP vs the first (%)':<55}{(steps['plain again'] / base - 1) * 100:>12.2f}{'':>12}"
+    )
     return 0
 
 

@@ -49,15 +49,24 @@ def main() -> int:
         lib = args.lib or build_native.build_recorder(tmp / "lib")
         exe = tmp / "recorder_overhead"
         subprocess.run(
-            ["gcc", "-O2", f"-I{build_native.nvtx_include_dir()}", str(REPO / "benchmarks" / "recorder_overhead.c"),
-             "-o", str(exe), "-ldl", "-pthread"],
+            [
+                "gcc",
+                "-O2",
+                f"-I{build_native.nvtx_include_dir()}",
+                str(REPO / "benchmarks" / "recorder_overhead.c"),
+                "-o",
+                str(exe),
+                "-ldl",
+                "-pthread",
+            ],
             check=True,
         )
         base_env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_TF_"))}
         rows = []
         for threads in (1, 2):
-            baseline = min((run(exe, threads, args.events, base_env) for _ in range(args.repeat)),
-                           key=lambda r: r["ns_per_event"])
+            baseline = min(
+                (run(exe, threads, args.events, base_env) for _ in range(args.repeat)), key=lambda r: r["ns_per_event"]
+            )
             best = None
             for i in range(args.repeat):
                 rec_dir = tmp / f"rec_{threads}_{i}"
@@ -71,21 +80,33 @@ def main() -> int:
 
     print(f"push/pop with an ASCII message, {args.events:,} events per thread, best of {args.repeat}")
     print("ns/ev = per-thread wall time / events; cpu = per-thread CPU time (user+sys) / events")
-    header = ("threads", "no tool ns/ev", "recorder ns/ev", "overhead ns/ev", "overhead cpu ns/ev",
-              "RSS growth KiB", "disk B/ev (alloc)", "disk B/ev (size)")
+    header = (
+        "threads",
+        "no tool ns/ev",
+        "recorder ns/ev",
+        "overhead ns/ev",
+        "overhead cpu ns/ev",
+        "RSS growth KiB",
+        "disk B/ev (alloc)",
+        "disk B/ev (size)",
+    )
     print(" | ".join(header))
     for threads, baseline, rec in rows:
         total = rec["events"]
-        print(" | ".join([
-            f"{threads:>7}",
-            f"{baseline['ns_per_event']:>13.1f}",
-            f"{rec['ns_per_event']:>14.1f}",
-            f"{rec['ns_per_event'] - baseline['ns_per_event']:>14.1f}",
-            f"{rec['cpu_ns_per_event'] - baseline['cpu_ns_per_event']:>18.1f}",
-            f"{rec['hwm_growth_kb']:>14.0f}",
-            f"{rec['allocated'] / total:>17.2f}",
-            f"{rec['apparent'] / total:>16.2f}",
-        ]))
+        print(
+            " | ".join(
+                [
+                    f"{threads:>7}",
+                    f"{baseline['ns_per_event']:>13.1f}",
+                    f"{rec['ns_per_event']:>14.1f}",
+                    f"{rec['ns_per_event'] - baseline['ns_per_event']:>14.1f}",
+                    f"{rec['cpu_ns_per_event'] - baseline['cpu_ns_per_event']:>18.1f}",
+                    f"{rec['hwm_growth_kb']:>14.0f}",
+                    f"{rec['allocated'] / total:>17.2f}",
+                    f"{rec['apparent'] / total:>16.2f}",
+                ]
+            )
+        )
     return 0
 
 

@@ -43,7 +43,9 @@ static long vm_kb(const char* key) {
   return v;
 }
 
-struct result { double wall_ns, cpu_ns; };
+struct result {
+  double wall_ns, cpu_ns;
+};
 
 static void* worker(void* arg) {
   struct result* out = (struct result*)arg;
@@ -81,7 +83,7 @@ int main(int argc, char** argv) {
     wall += ns[t].wall_ns;
     cpu += ns[t].cpu_ns;
   }
-  printf("threads=%d events=%ld ns_per_event=%.2f cpu_ns_per_event=%.2f hwm_before_kb=%ld hwm_growth_kb=%ld\n",
-         threads, events_per_thread * threads, wall / threads, cpu / threads, hwm_before, hwm_after - hwm_before);
+  printf("threads=%d events=%ld ns_per_event=%.2f cpu_ns_per_event=%.2f hwm_before_kb=%ld hwm_growth_kb=%ld\n", threads,
+         events_per_thread * threads, wall / threads, cpu / threads, hwm_before, hwm_after - hwm_before);
   return 0;
 }

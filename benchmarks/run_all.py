@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, side by side in one run, each printing its table.
 
-    python benchmarks/run_all.py [--quick]
+python benchmarks/run_all.py [--quick]
 """
 
 from __future__ import annotations

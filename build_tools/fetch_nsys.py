@@ -46,7 +46,6 @@ From Python (tests)::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import fcntl
 import hashlib
 import io
@@ -88,15 +87,28 @@ class Deb:
 
 # Observed on deb.debian.org (bookworm, 2025); `apt-cache show` gives the same SHA256.
 PACKAGES = (
-    Deb("nsight-systems-target", "2022.4.2.1~11.8.0-5~deb12u1",
-        "420ab94d22cb8e30feaf88f0acb7735500ffd564e5a2027f09e87438ac11615e", 34290548,
-        "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems-target_2022.4.2.1~11.8.0-5~deb12u1_amd64.deb"),
-    Deb("nsight-systems", "2022.4.2.1~11.8.0-5~deb12u1",
-        "3bfcdf9119a3aab3dadd6aa9faedb5407b71f6afaa678e98b54ab97d87627c2e", 137521340,
-        "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems_2022.4.2.1~11.8.0-5~deb12u1_amd64.deb"),
-    Deb("libssh-4", "0.10.6-0+deb12u2",
-        "2158d90ac21364655fe0372b23341fa3f871146bf3525f7dffef6dfa8f28448a", 189436,
-        "pool/main/libs/libssh/libssh-4_0.10.6-0+deb12u2_amd64.deb", strict=False),
+    Deb(
+        "nsight-systems-target",
+        "2022.4.2.1~11.8.0-5~deb12u1",
+        "420ab94d22cb8e30feaf88f0acb7735500ffd564e5a2027f09e87438ac11615e",
+        34290548,
+        "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems-target_2022.4.2.1~11.8.0-5~deb12u1_amd64.deb",
+    ),
+    Deb(
+        "nsight-systems",
+        "2022.4.2.1~11.8.0-5~deb12u1",
+        "3bfcdf9119a3aab3dadd6aa9faedb5407b71f6afaa678e98b54ab97d87627c2e",
+        137521340,
+        "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems_2022.4.2.1~11.8.0-5~deb12u1_amd64.deb",
+    ),
+    Deb(
+        "libssh-4",
+        "0.10.6-0+deb12u2",
+        "2158d90ac21364655fe0372b23341fa3f871146bf3525f7dffef6dfa8f28448a",
+        189436,
+        "pool/main/libs/libssh/libssh-4_0.10.6-0+deb12u2_amd64.deb",
+        strict=False,
+    ),
 )
 
 NSYS_REL = Path("usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64/nsys")
@@ -195,12 +207,24 @@ def _apt_options(cache: Path) -> list[str]:
 
 def _apt_usable() -> bool:
     return bool(shutil.which("apt-get")) and any(
-        Path(p).exists() for p in ("/usr/share/keyrings/debian-archive-keyring.gpg",
-                                   "/etc/apt/trusted.gpg.d/debian-archive-bookworm-stable.asc"))
+        Path(p).exists()
+        for p in (
+            "/usr/share/keyrings/debian-archive-keyring.gpg",
+            "/etc/apt/trusted.gpg.d/debian-archive-bookworm-stable.asc",
+        )
+    )
 
 
-_UNREACHABLE_HINTS = ("Could not resolve", "Temporary failure resolving", "Failed to fetch", "Unable to connect",
-                      "Connection failed", "Connection timed out", "Network is unreachable", "Could not connect")
+_UNREACHABLE_HINTS = (
+    "Could not resolve",
+    "Temporary failure resolving",
+    "Failed to fetch",
+    "Unable to connect",
+    "Connection failed",
+    "Connection timed out",
+    "Network is unreachable",
+    "Could not connect",
+)
 
 
 def _run_apt(args: list[str], cwd: Path) -> str:
@@ -208,7 +232,7 @@ def _run_apt(args: list[str], cwd: Path) -> str:
     out = proc.stdout + proc.stderr
     unreachable = any(h in out for h in _UNREACHABLE_HINTS)
     if proc.returncode != 0 or (args[-1] == "update" and unreachable):
-        lines = [l for l in out.splitlines() if l.startswith(("E:", "W:", "Err:"))] or out.strip().splitlines()[-1:]
+        lines = [ln for ln in out.splitlines() if ln.startswith(("E:", "W:", "Err:"))] or out.strip().splitlines()[-1:]
         what = f"{' '.join(args[:1] + args[-1:])}: {lines[0] if lines else 'exit status %d' % proc.returncode}"
         raise FetchError(f"cannot reach {ARCHIVE} ({what})" if unreachable else f"{what}", unreachable=unreachable)
     return out
@@ -223,13 +247,16 @@ def _download_apt(cache: Path, debs: Path) -> dict[str, Path]:
     _run_apt(["apt-get", "-q", *opts, "update"], debs)
     wanted = []
     for deb in PACKAGES:
-        policy = subprocess.run(["apt-cache", *opts, "show", f"{deb.name}={deb.version}"],
-                                capture_output=True, text=True)
+        policy = subprocess.run(
+            ["apt-cache", *opts, "show", f"{deb.name}={deb.version}"], capture_output=True, text=True
+        )
         if policy.returncode == 0:
             wanted.append(f"{deb.name}={deb.version}")
         elif deb.strict:
-            raise FetchError(f"{deb.name} {deb.version} is no longer in {ARCHIVE} {SUITE} "
-                             f"(update PACKAGES in build_tools/fetch_nsys.py)")
+            raise FetchError(
+                f"{deb.name} {deb.version} is no longer in {ARCHIVE} {SUITE} "
+                f"(update PACKAGES in build_tools/fetch_nsys.py)"
+            )
         else:
             wanted.append(deb.name)
     _run_apt(["apt-get", "-q", *opts, "download", *wanted], debs)
@@ -269,8 +296,10 @@ def _verify(found: dict[str, Path]) -> list[str]:
         elif deb.strict:
             raise FetchError(f"got {path.name}, pinned {Path(deb.pool_path).name}")
         else:
-            warnings.append(f"{deb.name}: pinned {deb.version} is gone from the archive; using {path.name} "
-                            f"(verified by apt against the signed index), sha256 {digest}")
+            warnings.append(
+                f"{deb.name}: pinned {deb.version} is gone from the archive; using {path.name} "
+                f"(verified by apt against the signed index), sha256 {digest}"
+            )
     return warnings
 
 
@@ -356,8 +385,11 @@ def ensure(quiet: bool = True) -> Path:
             for w in warnings:
                 print(f"fetch_nsys: warning: {w}", file=sys.stderr)
             size = sum(d["bytes"] for d in info["debs"].values())
-            print(f"fetch_nsys: {size / 1e6:.0f} MB of .deb via {how} in {info['download_seconds']} s, "
-                  f"unpacked in {info['unpack_seconds']} s into {cache}", file=sys.stderr)
+            print(
+                f"fetch_nsys: {size / 1e6:.0f} MB of .deb via {how} in {info['download_seconds']} s, "
+                f"unpacked in {info['unpack_seconds']} s into {cache}",
+                file=sys.stderr,
+            )
         return nsys
 
 

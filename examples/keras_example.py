@@ -49,8 +49,10 @@ def main(argv=None):
     model = build_model(args.features, units=(64, 64, 32, 32) if args.small else (1024, 1024, 512, 512))
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss="binary_crossentropy", metrics=["accuracy"])
     history = model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, verbose=0, callbacks=[NVTXCallback()])
-    print(f"keras_example: loss {history.history['loss'][-1]:.4f} after {args.epochs} epoch(s) of {args.steps} steps "
-          f"(Keras {nvtx_tf.keras.KERAS3 and '3' or '2'}, TF {tf.__version__})")
+    print(
+        f"keras_example: loss {history.history['loss'][-1]:.4f} after {args.epochs} epoch(s) of {args.steps} steps "
+        f"(Keras {nvtx_tf.keras.KERAS3 and '3' or '2'}, TF {tf.__version__})"
+    )
 
 
 if __name__ == "__main__":

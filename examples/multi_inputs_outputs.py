@@ -19,8 +19,9 @@ def build_model():
     a = keras.Input((8,), name="a")
     b = keras.Input((4,), name="b")
     (a2, b2), marker_id, domain_id = NVTXStart(message="Merge", domain_name="Forward")([a, b])
-    merged = keras.layers.Concatenate()([keras.layers.Dense(16, activation="relu")(a2),
-                                         keras.layers.Dense(16, activation="relu")(b2)])
+    merged = keras.layers.Concatenate()(
+        [keras.layers.Dense(16, activation="relu")(a2), keras.layers.Dense(16, activation="relu")(b2)]
+    )
     merged = NVTXEnd(grad_message="Merge grad", grad_domain_name="Backward")([merged, marker_id, domain_id])
     merged, marker_id, domain_id = NVTXStart(message="Heads", domain_name="Forward")(merged)
     regression = keras.layers.Dense(1, name="regression")(merged)

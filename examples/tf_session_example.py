@@ -40,7 +40,10 @@ def main(argv=None):
         loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logits))
         global_step = tf.compat.v1.train.get_or_create_global_step()
         train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
-        hooks = [NVTXHook(skip_n_steps=args.skip, name="Session"), tf.compat.v1.train.StopAtStepHook(last_step=args.steps)]
+        hooks = [
+            NVTXHook(skip_n_steps=args.skip, name="Session"),
+            tf.compat.v1.train.StopAtStepHook(last_step=args.steps),
+        ]
         with tf.compat.v1.train.MonitoredSession(hooks=hooks) as sess:
             while not sess.should_stop():
                 _, value = sess.run([train_op, loss], feed_dict={x: data, y: labels})

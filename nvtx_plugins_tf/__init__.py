@@ -23,8 +23,18 @@ import threading
 import warnings
 
 __version__ = "0.1.0"
-__all__ = ["ops", "keras", "hooks", "estimator", "recorder", "testing", "tf_op_ranges", "tf_op_ranges_enabled",
-           "OpLibraryWarning", "__version__"]
+__all__ = [
+    "ops",
+    "keras",
+    "hooks",
+    "estimator",
+    "recorder",
+    "testing",
+    "tf_op_ranges",
+    "tf_op_ranges_enabled",
+    "OpLibraryWarning",
+    "__version__",
+]
 _SUBMODULES = ("ops", "keras", "hooks", "estimator", "recorder", "testing")
 
 
@@ -91,8 +101,16 @@ class _AfterTensorFlowImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name != "tensorflow":
             return None
-        spec = next((s for s in (f.find_spec(name, path, target) for f in sys.meta_path
-                                 if f is not self and hasattr(f, "find_spec")) if s is not None), None)
+        spec = next(
+            (
+                s
+                for s in (
+                    f.find_spec(name, path, target) for f in sys.meta_path if f is not self and hasattr(f, "find_spec")
+                )
+                if s is not None
+            ),
+            None,
+        )
         loader = getattr(spec, "loader", None)
         if loader is None or not hasattr(loader, "exec_module"):
             return spec

@@ -105,7 +105,12 @@ _EventBuffer = None  # ctypes array type of nvtx_host_event_size() bytes
 
 def _bind(lib):
     vp, cp, u32, i32, i64, u64 = (
-        ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_int64, ctypes.c_uint64,
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_uint32,
+        ctypes.c_int,
+        ctypes.c_int64,
+        ctypes.c_uint64,
     )
     signatures = {
         "nvtx_host_abi_version": (i32, []),
@@ -199,9 +204,24 @@ class Domain:
     ``push`` return 0). Thread-safe: ranges may start on one thread and end on another.
     """
 
-    __slots__ = ("name", "active", "max_strings", "_handle", "_strings", "_categories", "_miss_lock",
-                 "_start", "_start_payload", "_end", "_push", "_push_payload", "_pop", "_mark", "_mark_payload",
-                 "__weakref__")
+    __slots__ = (
+        "name",
+        "active",
+        "max_strings",
+        "_handle",
+        "_strings",
+        "_categories",
+        "_miss_lock",
+        "_start",
+        "_start_payload",
+        "_end",
+        "_push",
+        "_push_payload",
+        "_pop",
+        "_mark",
+        "_mark_payload",
+        "__weakref__",
+    )
 
     def __init__(self, name: str | None, active: bool, max_strings: int = MAX_CACHED_STRINGS):
         if name is not None and "\0" in name:

@@ -27,8 +27,11 @@ def _annotate(model) -> None:
         from nvtx_plugins_tf.keras import annotate
     except ImportError as exc:
         _unavailable.append(str(exc))
-        print(f"nvtx_plugins_tf: warning: --keras-layers: Keras models of this process are not annotated "
-              f"({exc})", file=sys.stderr, flush=True)
+        print(
+            f"nvtx_plugins_tf: warning: --keras-layers: Keras models of this process are not annotated ({exc})",
+            file=sys.stderr,
+            flush=True,
+        )
         return
     annotate(model)  # idempotent: a layer is annotated once
 

@@ -25,13 +25,13 @@ from ._native_libs import INJECTION_ENV, RECORD_DIR_ENV
 PROG = "nvtx-tf"
 
 EXIT_OK = 0
-EXIT_FAILURE = 1            # unexpected internal error
-EXIT_USAGE = 2              # bad command line (argparse)
+EXIT_FAILURE = 1  # unexpected internal error
+EXIT_USAGE = 2  # bad command line (argparse)
 EXIT_OUTPUT_NOT_WRITABLE = 3
 EXIT_COMMAND_NOT_FOUND = 4
-EXIT_NO_EVENTS = 5          # the recording holds no NVTX event
-EXIT_DAMAGED = 6            # damaged segments/chunks; what was intact was exported
-EXIT_INPUT_NOT_FOUND = 7    # report: path missing or unreadable
+EXIT_NO_EVENTS = 5  # the recording holds no NVTX event
+EXIT_DAMAGED = 6  # damaged segments/chunks; what was intact was exported
+EXIT_INPUT_NOT_FOUND = 7  # report: path missing or unreadable
 EXIT_RECORDER_UNAVAILABLE = 8  # libnvtx_recorder.so missing and cannot be built
 
 
@@ -193,8 +193,9 @@ def _run_forwarding_signals(command: list[str], env: dict, on_started=None) -> i
     owned = _owns_terminal(tty_fd)
     try:
         try:
-            proc = subprocess.Popen(command, env=env,
-                                    preexec_fn=_child_setup(tty_fd if owned else None, os.getpid(), old_mask))
+            proc = subprocess.Popen(
+                command, env=env, preexec_fn=_child_setup(tty_fd if owned else None, os.getpid(), old_mask)
+            )
         except FileNotFoundError as exc:
             raise CliError(f"command not found: {command[0]}", EXIT_COMMAND_NOT_FOUND) from exc
         except PermissionError as exc:
@@ -242,8 +243,10 @@ def _stop_with_command(pgid: int, stopsig: int, tty_fd: int | None, owned: bool)
     if not stopped and stopsig != signal.SIGTSTP and not _owns_terminal(tty_fd):
         # The command waits for a terminal it cannot get and nobody can give it: leave it
         # stopped (continuing it would only stop it again); signals still reach it.
-        warn(f"the command (process group {pgid}) is stopped by {signal.Signals(stopsig).name}: it needs the "
-             "terminal, which no shell can give it here; it still gets the signals sent to record")
+        warn(
+            f"the command (process group {pgid}) is stopped by {signal.Signals(stopsig).name}: it needs the "
+            "terminal, which no shell can give it here; it still gets the signals sent to record"
+        )
         return False
     owned = _owns_terminal(tty_fd) and _give_terminal(tty_fd, pgid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -288,8 +291,16 @@ def _exports(raw_dir: Path, prefix: Path, png: bool) -> tuple[int, object]:
     except PermissionError as exc:
         raise CliError(f"cannot write {exc.filename or prefix}: permission denied", EXIT_OUTPUT_NOT_WRITABLE) from exc
     except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EROFS, errno.ENOSPC, errno.ENOENT, errno.EDQUOT, errno.EISDIR,
-                         errno.ENOTDIR, errno.EEXIST):
+        if exc.errno in (
+            errno.EACCES,
+            errno.EROFS,
+            errno.ENOSPC,
+            errno.ENOENT,
+            errno.EDQUOT,
+            errno.EISDIR,
+            errno.ENOTDIR,
+            errno.EEXIST,
+        ):
             raise CliError(f"cannot write {exc.filename or prefix}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
         raise
     print(f"\nNVTX range summary ({raw_dir}):")
@@ -369,8 +380,7 @@ def cmd_record(args) -> int:
             warn(f"no NVTX events recorded; {command[0]} exited with status {code}")
             return code
         raise CliError(
-            f"no NVTX events recorded in {raw_dir} (does the command make NVTX calls? "
-            f"was {INJECTION_ENV} overridden?)",
+            f"no NVTX events recorded in {raw_dir} (does the command make NVTX calls? was {INJECTION_ENV} overridden?)",
             EXIT_NO_EVENTS,
         )
     if damage.damaged:
@@ -393,11 +403,16 @@ def _register_record(subparsers) -> None:
     )
     p.add_argument("-o", "--output", required=True, metavar="PREFIX", help="output prefix")
     p.add_argument("--png", action="store_true", help="also draw PREFIX.png (needs matplotlib)")
-    p.add_argument("--keras-layers", action="store_true",
-                   help="annotate every layer of every Keras model (forward and backward ranges) "
-                   "in an unmodified Python script")
-    p.add_argument("--tf-ops", action="store_true",
-                   help="switch on TensorFlow's own per-op NVTX ranges (domain TSL) in the command's Pythons")
+    p.add_argument(
+        "--keras-layers",
+        action="store_true",
+        help="annotate every layer of every Keras model (forward and backward ranges) in an unmodified Python script",
+    )
+    p.add_argument(
+        "--tf-ops",
+        action="store_true",
+        help="switch on TensorFlow's own per-op NVTX ranges (domain TSL) in the command's Pythons",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
     p.set_defaults(func=cmd_record)
 
@@ -427,8 +442,9 @@ def cmd_report(args) -> int:
         print(summary.to_csv() if args.format == "csv" else summary.format(), end="\n" if args.format != "csv" else "")
         return EXIT_OK
     if path.is_file() and not path.name.endswith(".nvtxseg"):
-        raise CliError(f"{path} is neither a recording directory, a .nvtxseg segment nor an SQLite file",
-                       EXIT_INPUT_NOT_FOUND)
+        raise CliError(
+            f"{path} is neither a recording directory, a .nvtxseg segment nor an SQLite file", EXIT_INPUT_NOT_FOUND
+        )
     from .recorder.reader import RecordingReader
 
     with RecordingReader(path) as reader:
@@ -440,8 +456,9 @@ def cmd_report(args) -> int:
         raise CliError(f"no NVTX events recorded in {path}", EXIT_NO_EVENTS)
     print(summary.to_csv() if args.format == "csv" else summary.format(), end="\n" if args.format != "csv" else "")
     if damage.damaged:
-        raise CliError(f"damaged recording {path}: {damage.describe()}; summary of the intact events shown",
-                       EXIT_DAMAGED)
+        raise CliError(
+            f"damaged recording {path}: {damage.describe()}; summary of the intact events shown", EXIT_DAMAGED
+        )
     return EXIT_OK
 
 
@@ -469,11 +486,17 @@ def _register_report(subparsers) -> None:
     )
     p.add_argument("path", help="recording directory, .nvtxseg file or .sqlite file")
     p.add_argument("--by-process", action="store_true", help="one group per process, with its command line")
-    p.add_argument("--keep-numbered", action="store_true",
-                   help="one row per name: no 'batch *' rows for numbered names, TraceMe metadata kept")
+    p.add_argument(
+        "--keep-numbered",
+        action="store_true",
+        help="one row per name: no 'batch *' rows for numbered names, TraceMe metadata kept",
+    )
     p.add_argument("--format", choices=("table", "csv"), default="table", help="table (names shortened) or CSV")
-    p.add_argument("--pairs", action="store_true",
-                   help="backward ranges paired with the forward ranges they mirror (their payload is its id)")
+    p.add_argument(
+        "--pairs",
+        action="store_true",
+        help="backward ranges paired with the forward ranges they mirror (their payload is its id)",
+    )
     p.set_defaults(func=cmd_report)
 
 

@@ -42,9 +42,13 @@ def doctor_lines() -> list[str]:
         _loader.load()
         stamp = _loader.read_stamp(_loader.library_path()) or {}
         lines.append(f"op library: {_loader.library_path()}")
-        lines.append(f"op library built for: TensorFlow {stamp.get('tf_version')} (abi {stamp.get('abi')}), {stamp.get('compiler')}")
-        lines.append(f"op library file: {stamp.get('size')} bytes, sha256 {str(stamp.get('sha256'))[:16]}... "
-                     "(matches its stamp)")
+        lines.append(
+            f"op library built for: TensorFlow {stamp.get('tf_version')} (abi {stamp.get('abi')}), "
+            f"{stamp.get('compiler')}"
+        )
+        lines.append(
+            f"op library file: {stamp.get('size')} bytes, sha256 {str(stamp.get('sha256'))[:16]}... (matches its stamp)"
+        )
     except ImportError as exc:
         lines.append(f"op library: NOT LOADED: {exc}")
     try:
@@ -90,8 +94,10 @@ def _build(args: argparse.Namespace) -> int:
     build = _native_libs.build_module()
     unknown = sorted(set(args.targets) - set(build.TARGETS))
     if unknown:
-        print(f"nvtx-tf: error: unknown build target(s) {', '.join(unknown)}; choose from {', '.join(build.TARGETS)}",
-              file=sys.stderr)
+        print(
+            f"nvtx-tf: error: unknown build target(s) {', '.join(unknown)}; choose from {', '.join(build.TARGETS)}",
+            file=sys.stderr,
+        )
         return 2
     try:
         for target in args.targets or build.TARGETS:
@@ -113,7 +119,10 @@ def register(subparsers) -> None:
     build = subparsers.add_parser("build", help="(re)build the native libraries for the installed TensorFlow")
     # no argparse `choices` here: with nargs="*" it rejects the empty default (Python < 3.12)
     build.add_argument("targets", nargs="*", metavar="TARGET", help="recorder, reader, tf_ops (default: all)")
-    build.add_argument("--out", default=None,
-                       help="output folder (default: the package's _native folder, or the per-user cache "
-                            "~/.cache/nvtx_plugins_tf when that folder is read-only)")
+    build.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default: the package's _native folder, or the per-user cache "
+        "~/.cache/nvtx_plugins_tf when that folder is read-only)",
+    )
     build.set_defaults(func=_build)

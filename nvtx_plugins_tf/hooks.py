@@ -49,8 +49,14 @@ class NVTXHook(tf.compat.v1.train.SessionRunHook):
         ``{step}`` one string serves every step, the number being the payload).
     """
 
-    def __init__(self, skip_n_steps: int = 0, name: str | None = None, *, domain_name: str | None = None,
-                 step_message: str = "step {step}"):
+    def __init__(
+        self,
+        skip_n_steps: int = 0,
+        name: str | None = None,
+        *,
+        domain_name: str | None = None,
+        step_message: str = "step {step}",
+    ):
         if isinstance(skip_n_steps, bool) or not isinstance(skip_n_steps, int) or skip_n_steps < 0:
             raise ValueError(f"skip_n_steps must be an int >= 0, got {skip_n_steps!r}")
         if name is not None and not isinstance(name, str):

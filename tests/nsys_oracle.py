@@ -56,8 +56,16 @@ NSYS_PROFILE_ARGS = ["profile", "-t", "nvtx", "-s", "none", "--cpuctxsw=none", "
 
 EVENT_STYLES = {34: "mark", 59: "pushpop", 60: "startend"}
 EVENT_CATEGORY, EVENT_DOMAIN_CREATE, EVENT_DOMAIN_DESTROY = 33, 75, 76
-PAYLOAD_COLUMNS = ("uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value", "floatValue",
-                   "jsonTextId", "jsonText")
+PAYLOAD_COLUMNS = (
+    "uint64Value",
+    "int64Value",
+    "doubleValue",
+    "uint32Value",
+    "int32Value",
+    "floatValue",
+    "jsonTextId",
+    "jsonText",
+)
 
 
 # ----------------------------------------------------------------------------- nsys
@@ -102,8 +110,13 @@ def run_nsys(nsys: Path, command: list[str], prefix: Path, timeout: float = 300,
     left only ``PREFIX.qdstrm``) ``QdstrmImporter -i PREFIX.qdstrm``, then
     ``nsys export --type sqlite``. Returns ``PREFIX.sqlite`` and the command's stdout."""
     t0 = time.monotonic()
-    proc = subprocess.run([str(nsys), *NSYS_PROFILE_ARGS, "-o", str(prefix), *map(str, command)],
-                          env=env or clean_env(), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [str(nsys), *NSYS_PROFILE_ARGS, "-o", str(prefix), *map(str, command)],
+        env=env or clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     _check(proc, f"nsys profile {' '.join(map(str, command))}")
     rep = prefix.with_name(prefix.name + ".nsys-rep")
     qdstrm = prefix.with_name(prefix.name + ".qdstrm")
@@ -113,8 +126,12 @@ def run_nsys(nsys: Path, command: list[str], prefix: Path, timeout: float = 300,
         imp = subprocess.run([str(importer), "-i", str(qdstrm)], capture_output=True, text=True, timeout=timeout)
         _check(imp, "QdstrmImporter")
     out = prefix.with_name(prefix.name + ".sqlite")
-    exp = subprocess.run([str(nsys), "export", "--type", "sqlite", "-f", "true", "-o", str(out), str(rep)],
-                         capture_output=True, text=True, timeout=timeout)
+    exp = subprocess.run(
+        [str(nsys), "export", "--type", "sqlite", "-f", "true", "-o", str(out), str(rep)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     _check(exp, "nsys export --type sqlite")
     return Run(out, proc.stdout, time.monotonic() - t0)
 
@@ -122,8 +139,13 @@ def run_nsys(nsys: Path, command: list[str], prefix: Path, timeout: float = 300,
 def run_ours(command: list[str], prefix: Path, timeout: float = 300, env: dict | None = None) -> Run:
     """``python -m nvtx_plugins_tf record -o PREFIX -- COMMAND``; returns ``PREFIX.sqlite``."""
     t0 = time.monotonic()
-    proc = subprocess.run([PYTHON, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--", *map(str, command)],
-                          env=env or clean_env(), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [PYTHON, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--", *map(str, command)],
+        env=env or clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     _check(proc, f"nvtx_plugins_tf record {' '.join(map(str, command))}")
     return Run(prefix.with_name(prefix.name + ".sqlite"), proc.stdout, time.monotonic() - t0)
 
@@ -177,8 +199,15 @@ class Trace:
 
     def only(self, keep) -> "Trace":
         """A copy with the events for which ``keep(event)`` is true."""
-        return Trace(self.path, [e for e in self.events if keep(e)], self.domains, self.categories,
-                     self.domain_creates, self.domain_destroys, self.tables)
+        return Trace(
+            self.path,
+            [e for e in self.events if keep(e)],
+            self.domains,
+            self.categories,
+            self.domain_creates,
+            self.domain_destroys,
+            self.tables,
+        )
 
 
 def tables(con: sqlite3.Connection) -> dict[str, list[str]]:
@@ -228,9 +257,22 @@ def load(path: Path) -> Trace:
         end_tid = tid
         if r.get("endGlobalTid") is not None:
             end_pid, end_tid = _split_gtid(r["endGlobalTid"])
-        events.append(Event(style, domain(pid, r["domainId"]), text(r), pid, tid,
-                            end_tid if style == "startend" and r["end"] is not None else None,
-                            r["start"], r["end"], r["category"], r["color"], payload, r["rangeId"]))
+        events.append(
+            Event(
+                style,
+                domain(pid, r["domainId"]),
+                text(r),
+                pid,
+                tid,
+                end_tid if style == "startend" and r["end"] is not None else None,
+                r["start"],
+                r["end"],
+                r["category"],
+                r["color"],
+                payload,
+                r["rangeId"],
+            )
+        )
     return Trace(path, events, domains, categories, creates, destroys, schema)
 
 
@@ -397,8 +439,12 @@ def nsys_stats(nsys: Path, report: str, sqlite: Path, timeout: float = 120) -> l
     import csv
     import io
 
-    proc = subprocess.run([str(nsys), "stats", "-q", "-r", report, "-f", "csv", "-o", "-", str(sqlite)],
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [str(nsys), "stats", "-q", "-r", report, "-f", "csv", "-o", "-", str(sqlite)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     _check(proc, f"nsys stats -r {report} {sqlite}")
     text = proc.stdout.strip()
     assert text and "does not contain" not in text and "ERROR" not in proc.stderr, (proc.stdout, proc.stderr)
@@ -409,26 +455,44 @@ def nsys_stats(nsys: Path, report: str, sqlite: Path, timeout: float = 120) -> l
 SCHEMA_MODULE = REPO / "nvtx_plugins_tf" / "recorder" / "_nsys_schema.py"
 # EXPORT_META_DATA keys that describe nsys and its schema (copied into the shipped module);
 # the others (time, host, user, files) describe one export and are computed by ours.
-SCHEMA_META_KEYS = ("EXPORT_PRODUCT_NAME", "EXPORT_PRODUCT_VERSION", "EXPORT_PRODUCT_DATE", "EXPORT_SCHEMA_VERSION",
-                    "EXPORT_SCHEMA_VERSION_MAJOR", "EXPORT_SCHEMA_VERSION_MINOR", "EXPORT_SCHEMA_VERSION_MICRO",
-                    "EXPORT_SCHEMA_VERSION_CKSUM")
+SCHEMA_META_KEYS = (
+    "EXPORT_PRODUCT_NAME",
+    "EXPORT_PRODUCT_VERSION",
+    "EXPORT_PRODUCT_DATE",
+    "EXPORT_SCHEMA_VERSION",
+    "EXPORT_SCHEMA_VERSION_MAJOR",
+    "EXPORT_SCHEMA_VERSION_MINOR",
+    "EXPORT_SCHEMA_VERSION_MICRO",
+    "EXPORT_SCHEMA_VERSION_CKSUM",
+)
 
 
 def real_schema(path: Path) -> dict:
     """What of a real nsys export our exporter ships: every table's DDL (in nsys's order),
     the ENUM_* rows, the schema's metadata values and the metadata key order."""
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
-        tables = [(n, s) for n, s in con.execute(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
-        enums = {n: [tuple(r) for r in con.execute(f'SELECT id, name, label FROM "{n}" ORDER BY id')]
-                 for n, _ in tables if n.startswith("ENUM_")}
+        tables = [
+            (n, s) for n, s in con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid")
+        ]
+        enums = {
+            n: [tuple(r) for r in con.execute(f'SELECT id, name, label FROM "{n}" ORDER BY id')]
+            for n, _ in tables
+            if n.startswith("ENUM_")
+        }
         meta = list(con.execute("SELECT name, value FROM EXPORT_META_DATA ORDER BY rowid"))
-        others = [n for n, _ in con.execute("SELECT name, sql FROM sqlite_master WHERE type != 'table'")
-                  if not n.startswith("sqlite_autoindex")]
+        others = [
+            n
+            for n, _ in con.execute("SELECT name, sql FROM sqlite_master WHERE type != 'table'")
+            if not n.startswith("sqlite_autoindex")
+        ]
     assert not others, f"nsys export has indexes/views we do not ship: {others}"
     values = dict(meta)
-    return {"tables": tables, "enums": enums, "meta": {k: values[k] for k in SCHEMA_META_KEYS},
-            "meta_keys": [k for k, _ in meta]}
+    return {
+        "tables": tables,
+        "enums": enums,
+        "meta": {k: values[k] for k in SCHEMA_META_KEYS},
+        "meta_keys": [k for k, _ in meta],
+    }
 
 
 def schema_module_source(path: Path) -> str:
@@ -436,8 +500,8 @@ def schema_module_source(path: Path) -> str:
     s = real_schema(path)
     lines = [
         '"""Nsight Systems\' SQLite export schema, as ``nsys export --type sqlite`` of Nsight Systems',
-        f'{s["meta"]["EXPORT_PRODUCT_VERSION"]} writes it for an NVTX-only capture (``nsys profile -t nvtx -s none',
-        '--cpuctxsw=none``).',
+        f"{s['meta']['EXPORT_PRODUCT_VERSION']} writes it for an NVTX-only capture (``nsys profile -t nvtx -s none",
+        "--cpuctxsw=none``).",
         "",
         "GENERATED from a real export by ``python tests/nsys_oracle.py --write-schema`` (which runs",
         "that nsys on the native C sample); do not edit by hand. tests/test_sqlite_parity.py checks",
@@ -476,10 +540,24 @@ def build_native_sample(directory: Path) -> Path:
         sys.path.pop(0)
     exe = Path(directory) / "nvtx_sample"
     proc = subprocess.run(
-        ["gcc", "-O2", "-Wall", "-Wno-address", "-Wno-unused-value", f"-I{build_native.nvtx_include_dir()}",
-         "-include", str(WORKLOADS / "nsys_safe_nvtx.h"), str(REPO / "tests" / "native" / "nvtx_sample.c"),
-         "-o", str(exe), "-ldl", "-pthread"],
-        capture_output=True, text=True)
+        [
+            "gcc",
+            "-O2",
+            "-Wall",
+            "-Wno-address",
+            "-Wno-unused-value",
+            f"-I{build_native.nvtx_include_dir()}",
+            "-include",
+            str(WORKLOADS / "nsys_safe_nvtx.h"),
+            str(REPO / "tests" / "native" / "nvtx_sample.c"),
+            "-o",
+            str(exe),
+            "-ldl",
+            "-pthread",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     return exe
 
@@ -489,8 +567,11 @@ def _main(argv=None) -> int:
     import tempfile
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write-schema", action="store_true",
-                        help=f"regenerate {SCHEMA_MODULE.relative_to(REPO)} from a real nsys export")
+    parser.add_argument(
+        "--write-schema",
+        action="store_true",
+        help=f"regenerate {SCHEMA_MODULE.relative_to(REPO)} from a real nsys export",
+    )
     args = parser.parse_args(argv)
     if not args.write_schema:
         parser.print_help()

@@ -40,8 +40,14 @@ def _env():
 
 
 def nvtx_tf(*args, cwd=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "nvtx_plugins_tf", *map(str, args)], capture_output=True, text=True,
-                          env=_env(), cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 def _script(tmp_path, name, body):
@@ -108,22 +114,27 @@ def test_record_exports_exact_attributes(tmp_path):
 
     con = sqlite3.connect(tmp_path / "out.sqlite")
     # The nvtx package registers its strings: nsys (and so our export) puts them in textId.
-    con.execute("CREATE TEMP VIEW ev AS SELECT e.*, coalesce(e.text, s.value) AS name FROM NVTX_EVENTS e "
-                "LEFT JOIN StringIds s ON s.id = e.textId")
+    con.execute(
+        "CREATE TEMP VIEW ev AS SELECT e.*, coalesce(e.text, s.value) AS name FROM NVTX_EVENTS e "
+        "LEFT JOIN StringIds s ON s.id = e.textId"
+    )
     count, avg = con.execute(
-        "SELECT count(*), avg(end - start) FROM ev WHERE name LIKE 'Dense 1' AND start > 0").fetchone()
+        "SELECT count(*), avg(end - start) FROM ev WHERE name LIKE 'Dense 1' AND start > 0"
+    ).fetchone()
     assert count == 4 and avg > 0
     domains = dict(con.execute("SELECT text, domainId FROM NVTX_EVENTS WHERE eventType = 75"))
     assert {"tf", "other"} <= set(domains)
     category, payload, color = con.execute(
         "SELECT category, coalesce(int64Value, uint64Value), color FROM ev "
-        "WHERE name = 'Dense 1' AND domainId = ? ORDER BY start LIMIT 1", (domains["tf"],)).fetchone()
+        "WHERE name = 'Dense 1' AND domainId = ? ORDER BY start LIMIT 1",
+        (domains["tf"],),
+    ).fetchone()
     assert category is not None and (payload, color & 0xFFFFFF) == (3, 0x008000)
     assert con.execute("SELECT text FROM NVTX_EVENTS WHERE eventType = 33").fetchall() == [("layers",)]
-    assert con.execute("SELECT doubleValue, color FROM ev WHERE name = 'inner'").fetchone() == (
-        2.5, 0xFF123456)
-    assert con.execute("SELECT text FROM NVTX_EVENTS WHERE eventType = 33 AND category = ?",
-                       (category,)).fetchone() == ("layers",)
+    assert con.execute("SELECT doubleValue, color FROM ev WHERE name = 'inner'").fetchone() == (2.5, 0xFF123456)
+    assert con.execute(
+        "SELECT text FROM NVTX_EVENTS WHERE eventType = 33 AND category = ?", (category,)
+    ).fetchone() == ("layers",)
     assert con.execute("SELECT eventType, int64Value FROM ev WHERE name = 'async load'").fetchone() == (60, -4)
     assert con.execute("SELECT eventType, end FROM ev WHERE name = 'checkpoint'").fetchone() == (34, None)
 
@@ -168,8 +179,19 @@ def test_error_exit_codes(tmp_path):
     proc = nvtx_tf("record", "-o", tmp_path / "busy", "--", sys.executable, "-c", "import nvtx; nvtx.mark('m')")
     assert proc.returncode == cli.EXIT_OUTPUT_NOT_WRITABLE, proc.stderr
     _one_line_error(proc)
-    assert len({cli.EXIT_USAGE, cli.EXIT_OUTPUT_NOT_WRITABLE, cli.EXIT_COMMAND_NOT_FOUND, cli.EXIT_NO_EVENTS,
-                cli.EXIT_DAMAGED, cli.EXIT_INPUT_NOT_FOUND}) == 6
+    assert (
+        len(
+            {
+                cli.EXIT_USAGE,
+                cli.EXIT_OUTPUT_NOT_WRITABLE,
+                cli.EXIT_COMMAND_NOT_FOUND,
+                cli.EXIT_NO_EVENTS,
+                cli.EXIT_DAMAGED,
+                cli.EXIT_INPUT_NOT_FOUND,
+            }
+        )
+        == 6
+    )
 
 
 def test_damaged_recording_reports_intact_events(tmp_path):
@@ -198,9 +220,11 @@ def test_main_in_process_usage_error(capsys):
 
 
 def test_cli_does_not_import_tensorflow(tmp_path):
-    code = ("import sys; from nvtx_plugins_tf import cli; cli.main(['report', '/nonexistent']); "
-            "import nvtx_plugins_tf.recorder, nvtx_plugins_tf.testing; "
-            "print('tensorflow' in sys.modules)")
+    code = (
+        "import sys; from nvtx_plugins_tf import cli; cli.main(['report', '/nonexistent']); "
+        "import nvtx_plugins_tf.recorder, nvtx_plugins_tf.testing; "
+        "print('tensorflow' in sys.modules)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
     assert proc.stdout.strip() == "False", proc.stderr
 
@@ -261,9 +285,24 @@ with nvtx.annotate("interrupted", domain="train"):
 def test_sigterm_forwarded_and_completed_ranges_kept(tmp_path):
     script = _script(tmp_path, "slow.py", SLOW)
     ready = tmp_path / "ready"
-    proc = subprocess.Popen([sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "t"), "--",
-                             sys.executable, str(script), str(ready)], env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nvtx_plugins_tf",
+            "record",
+            "-o",
+            str(tmp_path / "t"),
+            "--",
+            sys.executable,
+            str(script),
+            str(ready),
+        ],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while not ready.exists():
         assert proc.poll() is None and time.time() < deadline, proc.communicate()
@@ -283,8 +322,11 @@ def test_sigterm_forwarded_and_completed_ranges_kept(tmp_path):
 @needs_recorder
 def test_cli_imports_nothing_heavy_before_running_command(tmp_path):
     (tmp_path / "afile").write_text("")
-    code = ("import sys; from nvtx_plugins_tf import cli; cli.main(['record', '-o', sys.argv[1], '--', 'true']); "
-            "print(sorted(m for m in ('numpy', 'tensorflow', 'nvtx_plugins_tf.recorder') if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "afile" / "x")], capture_output=True, text=True,
-                          env=_env())
+    code = (
+        "import sys; from nvtx_plugins_tf import cli; cli.main(['record', '-o', sys.argv[1], '--', 'true']); "
+        "print(sorted(m for m in ('numpy', 'tensorflow', 'nvtx_plugins_tf.recorder') if m in sys.modules))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "afile" / "x")], capture_output=True, text=True, env=_env()
+    )
     assert proc.stdout.strip() == "[]", proc.stderr

@@ -18,8 +18,24 @@ def test_keras_layers_flag_annotates_unmodified_script(tmp_path, legacy):
     if legacy:
         env["TF_USE_LEGACY_KERAS"] = "1"
     prefix = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "nvtx_plugins_tf", "record", "--keras-layers", "-o", str(prefix),
-                           "--", sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nvtx_plugins_tf",
+            "record",
+            "--keras-layers",
+            "-o",
+            str(prefix),
+            "--",
+            sys.executable,
+            str(SCRIPT),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     rec = reader.load(str(prefix) + ".nvtxrec")
     steps = 3  # 12 samples, batch 4, 1 epoch
@@ -31,10 +47,28 @@ def test_keras_layers_flag_annotates_unmodified_script(tmp_path, legacy):
 
 def test_without_flag_no_layer_ranges(tmp_path):
     prefix = tmp_path / "run"
-    code = ("import nvtx, runpy, sys; nvtx.mark('started'); sys.argv=[sys.argv[1]]; "
-            "runpy.run_path(sys.argv[0], run_name='__main__')")
-    proc = subprocess.run([sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--",
-                           sys.executable, "-c", code, str(SCRIPT)], capture_output=True, text=True, timeout=300)
+    code = (
+        "import nvtx, runpy, sys; nvtx.mark('started'); sys.argv=[sys.argv[1]]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nvtx_plugins_tf",
+            "record",
+            "-o",
+            str(prefix),
+            "--",
+            sys.executable,
+            "-c",
+            code,
+            str(SCRIPT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rec = reader.load(str(prefix) + ".nvtxrec")
     assert rec.count(message="hidden") == 0

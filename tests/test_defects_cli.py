@@ -49,8 +49,14 @@ def _env(**extra):
 
 
 def nvtx_tf(*args, cwd=None, env=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "nvtx_plugins_tf", *map(str, args)], capture_output=True, text=True,
-                          env=env or _env(), cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env or _env(),
+        cwd=cwd,
+        timeout=timeout,
+    )
 
 
 def _script(tmp_path, name, body):
@@ -143,23 +149,36 @@ class Run:
         self.ready = tmp_path / "ready"
         self.prefix = tmp_path / "run"
         script = _script(tmp_path, "child.py", child)
-        self.argv = [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(self.prefix), "--",
-                     sys.executable, str(script), str(self.log), str(self.ready)]
+        self.argv = [
+            sys.executable,
+            "-m",
+            "nvtx_plugins_tf",
+            "record",
+            "-o",
+            str(self.prefix),
+            "--",
+            sys.executable,
+            str(script),
+            str(self.log),
+            str(self.ready),
+        ]
         self.child_pid = None
         self.extra_pids = []
         self.output = bytearray()
         if pty:
             self.master, slave = os.openpty()
             argv = [sys.executable, str(harness), *self.argv] if harness else self.argv
-            self.proc = subprocess.Popen(argv, env=_env(), pass_fds=(slave,), stdin=subprocess.DEVNULL,
-                                         preexec_fn=lambda: os.login_tty(slave))
+            self.proc = subprocess.Popen(
+                argv, env=_env(), pass_fds=(slave,), stdin=subprocess.DEVNULL, preexec_fn=lambda: os.login_tty(slave)
+            )
             os.close(slave)
             self._reader = threading.Thread(target=self._drain, daemon=True)
             self._reader.start()
         else:
             self.master = None
-            self.proc = subprocess.Popen(self.argv, env=_env(), start_new_session=True, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE)
+            self.proc = subprocess.Popen(
+                self.argv, env=_env(), start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
 
     def _drain(self):
         while True:
@@ -324,8 +343,9 @@ def test_ctrl_z_stops_the_job_and_fg_gives_the_child_the_terminal(run_factory, t
 
 
 # --------------------------------------------------------------------------- item 9
-@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR2],
-                         ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "sig", [signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR2], ids=lambda s: s.name
+)
 def test_signal_to_record_alone_is_forwarded_once(run_factory, sig):
     """`kill -SIG <record's pid>`: SIGHUP, SIGQUIT and SIGUSR2 killed record and left the
     child running; every one is forwarded, once."""
@@ -391,8 +411,9 @@ def test_output_prefix_naming_no_file_is_a_usage_error(tmp_path, prefix):
 
 
 def test_output_folder_is_created(tmp_path):
-    proc = nvtx_tf("record", "-o", "out/deeper/run", "--", sys.executable, "-c", "import nvtx; nvtx.mark('m')",
-                   cwd=tmp_path)
+    proc = nvtx_tf(
+        "record", "-o", "out/deeper/run", "--", sys.executable, "-c", "import nvtx; nvtx.mark('m')", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out" / "deeper" / "run.json").is_file()
     assert (tmp_path / "out" / "deeper" / "run.nvtxrec").stat().st_mode & 0o777 == 0o700
@@ -413,13 +434,16 @@ OTHER_PYTHON = "/usr/bin/python3"
 def _other_python_cannot_import_package():
     if not os.path.exists(OTHER_PYTHON):
         return False
-    probe = subprocess.run([OTHER_PYTHON, "-c", "import nvtx_plugins_tf"], capture_output=True, cwd="/",
-                           env={"PATH": os.environ.get("PATH", "")})
+    probe = subprocess.run(
+        [OTHER_PYTHON, "-c", "import nvtx_plugins_tf"],
+        capture_output=True,
+        cwd="/",
+        env={"PATH": os.environ.get("PATH", "")},
+    )
     return probe.returncode != 0
 
 
-@pytest.mark.skipif(not _other_python_cannot_import_package(),
-                    reason=f"needs {OTHER_PYTHON} without nvtx_plugins_tf")
+@pytest.mark.skipif(not _other_python_cannot_import_package(), reason=f"needs {OTHER_PYTHON} without nvtx_plugins_tf")
 @pytest.mark.parametrize("repo_on_path", [False, True], ids=["package-missing", "dependencies-missing"])
 def test_keras_layers_leaves_other_pythons_alone(tmp_path, repo_on_path):
     """A descendant running another Python that imports Keras failed with
@@ -480,8 +504,12 @@ def test_open_ranges_are_shown_by_record_and_report(tmp_path):
     script = _script(tmp_path, "open.py", OPEN_RANGES)
     proc = nvtx_tf("record", "-o", tmp_path / "o", "--", sys.executable, script)
     assert proc.returncode == 128 + signal.SIGKILL, proc.stderr
-    for text in (proc.stdout, nvtx_tf("report", tmp_path / "o.nvtxrec").stdout,
-                 nvtx_tf("report", tmp_path / "o.sqlite").stdout, nvtx_tf("report", tmp_path / "o").stdout):
+    for text in (
+        proc.stdout,
+        nvtx_tf("report", tmp_path / "o.nvtxrec").stdout,
+        nvtx_tf("report", tmp_path / "o.sqlite").stdout,
+        nvtx_tf("report", tmp_path / "o").stdout,
+    ):
         assert "closed" in text
         assert "3 ranges still open when the recording ended" in text, text
         for name in ("io:async open", "outer open", "inner open"):
@@ -509,8 +537,17 @@ def test_png_without_matplotlib_says_so_once(tmp_path):
     (shim / "__init__.py").write_text("raise ImportError('No module named matplotlib (hidden by the test)')\n")
     env = _env()
     env["PYTHONPATH"] = os.pathsep.join((str(tmp_path / "shim"), env["PYTHONPATH"]))
-    proc = nvtx_tf("record", "-o", tmp_path / "nompl" / "run", "--png", "--", sys.executable, "-c",
-                   "import nvtx; nvtx.push_range('r'); nvtx.pop_range()", env=env)
+    proc = nvtx_tf(
+        "record",
+        "-o",
+        tmp_path / "nompl" / "run",
+        "--png",
+        "--",
+        sys.executable,
+        "-c",
+        "import nvtx; nvtx.push_range('r'); nvtx.pop_range()",
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     mentions = [ln for ln in proc.stderr.splitlines() if "matplotlib" in ln]
     assert len(mentions) == 1 and "pip install 'nvtx_plugins_tf[plot]'" in mentions[0], proc.stderr
@@ -520,8 +557,16 @@ def test_png_without_matplotlib_says_so_once(tmp_path):
 
 def test_png_written_in_its_folder_and_named_with_it(tmp_path):
     pytest.importorskip("matplotlib")
-    proc = nvtx_tf("record", "-o", tmp_path / "a" / "b" / "run", "--png", "--", sys.executable, "-c",
-                   "import nvtx; nvtx.push_range('r'); nvtx.pop_range()")
+    proc = nvtx_tf(
+        "record",
+        "-o",
+        tmp_path / "a" / "b" / "run",
+        "--png",
+        "--",
+        sys.executable,
+        "-c",
+        "import nvtx; nvtx.push_range('r'); nvtx.pop_range()",
+    )
     assert proc.returncode == 0, proc.stderr
     png = tmp_path / "a" / "b" / "run.png"
     assert png.stat().st_size > 0
@@ -597,7 +642,9 @@ def test_record_on_a_full_disk_keeps_the_program_and_says_one_line(full_tmpfs, t
     """Issue 9 item 2: the program runs to its end, `record` exits with a documented code
     and one line, and leaves no temporary file behind."""
     script = tmp_path / "many.py"
-    script.write_text("import nvtx\nfor i in range(200000):\n    nvtx.push_range('r'); nvtx.pop_range()\nprint('done')\n")
+    script.write_text(
+        "import nvtx\nfor i in range(200000):\n    nvtx.push_range('r'); nvtx.pop_range()\nprint('done')\n"
+    )
     proc = nvtx_tf("record", "-o", full_tmpfs / "run", "--", sys.executable, script, timeout=300)
     assert "done" in proc.stdout
     errors = [line for line in proc.stderr.splitlines() if line.startswith("nvtx-tf:")]
@@ -611,7 +658,9 @@ def test_record_reports_events_the_recorder_dropped(tmp_path):
     """Issue 9 items 2-3: under `ulimit -f` the command runs to its end; what the recorder
     could not write is damage: exit 6, one line naming the recording."""
     script = tmp_path / "many.py"
-    script.write_text("import nvtx\nfor i in range(200000):\n    nvtx.push_range('r'); nvtx.pop_range()\nprint('done')\n")
+    script.write_text(
+        "import nvtx\nfor i in range(200000):\n    nvtx.push_range('r'); nvtx.pop_range()\nprint('done')\n"
+    )
     limited = f"ulimit -f 512; exec {sys.executable} {script}"  # 512 KiB for the command only
     proc = nvtx_tf("record", "-o", tmp_path / "run", "--", "bash", "-c", limited, timeout=300)
     assert "done" in proc.stdout, proc.stderr

@@ -115,7 +115,7 @@ def _run(argv, env, timeout=300):
 
 
 def _tagged(proc, tag: str) -> str:
-    lines = [line[len(tag):] for line in proc.stdout.splitlines() if line.startswith(tag)]
+    lines = [line[len(tag) :] for line in proc.stdout.splitlines() if line.startswith(tag)]
     assert len(lines) == 1, proc.stdout + proc.stderr[-3000:]
     return lines[0]
 
@@ -259,8 +259,10 @@ def test_nothing_built_and_no_auto_build_import_succeeds_and_says_why(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "IMPORTED" in proc.stdout
     identity = _loader.tensorflow_identity()
-    line = (f"nvtx_plugins_tf: the op library is not built for TensorFlow {identity['tf_version']}; "
-            "run: python -m nvtx_plugins_tf build tf_ops")
+    line = (
+        f"nvtx_plugins_tf: the op library is not built for TensorFlow {identity['tf_version']}; "
+        "run: python -m nvtx_plugins_tf build tf_ops"
+    )
     assert _tagged(proc, "OPS:") == line
     assert f"OpLibraryWarning: {line}" in proc.stderr  # shown once, at import
     assert "'NvtxStart'" in _tagged(proc, "SAVEDMODEL:")

@@ -27,8 +27,9 @@ RECORD_TIMEOUT_S = 600
 def _run_bounded(cmd: list[str], timeout: float, env=None) -> subprocess.CompletedProcess:
     """Run ``cmd`` in its own process group; on timeout kill that group (the recorder,
     the launcher and the workers alike) so that no process outlives the test."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -41,11 +42,22 @@ def _run_bounded(cmd: list[str], timeout: float, env=None) -> subprocess.Complet
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def _record(tmp_path: Path, script: str, *args: str, env=None, timeout: float = RECORD_TIMEOUT_S,
-            check: bool = True) -> Path | tuple[Path, subprocess.CompletedProcess]:
+def _record(
+    tmp_path: Path, script: str, *args: str, env=None, timeout: float = RECORD_TIMEOUT_S, check: bool = True
+) -> Path | tuple[Path, subprocess.CompletedProcess]:
     prefix = tmp_path / "run"
-    cmd = [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--",
-           sys.executable, str(HERE / "distributed" / script), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nvtx_plugins_tf",
+        "record",
+        "-o",
+        str(prefix),
+        "--",
+        sys.executable,
+        str(HERE / "distributed" / script),
+        *args,
+    ]
     proc = _run_bounded(cmd, timeout, env)
     if not check:
         return prefix, proc
@@ -137,8 +149,15 @@ def test_multi_worker_mirrored_tf_keras_fit_and_custom_loop(tmp_path):
     for attempt in range(2):  # a port picked here may be taken before the worker binds it
         ports = _free_loopback_ports(2)
         prefix, proc = _record(
-            tmp_path, "mwms_launcher.py", *map(str, ports), str(logdir), str(MWMS_WORKER_TIMEOUT_S),
-            str(EPOCHS), str(STEPS), timeout=MWMS_WORKER_TIMEOUT_S + 90, check=False,
+            tmp_path,
+            "mwms_launcher.py",
+            *map(str, ports),
+            str(logdir),
+            str(MWMS_WORKER_TIMEOUT_S),
+            str(EPOCHS),
+            str(STEPS),
+            timeout=MWMS_WORKER_TIMEOUT_S + 90,
+            check=False,
         )
         if proc.returncode == 0 or not _port_clash(logdir) or attempt == 1:
             break
@@ -162,7 +181,7 @@ def test_multi_worker_mirrored_tf_keras_fit_and_custom_loop(tmp_path):
     for pid in workers:
         mine = [r for r in rec.ranges if r.pid == pid]
 
-        def find(message, domain):
+        def find(message, domain, mine=mine):
             return [r for r in mine if r.message == message and r.domain == domain]
 
         # (a) tf_keras fit: our layers' forward/backward ranges, one replica per worker.
@@ -181,8 +200,9 @@ def test_multi_worker_mirrored_tf_keras_fit_and_custom_loop(tmp_path):
 
         # NVTXCallback on tf_keras, per worker.
         assert len(find("Train", "Keras")) == 1
-        epochs = sorted((r for r in mine if r.domain == "Keras" and r.message.startswith("epoch ")),
-                        key=lambda r: r.start_ns)
+        epochs = sorted(
+            (r for r in mine if r.domain == "Keras" and r.message.startswith("epoch ")), key=lambda r: r.start_ns
+        )
         assert [r.message for r in epochs] == [f"epoch {e}" for e in range(EPOCHS)]
         batches = [r for r in mine if r.domain == "Keras" and r.message.startswith("batch ")]
         assert Counter(r.message for r in batches) == {f"batch {b}": EPOCHS for b in range(STEPS)}
@@ -196,8 +216,13 @@ def test_multi_worker_mirrored_tf_keras_fit_and_custom_loop(tmp_path):
 
     # The summary by process has rows for both workers (and the launcher), from the
     # SQLite export and from the raw recording alike.
-    expected = {"Forward:dense": EPOCHS * STEPS, "Backward:dense grad": EPOCHS * STEPS,
-                "Forward:worker step": STEPS, "Gradient:worker step": STEPS, "Keras:Train": 1}
+    expected = {
+        "Forward:dense": EPOCHS * STEPS,
+        "Backward:dense grad": EPOCHS * STEPS,
+        "Forward:worker step": STEPS,
+        "Gradient:worker step": STEPS,
+        "Keras:Train": 1,
+    }
     for source in (Path(str(prefix) + ".sqlite"), Path(str(prefix) + ".nvtxrec")):
         summary = summarize(source, by_process=True)
         assert summary.by_process

@@ -20,8 +20,18 @@ def _record(tmp_path, child_env):
 
 def _record_example(tmp_path, env, script, *args):
     prefix = tmp_path / Path(script).stem
-    command = [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--",
-               sys.executable, str(EXAMPLES / script), *args]
+    command = [
+        sys.executable,
+        "-m",
+        "nvtx_plugins_tf",
+        "record",
+        "-o",
+        str(prefix),
+        "--",
+        sys.executable,
+        str(EXAMPLES / script),
+        *args,
+    ]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert Path(str(prefix) + ".json").is_file()
@@ -43,7 +53,10 @@ def test_keras_example(_record):
 def test_tf_session_example(_record):
     rec, _ = _record("tf_session_example.py", "--steps", "4", "--skip", "1")
     assert [r.message for r in sorted(rec.find(), key=lambda r: r.start_ns) if r.message.startswith("step ")] == [
-        "step 1", "step 2", "step 3"]
+        "step 1",
+        "step 2",
+        "step 3",
+    ]
     assert rec.count(message="Session") == 1
     for name in ("hidden", "output"):
         assert rec.count(message=name, domain="Forward") == 4

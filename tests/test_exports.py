@@ -28,7 +28,7 @@ def _recording(tmp_path):
         main.pop(t + 1 + d, domain=1)
         main.pop(t + 2 + d)
         t += 5_000
-    worker.string(5, "load \"batch\"\n")
+    worker.string(5, 'load "batch"\n')
     for i, d in enumerate(ASYNC):
         worker.start(t + i * 100, 500 + i, 5, payload=("double", 0.5))
         main.end(t + i * 100 + d, 500 + i)  # ended on another thread
@@ -162,33 +162,60 @@ def test_sqlite_nsys_schema_and_query(tmp_path):
     ).fetchone()
     assert count == 5 and avg == pytest.approx(statistics.mean(DENSE + [400]))
     cols = [r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")]
-    assert cols == ["start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid",
-                    "textId", "domainId", "uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value",
-                    "floatValue", "jsonTextId", "jsonText"]
+    assert cols == [
+        "start",
+        "end",
+        "eventType",
+        "rangeId",
+        "category",
+        "color",
+        "text",
+        "globalTid",
+        "endGlobalTid",
+        "textId",
+        "domainId",
+        "uint64Value",
+        "int64Value",
+        "doubleValue",
+        "uint32Value",
+        "int32Value",
+        "floatValue",
+        "jsonTextId",
+        "jsonText",
+    ]
     types = dict(con.execute("SELECT eventType, count(*) FROM NVTX_EVENTS GROUP BY eventType").fetchall())
     assert types == {59: 4 + 4 + 1 + 1, 60: 2, 34: 1, 75: 1, 39: 1}  # 39: the main thread's name (override)
     # Registered string: textId set, text NULL (nsys fills exactly one of them).
     text, text_id = con.execute(
-        "SELECT text, textId FROM NVTX_EVENTS WHERE (globalTid >> 24) & 0xFFFFFF = 2000").fetchone()
+        "SELECT text, textId FROM NVTX_EVENTS WHERE (globalTid >> 24) & 0xFFFFFF = 2000"
+    ).fetchone()
     assert text is None and con.execute("SELECT value FROM StringIds WHERE id = ?", (text_id,)).fetchone() == (
-        "Dense 1",)
-    assert con.execute("SELECT count(*) FROM NVTX_EVENTS WHERE text IS NOT NULL AND textId IS NOT NULL").fetchone() \
-        == (0,)
+        "Dense 1",
+    )
+    assert con.execute("SELECT count(*) FROM NVTX_EVENTS WHERE text IS NOT NULL AND textId IS NOT NULL").fetchone() == (
+        0,
+    )
     # Start/end: ended on another thread -> endGlobalTid; payload columns.
-    rows = con.execute("SELECT globalTid & 0xFFFFFF, endGlobalTid & 0xFFFFFF, (globalTid >> 24) & 0xFFFFFF, "
-                       "globalTid >> 48, doubleValue, rangeId FROM NVTX_EVENTS WHERE eventType = 60 ORDER BY start"
-                       ).fetchall()
+    rows = con.execute(
+        "SELECT globalTid & 0xFFFFFF, endGlobalTid & 0xFFFFFF, (globalTid >> 24) & 0xFFFFFF, "
+        "globalTid >> 48, doubleValue, rangeId FROM NVTX_EVENTS WHERE eventType = 60 ORDER BY start"
+    ).fetchall()
     assert rows == [(1001, 1000, 1000, 1, 0.5, 500), (1001, 1000, 1000, 1, 0.5, 501)]
-    assert con.execute("SELECT DISTINCT e.int64Value, e.category FROM NVTX_EVENTS e JOIN NVTX_EVENTS d "
-                       "ON d.eventType = 75 AND d.domainId = e.domainId AND d.text = 'tf' "
-                       "WHERE e.eventType = 59").fetchall() == [(-7, 3)]
+    assert con.execute(
+        "SELECT DISTINCT e.int64Value, e.category FROM NVTX_EVENTS e JOIN NVTX_EVENTS d "
+        "ON d.eventType = 75 AND d.domainId = e.domainId AND d.text = 'tf' "
+        "WHERE e.eventType = 59"
+    ).fetchall() == [(-7, 3)]
     assert con.execute("SELECT color FROM NVTX_EVENTS WHERE text = 'step' AND end IS NOT NULL LIMIT 1").fetchone() == (
-        0xFF112233,)
+        0xFF112233,
+    )
     assert con.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 59 AND end IS NULL").fetchone() == (1,)
     names = con.execute("SELECT s.value, t.globalTid FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId").fetchall()
     assert names == [("main", (1 << 48) | (1000 << 24) | 1000)]
     assert sorted(con.execute("SELECT pid, name, globalPid FROM PROCESSES")) == [
-        (1000, "trainer", (1 << 48) | (1000 << 24)), (2000, "worker", (1 << 48) | (2000 << 24))]
+        (1000, "trainer", (1 << 48) | (1000 << 24)),
+        (2000, "worker", (1 << 48) | (2000 << 24)),
+    ]
     # Session-relative times: 0 = the earliest segment's start (10_000 ns CLOCK_MONOTONIC).
     assert con.execute("SELECT min(start) FROM NVTX_EVENTS WHERE text = 'step'").fetchone() == (20_000 - 10_000,)
     meta = dict(con.execute("SELECT name, value FROM EXPORT_META_DATA"))
@@ -196,8 +223,15 @@ def test_sqlite_nsys_schema_and_query(tmp_path):
 
 
 def _expected(durations):
-    return (sum(durations), len(durations), statistics.mean(durations), statistics.median(durations),
-            min(durations), max(durations), statistics.stdev(durations) if len(durations) > 1 else 0.0)
+    return (
+        sum(durations),
+        len(durations),
+        statistics.mean(durations),
+        statistics.median(durations),
+        min(durations),
+        max(durations),
+        statistics.stdev(durations) if len(durations) > 1 else 0.0,
+    )
 
 
 @pytest.mark.parametrize("source", ["recording", "sqlite"])
@@ -227,8 +261,18 @@ def test_summary_numbers(tmp_path, source):
     assert [r.total_ns for r in summary.rows] == sorted((r.total_ns for r in summary.rows), reverse=True)
     text = summary.format()
     header = text.splitlines()[0]
-    for col in ("Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
-                "StdDev (ns)", "Style", "Range"):
+    for col in (
+        "Time (%)",
+        "Total Time (ns)",
+        "Instances",
+        "Avg (ns)",
+        "Med (ns)",
+        "Min (ns)",
+        "Max (ns)",
+        "StdDev (ns)",
+        "Style",
+        "Range",
+    ):
         assert col in header
     # By process: the two "Dense 1" groups of different processes stay apart.
     by_proc = summarize(path, by_process=True)
@@ -249,11 +293,17 @@ def test_summary_of_real_nsys_style_sqlite(tmp_path):
             uint32Value INTEGER, int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT);
         INSERT INTO StringIds VALUES (7, 'conv');
     """)
-    g = (281474976710656 | (77 << 24) | 78)
-    con.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, textId, globalTid, domainId) "
-                    "VALUES (?,?,?,?,?,?,?)",
-                    [(1, None, 75, "cudnn", None, g, 3), (10, 30, 59, None, 7, g, 3), (40, 50, 59, None, 7, g, 3),
-                     (5, 6, 60, "plain", None, g, 0), (7, None, 34, "mark", None, g, 0)])
+    g = 281474976710656 | (77 << 24) | 78
+    con.executemany(
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, textId, globalTid, domainId) VALUES (?,?,?,?,?,?,?)",
+        [
+            (1, None, 75, "cudnn", None, g, 3),
+            (10, 30, 59, None, 7, g, 3),
+            (40, 50, 59, None, 7, g, 3),
+            (5, 6, 60, "plain", None, g, 0),
+            (7, None, 34, "mark", None, g, 0),
+        ],
+    )
     con.commit()
     con.close()
     rows = {(r.range, r.style): (r.total_ns, r.instances) for r in summarize(path).rows}

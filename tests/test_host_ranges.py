@@ -142,8 +142,9 @@ def test_argument_checks():
 
 # ------------------------------------------------------------------------------ subprocesses
 def _run(code: str, env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
@@ -173,8 +174,14 @@ def test_callback_and_hook_work_without_the_nvtx_package(child_env, tmp_path):
 
     ranges = load(tmp_path / "rec").ranges
     got = sorted((r.domain, r.message) for r in ranges if r.domain in ("Keras", "Hook"))
-    assert got == [("Hook", "Session"), ("Hook", "step 0"), ("Keras", "Train"), ("Keras", "batch 0"),
-                   ("Keras", "batch 1"), ("Keras", "epoch 0")]
+    assert got == [
+        ("Hook", "Session"),
+        ("Hook", "step 0"),
+        ("Keras", "Train"),
+        ("Keras", "batch 0"),
+        ("Keras", "batch 1"),
+        ("Keras", "epoch 0"),
+    ]
 
 
 def test_no_private_nvtx_imports_in_the_package():
@@ -272,8 +279,13 @@ def test_callback_and_hook_ranges_visible_in_real_nsys(tmp_path):
         assert all(e.payload == ("int64Value", batch) and e.end is not None for e in events)
     categories = {name: cid for domain, cid, name in trace.categories if domain == "Keras"}
     assert {"phase: Train", "phase: Predict"} <= set(categories)
-    train_batches = [e for k, v in by_key.items() if k[0] == "Keras" and k[1].startswith("batch") for e in v
-                     if e.category == categories["phase: Train"]]
+    train_batches = [
+        e
+        for k, v in by_key.items()
+        if k[0] == "Keras" and k[1].startswith("batch")
+        for e in v
+        if e.category == categories["phase: Train"]
+    ]
     assert len(train_batches) == 8
     assert all(e.color == 0xFF17BECF for e in train_batches)
     assert count.get(("Hooks", "Session", "startend")) == 1

@@ -12,7 +12,8 @@ STEPS = N // BATCH
 
 def _mlp(name="mlp"):
     return keras.Sequential(
-        [keras.Input((8,))] + [keras.layers.Dense(8, activation="relu", name=f"{name}_d{i}") for i in range(4)]
+        [keras.Input((8,))]
+        + [keras.layers.Dense(8, activation="relu", name=f"{name}_d{i}") for i in range(4)]
         + [keras.layers.Dense(1, name=f"{name}_out")],
         name=name,
     )
@@ -102,8 +103,8 @@ def test_keras_applications_model():
         model.fit(x, y, batch_size=4, epochs=1, verbose=0)
     layers = [layer for layer in model.layers if is_annotated(layer)]
     assert len(layers) > 100
-    missing_fwd = [l.name for l in layers if rec.count(message=l.name, domain="Forward") != 1]
-    missing_bwd = [l.name for l in layers if rec.count(message=l.name, domain="Backward") != 1]
+    missing_fwd = [layer.name for layer in layers if rec.count(message=layer.name, domain="Forward") != 1]
+    missing_bwd = [layer.name for layer in layers if rec.count(message=layer.name, domain="Backward") != 1]
     assert not missing_fwd
     assert not missing_bwd
     assert not rec.open_ranges

@@ -74,8 +74,9 @@ def test_run_eagerly_and_configuration():
     x, y = _data()
     model = _model()
     model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
-    cb = NVTXCallback(domain_name="Mine", train_message="fit", epoch_message="E{epoch}", batch_message="step",
-                      colors={"batch": "red"})
+    cb = NVTXCallback(
+        domain_name="Mine", train_message="fit", epoch_message="E{epoch}", batch_message="step", colors={"batch": "red"}
+    )
     with capture() as rec:
         model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[cb])
     assert rec.count(message="fit", domain="Mine") == 1

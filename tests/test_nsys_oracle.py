@@ -23,9 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import nsys_oracle as oracle
+import pytest
 from nsys_oracle import fetch_nsys
 
 REPO = oracle.REPO
@@ -55,8 +54,12 @@ def tf_runs(nsys, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def package_runs(nsys, tmp_path_factory):
-    return _both(nsys, [oracle.PYTHON, WORKLOADS / "nvtx_package_workload.py"],
-                 tmp_path_factory.mktemp("nsys_pkg"), "nvtx-package")
+    return _both(
+        nsys,
+        [oracle.PYTHON, WORKLOADS / "nvtx_package_workload.py"],
+        tmp_path_factory.mktemp("nsys_pkg"),
+        "nvtx-package",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +74,11 @@ def native_runs(nsys, native_sample, tmp_path_factory):
 
 def _assert_same(ours, theirs, keys=None):
     diffs = oracle.compare(ours, theirs, keys)
-    assert not diffs, ("our export differs from nsys's:\n" + "\n".join(diffs)
-                       + f"\nours:\n{oracle.describe(ours)}\nnsys:\n{oracle.describe(theirs)}")
+    assert not diffs, (
+        "our export differs from nsys's:\n"
+        + "\n".join(diffs)
+        + f"\nours:\n{oracle.describe(ours)}\nnsys:\n{oracle.describe(theirs)}"
+    )
 
 
 # ------------------------------------------------------------------------------ nsys itself
@@ -82,8 +88,9 @@ def test_fetch_is_pinned_and_idempotent(nsys):
         if deb.strict:
             assert deb.sha256 in info, deb.name
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, str(REPO / "build_tools" / "fetch_nsys.py")], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "build_tools" / "fetch_nsys.py")], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert Path(proc.stdout.strip()) == nsys
     assert time.monotonic() - t0 < 10, "second run must not download again"
@@ -92,8 +99,13 @@ def test_fetch_is_pinned_and_idempotent(nsys):
 
 def test_nsys_imports_its_own_stream(nsys, tmp_path):
     """With the host-linux-x64 link made by fetch_nsys, nsys writes .nsys-rep itself."""
-    proc = subprocess.run([str(nsys), *oracle.NSYS_PROFILE_ARGS, "-o", str(tmp_path / "r"), "/bin/true"],
-                          env=oracle.clean_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(nsys), *oracle.NSYS_PROFILE_ARGS, "-o", str(tmp_path / "r"), "/bin/true"],
+        env=oracle.clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "r.nsys-rep").exists(), proc.stdout + proc.stderr
 
@@ -138,9 +150,12 @@ def test_nvtx_package_domains_reach_nsys(package_runs):
     assert set(theirs.domain_creates) == set(ours.domain_creates) == {"pkg", "pkg-b", "pkg-child"}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="upstream: nvtx 0.2.17 asks nvtxDomainIsEnabled, nsys 2022.4 does not answer, "
-                          "so the package drops every range, mark and category name under that nsys")
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="upstream: nvtx 0.2.17 asks nvtxDomainIsEnabled, nsys 2022.4 does not answer, "
+    "so the package drops every range, mark and category name under that nsys",
+)
 def test_nvtx_package_script_matches_nsys(package_runs):
     ours, theirs, *_ = package_runs
     assert ("pkg", "cross-thread", "startend") in ours.keys() and ("pkg-child", "child-range", "pushpop") in ours.keys()
@@ -189,8 +204,14 @@ def test_sqlite_metadata_has_nsys_keys(native_runs):
     theirs = oracle.metadata(nsys_run.sqlite)
     assert theirs["EXPORT_SCHEMA_VERSION"] == "3.0.0"  # what nsys 2022.4.2 writes
     ours = oracle.metadata(ours_run.sqlite)
-    keys = ("EXPORT_PRODUCT_NAME", "EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION", "EXPORT_SCHEMA_VERSION_MAJOR",
-            "EXPORT_SCHEMA_VERSION_MINOR", "EXPORT_SCHEMA_VERSION_MICRO")
+    keys = (
+        "EXPORT_PRODUCT_NAME",
+        "EXPORT_PRODUCT_VERSION",
+        "EXPORT_SCHEMA_VERSION",
+        "EXPORT_SCHEMA_VERSION_MAJOR",
+        "EXPORT_SCHEMA_VERSION_MINOR",
+        "EXPORT_SCHEMA_VERSION_MICRO",
+    )
     assert [k for k in keys if k not in ours] == [], sorted(ours)
     # Every key nsys writes, with the same values for those that describe nsys's schema.
     assert [k for k in theirs if k not in ours] == []

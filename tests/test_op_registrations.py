@@ -31,5 +31,10 @@ def test_forward_ops_are_stateful_backward_ops_are_not():
     """Forward ops always run; backward ops run only when the gradients they carry are
     used (gradients.py: a stateful backward op would keep pruned gradients alive)."""
     stateful = {op: op_def_registry.get(op).is_stateful for op in HOST_MEMORY}
-    assert stateful == {"NvtxStart": True, "NvtxEnd": True, "NvtxMark": True,
-                        "NvtxBackwardStart": False, "NvtxBackwardEnd": False}
+    assert stateful == {
+        "NvtxStart": True,
+        "NvtxEnd": True,
+        "NvtxMark": True,
+        "NvtxBackwardStart": False,
+        "NvtxBackwardEnd": False,
+    }

@@ -95,7 +95,7 @@ def test_mismatched_library_gives_one_line_with_command(tmp_path):
         """
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    line = [l for l in out.stdout.splitlines() if l.startswith("ERR:")]
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("ERR:")]
     assert line, out.stdout + out.stderr
     assert "TensorFlow 2.0.0" in line[0] and "python -m nvtx_plugins_tf build" in line[0]
     assert "undefined symbol" not in line[0]

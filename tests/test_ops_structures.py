@@ -8,8 +8,21 @@ import nvtx_plugins_tf as nvtx_tf
 from nvtx_plugins_tf.testing import capture
 
 DTYPES = [
-    tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.complex64, tf.complex128,
-    tf.int8, tf.int16, tf.int32, tf.int64, tf.uint8, tf.uint16, tf.uint32, tf.uint64, tf.bool,
+    tf.float16,
+    tf.bfloat16,
+    tf.float32,
+    tf.float64,
+    tf.complex64,
+    tf.complex128,
+    tf.int8,
+    tf.int16,
+    tf.int32,
+    tf.int64,
+    tf.uint8,
+    tf.uint16,
+    tf.uint32,
+    tf.uint64,
+    tf.bool,
 ]
 
 
@@ -18,8 +31,10 @@ def _value(dtype):
     if dtype == tf.bool:
         return tf.constant(rng.integers(0, 2, [3, 4]).astype(bool))
     if dtype.is_complex:
-        return tf.complex(tf.constant(rng.normal(size=[3, 4]), dtype.real_dtype),
-                          tf.constant(rng.normal(size=[3, 4]), dtype.real_dtype))
+        return tf.complex(
+            tf.constant(rng.normal(size=[3, 4]), dtype.real_dtype),
+            tf.constant(rng.normal(size=[3, 4]), dtype.real_dtype),
+        )
     if dtype.is_floating:
         return tf.cast(tf.constant(rng.normal(size=[3, 4]) * 1e3), dtype)
     info = np.iinfo(dtype.as_numpy_dtype)
@@ -73,7 +88,9 @@ def test_sparse_ragged_nested_structures():
 
     out = f(structure)
     tf.nest.assert_same_structure(out, structure, expand_composites=True)
-    for got, want in zip(tf.nest.flatten(out, expand_composites=True), tf.nest.flatten(structure, expand_composites=True)):
+    for got, want in zip(
+        tf.nest.flatten(out, expand_composites=True), tf.nest.flatten(structure, expand_composites=True)
+    ):
         assert _bits(got) == _bits(want)
 
 

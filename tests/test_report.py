@@ -25,15 +25,25 @@ def _record(tmp_path, child_env):
     script = tmp_path / "numbered.py"
     script.write_text(SCRIPT)
     prefix = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--",
-                           sys.executable, str(script)], env=child_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--", sys.executable, str(script)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return prefix, proc.stdout
 
 
 def _report(*args, env):
-    proc = subprocess.run([sys.executable, "-m", "nvtx_plugins_tf", "report", *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", "report", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -42,8 +52,11 @@ def test_numbered_names_share_a_row_by_default(tmp_path, child_env):
     prefix, out = _record(tmp_path, child_env)
     reports = (_report(str(prefix) + ".nvtxrec", env=child_env()), _report(str(prefix) + ".sqlite", env=child_env()))
     for text in (out, *reports):
-        rows = [line for line in text.splitlines() if line.rstrip().endswith(("Keras:batch *", "Forward:Dense 1",
-                                                                             "Forward:Dense 2", "TSL:XlaPass"))]
+        rows = [
+            line
+            for line in text.splitlines()
+            if line.rstrip().endswith(("Keras:batch *", "Forward:Dense 1", "Forward:Dense 2", "TSL:XlaPass"))
+        ]
         assert len(rows) == 4, text
         assert " 12 " in next(r for r in rows if r.endswith("batch *"))
         assert "batch 3" not in text
@@ -54,8 +67,11 @@ def test_keep_numbered_and_csv_keep_every_name_whole(tmp_path, child_env):
     table = _report(str(prefix) + ".sqlite", "--keep-numbered", env=child_env())
     assert "Keras:batch 11" in table
     assert "…" in table  # the 200-character XLA-style name is shortened in the table
-    rows = list(csv.DictReader(io.StringIO(_report(str(prefix) + ".sqlite", "--keep-numbered", "--format", "csv",
-                                                   env=child_env()))))
+    rows = list(
+        csv.DictReader(
+            io.StringIO(_report(str(prefix) + ".sqlite", "--keep-numbered", "--format", "csv", env=child_env()))
+        )
+    )
     names = {r["Range"] for r in rows}
     assert {f"Keras:batch {i}" for i in range(12)} <= names
     assert any(n.startswith("TSL:XlaPass#name=cluster_0,") and len(n) > 180 for n in names)
@@ -79,7 +95,8 @@ TRAINING = textwrap.dedent(
         with tf.GradientTape() as tape:
             x, ctx = nvtx_tf.ops.start(x, "Dense 1", "Forward", grad_domain_name="Backward")
             x = nvtx_tf.ops.end(tf.nn.relu(x @ w1), ctx)
-            x, ctx = nvtx_tf.ops.start(x, "Dense 2", "Forward", grad_message="Dense 2 grad", grad_domain_name="Backward")
+            x, ctx = nvtx_tf.ops.start(x, "Dense 2", "Forward", grad_message="Dense 2 grad",
+                                       grad_domain_name="Backward")
             loss = tf.reduce_sum(tf.square(nvtx_tf.ops.end(x @ w2, ctx)))
         return tape.gradient(loss, [w1, w2])
 
@@ -93,12 +110,19 @@ def test_pairs_links_each_backward_range_to_its_forward_range(tmp_path, child_en
     script = tmp_path / "train.py"
     script.write_text(TRAINING)
     prefix = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--",
-                           sys.executable, str(script)], env=child_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--", sys.executable, str(script)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     out = _report(str(prefix) + ".nvtxrec", "--pairs", env=child_env())
     assert out.splitlines()[0].split()[0] == "Pairs"
     lines = out.splitlines()[2:]
     assert any(line.endswith("Forward:Dense 1  Backward:Dense 1") and line.split()[0] == "5" for line in lines), out
-    assert any(line.endswith("Forward:Dense 2  Backward:Dense 2 grad") and line.split()[0] == "5" for line in lines), out
+    assert any(line.endswith("Forward:Dense 2  Backward:Dense 2 grad") and line.split()[0] == "5" for line in lines), (
+        out
+    )
     assert len(lines) == 2, out

@@ -21,9 +21,9 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+import nsys_oracle as oracle
 import pytest
 
-import nsys_oracle as oracle
 from nvtx_plugins_tf.recorder import _nsys_schema, export_sqlite, summarize
 from nvtx_plugins_tf.recorder._synth import SegmentWriter
 
@@ -43,14 +43,13 @@ def _recording(tmp_path) -> Path:
     main.push(MONO0 + 300, 4, domain=1, registered=True).pop(MONO0 + 310, domain=1)
     other.string(7, "async")
     other.start(MONO0 + 400, 11, 7)
-    main.end(MONO0 + 450, 11)              # ended on another thread
+    main.end(MONO0 + 450, 11)  # ended on another thread
     other.start(MONO0 + 500, 12, 7).end(MONO0 + 520, 12)  # same thread
-    other.start(MONO0 + 600, 13, 7)        # never ended
+    other.start(MONO0 + 600, 13, 7)  # never ended
     main.mark(MONO0 + 650, 1)
     w.write(rec)
     # A child process that started later, with its own anchor.
-    w2 = SegmentWriter(pid=400, ppid=300, start_ns=MONO0 + 1000, start_realtime_ns=REAL0 + 1000,
-                       process_name="child")
+    w2 = SegmentWriter(pid=400, ppid=300, start_ns=MONO0 + 1000, start_realtime_ns=REAL0 + 1000, process_name="child")
     c = w2.thread(400)
     c.string(1, "child").push(MONO0 + 1100, 1).pop(MONO0 + 1300)
     w2.write(rec)
@@ -67,8 +66,9 @@ def db(tmp_path):
 
 
 def _text(con, where):
-    return con.execute(f"SELECT coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) "
-                       f"FROM NVTX_EVENTS WHERE {where}").fetchall()
+    return con.execute(
+        f"SELECT coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) FROM NVTX_EVENTS WHERE {where}"
+    ).fetchall()
 
 
 def test_tables_are_nsys_tables(db):
@@ -90,8 +90,7 @@ def test_times_are_session_relative_with_anchors(db):
     assert db.execute("SELECT start, end FROM NVTX_EVENTS WHERE text = 'child'").fetchone() == (1100, 1300)
     utc, utc_text, local_text = db.execute("SELECT * FROM TARGET_INFO_SESSION_START_TIME").fetchone()
     assert utc == REAL0
-    assert utc_text == datetime.datetime.fromtimestamp(REAL0 / 1e9, datetime.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%S")
+    assert utc_text == datetime.datetime.fromtimestamp(REAL0 / 1e9, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     assert local_text == datetime.datetime.fromtimestamp(REAL0 / 1e9).strftime("%Y-%m-%dT%H:%M:%S")
     assert db.execute("SELECT * FROM ANALYSIS_DETAILS").fetchall() == [(G, 1300, 0, 1300)]
     meta = dict(db.execute("SELECT name, value FROM EXPORT_META_DATA"))
@@ -115,20 +114,25 @@ def test_ids_follow_nsys(db):
     for gtid, pid in db.execute("SELECT globalTid, (globalTid >> 24) & 0xFFFFFF FROM NVTX_EVENTS"):
         assert gtid >> 48 == 1 and pid in (300, 400)
     assert sorted(db.execute("SELECT globalPid, pid FROM PROCESSES")) == [(G | 300 << 24, 300), (G | 400 << 24, 400)]
-    rows = db.execute("SELECT start, globalTid, endGlobalTid, end FROM NVTX_EVENTS WHERE eventType = 60 "
-                      "ORDER BY start").fetchall()
-    assert rows == [(400, G | 300 << 24 | 301, G | 300 << 24 | 300, 450),   # ended on another thread
-                    (500, G | 300 << 24 | 301, None, 520),                  # same thread: NULL
-                    (600, G | 300 << 24 | 301, None, None)]                 # open: NULL end and endGlobalTid
-    assert db.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND endGlobalTid IS NOT NULL "
-                      "AND endGlobalTid = globalTid").fetchone() == (0,)
+    rows = db.execute(
+        "SELECT start, globalTid, endGlobalTid, end FROM NVTX_EVENTS WHERE eventType = 60 ORDER BY start"
+    ).fetchall()
+    assert rows == [
+        (400, G | 300 << 24 | 301, G | 300 << 24 | 300, 450),  # ended on another thread
+        (500, G | 300 << 24 | 301, None, 520),  # same thread: NULL
+        (600, G | 300 << 24 | 301, None, None),
+    ]  # open: NULL end and endGlobalTid
+    assert db.execute(
+        "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND endGlobalTid IS NOT NULL "
+        "AND endGlobalTid = globalTid"
+    ).fetchone() == (0,)
 
 
 def test_text_or_text_id(db):
-    assert db.execute("SELECT count(*) FROM NVTX_EVENTS WHERE text IS NOT NULL AND textId IS NOT NULL"
-                      ).fetchone() == (0,)
-    text, text_id = db.execute("SELECT text, textId FROM NVTX_EVENTS WHERE eventType = 59 AND domainId = 1"
-                               ).fetchone()
+    assert db.execute("SELECT count(*) FROM NVTX_EVENTS WHERE text IS NOT NULL AND textId IS NOT NULL").fetchone() == (
+        0,
+    )
+    text, text_id = db.execute("SELECT text, textId FROM NVTX_EVENTS WHERE eventType = 59 AND domainId = 1").fetchone()
     assert text is None and db.execute("SELECT value FROM StringIds WHERE id = ?", (text_id,)).fetchone() == ("reg",)
     assert db.execute("SELECT textId FROM NVTX_EVENTS WHERE text = 'outer'").fetchone() == (None,)
 
@@ -141,21 +145,28 @@ def test_rows_in_start_order_and_definition_rows(db):
     kinds = Counter(t for (t,) in db.execute("SELECT eventType FROM NVTX_EVENTS"))
     assert kinds == {59: 4, 60: 3, 34: 1, 75: 1, 33: 1, 39: 1}
     assert db.execute("SELECT start, text, domainId FROM NVTX_EVENTS WHERE eventType = 75").fetchall() == [
-        (50, "dom", 1)]
+        (50, "dom", 1)
+    ]
     assert db.execute("SELECT text, category, domainId FROM NVTX_EVENTS WHERE eventType = 33").fetchall() == [
-        ("cat", 2, 1)]
+        ("cat", 2, 1)
+    ]
     assert db.execute("SELECT text, globalTid FROM NVTX_EVENTS WHERE eventType = 39").fetchall() == [
-        ("t-main", G | 300 << 24 | 300)]
+        ("t-main", G | 300 << 24 | 300)
+    ]
 
 
 def test_open_range_keeps_null_end_and_summary_lists_it(db, tmp_path):
-    assert db.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND end IS NULL"
-                      ).fetchone() == (1,)
+    assert db.execute("SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60) AND end IS NULL").fetchone() == (1,)
     summary = summarize(tmp_path / "rec.sqlite")
     assert [(o.range, o.style, o.count) for o in summary.open_ranges] == [("async", "StartEnd", 1)]
     rows = {(r.range, r.style): r.instances for r in summary.rows}
-    assert rows == {("outer", "PushPop"): 1, ("inner", "PushPop"): 1, ("dom:reg", "PushPop"): 1,
-                    ("async", "StartEnd"): 2, ("child", "PushPop"): 1}
+    assert rows == {
+        ("outer", "PushPop"): 1,
+        ("inner", "PushPop"): 1,
+        ("dom:reg", "PushPop"): 1,
+        ("async", "StartEnd"): 2,
+        ("child", "PushPop"): 1,
+    }
 
 
 def test_schema_module_is_generated_text(tmp_path):
@@ -167,7 +178,9 @@ def test_schema_module_is_generated_text(tmp_path):
     for name, rows in _nsys_schema.ENUMS.items():
         con.executemany(f"INSERT INTO {name} VALUES (?, ?, ?)", rows)
     meta = dict(_nsys_schema.SCHEMA_META)
-    con.executemany("INSERT INTO EXPORT_META_DATA VALUES (?, ?)", [(k, meta.get(k, "")) for k in _nsys_schema.META_KEYS])
+    con.executemany(
+        "INSERT INTO EXPORT_META_DATA VALUES (?, ?)", [(k, meta.get(k, "")) for k in _nsys_schema.META_KEYS]
+    )
     con.commit()
     con.close()
     assert oracle.schema_module_source(out) == oracle.SCHEMA_MODULE.read_text()
@@ -192,7 +205,8 @@ def test_shipped_schema_is_what_nsys_writes(native_runs):
     _, theirs = native_runs
     assert oracle.schema_module_source(theirs) == oracle.SCHEMA_MODULE.read_text(), (
         "nsys's export differs from nvtx_plugins_tf/recorder/_nsys_schema.py: "
-        "regenerate it with `python tests/nsys_oracle.py --write-schema`")
+        "regenerate it with `python tests/nsys_oracle.py --write-schema`"
+    )
 
 
 def _stats(nsys, path):
@@ -211,8 +225,17 @@ def _trace(rows):
     out = []
     for r in rows:
         thread = threads.setdefault((r["PID"], r["TID"]), len(threads))
-        out.append((r["Name"], thread, int(r["Lvl"]), int(r["NumChild"]), names.get(r["ParentId"]),
-                    tuple(names[i] for i in r["RangeStack"].split(":")[1:]), r["NameTree"]))
+        out.append(
+            (
+                r["Name"],
+                thread,
+                int(r["Lvl"]),
+                int(r["NumChild"]),
+                names.get(r["ParentId"]),
+                tuple(names[i] for i in r["RangeStack"].split(":")[1:]),
+                r["NameTree"],
+            )
+        )
     return out
 
 
@@ -238,8 +261,12 @@ def test_old_package_query_same_counts(native_runs):
     """The old package's test SQL per range name: the same counts on both exports."""
     query = "SELECT count(*) FROM NVTX_EVENTS WHERE text LIKE ? AND start > 0"
     ours, theirs = (sqlite3.connect(p) for p in native_runs)
-    names = {t for (t,) in theirs.execute("SELECT DISTINCT text FROM NVTX_EVENTS WHERE eventType IN (34, 59, 60) "
-                                          "AND text IS NOT NULL")} - {"bad-size"}
+    names = {
+        t
+        for (t,) in theirs.execute(
+            "SELECT DISTINCT text FROM NVTX_EVENTS WHERE eventType IN (34, 59, 60) AND text IS NOT NULL"
+        )
+    } - {"bad-size"}
     assert {"push-outer", "cross-thread", "mark-a"} <= names
     for name in sorted(names):
         assert ours.execute(query, (name,)).fetchone() == theirs.execute(query, (name,)).fetchone(), name
@@ -265,5 +292,7 @@ def test_no_time_before_the_session_start_in_a_capture_window(tmp_path):
     con = sqlite3.connect(out)
     (earliest,) = con.execute("SELECT min(start) FROM NVTX_EVENTS").fetchone()
     assert earliest == 0
-    inside = "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = 'inside' AND start > 0"
+    inside = (
+        "SELECT count(*) FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = 'inside' AND start > 0"
+    )
     assert con.execute(inside).fetchone()[0] == 1  # (the nvtx package registers its strings: textId)

@@ -40,8 +40,13 @@ def test_one_range_per_executed_op_per_step_nested_in_the_user_range():
     # the forward MatMul, its gradient and the variable update, once per step each
     matmuls = [r for r in tsl if r.message.startswith("MatMul:")]
     grads = [r for r in tsl if r.message.startswith("gradient_tape/") and "MatMul" in r.message]
-    updates = [r for r in tsl if r.message.endswith(":AssignSubVariableOp") or r.message.endswith(":ResourceApplyGradientDescent")
-               or r.message.endswith(":AssignVariableOp")]
+    updates = [
+        r
+        for r in tsl
+        if r.message.endswith(":AssignSubVariableOp")
+        or r.message.endswith(":ResourceApplyGradientDescent")
+        or r.message.endswith(":AssignVariableOp")
+    ]
     assert len(matmuls) == STEPS and len(grads) == STEPS and len(updates) >= STEPS, sorted(by_op)
     # The user's range of a step encloses the op ranges of that step on its thread.
     steps = rec.find(message="step", domain="Steps")
@@ -89,8 +94,24 @@ def test_record_tf_ops_on_an_unmodified_script(tmp_path, child_env):
     script = tmp_path / "train.py"
     script.write_text(UNMODIFIED)
     prefix = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "nvtx_plugins_tf", "record", "--tf-ops", "-o", str(prefix), "--",
-                           sys.executable, str(script)], env=child_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nvtx_plugins_tf",
+            "record",
+            "--tf-ops",
+            "-o",
+            str(prefix),
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     recording = load(str(prefix) + ".nvtxrec")
     # the gradient's MatMul, once per step (the forward one is pruned: only the gradient is returned)

@@ -39,14 +39,39 @@ def tsan_build(tmp_path_factory):
     lib = tmp / "libnvtx_recorder_tsan.so"
     sources = [str(s) for s in sorted((build.sources_root() / "recorder").glob("*.cc"))]
     subprocess.run(
-        ["g++", "-std=c++17", "-O1", "-g", "-fPIC", "-shared", "-pthread", "-fsanitize=thread",
-         "-fvisibility=hidden", f"-I{include}", f"-I{build.sources_root()}", *sources, "-o", str(lib), "-ldl"],
+        [
+            "g++",
+            "-std=c++17",
+            "-O1",
+            "-g",
+            "-fPIC",
+            "-shared",
+            "-pthread",
+            "-fsanitize=thread",
+            "-fvisibility=hidden",
+            f"-I{include}",
+            f"-I{build.sources_root()}",
+            *sources,
+            "-o",
+            str(lib),
+            "-ldl",
+        ],
         check=True,
     )
     exe = tmp / "nvtx_sample_tsan"
     subprocess.run(
-        ["gcc", "-O1", "-g", "-pthread", "-fsanitize=thread", f"-I{include}",
-         str(REPO / "tests" / "native" / "nvtx_sample.c"), "-o", str(exe), "-ldl"],
+        [
+            "gcc",
+            "-O1",
+            "-g",
+            "-pthread",
+            "-fsanitize=thread",
+            f"-I{include}",
+            str(REPO / "tests" / "native" / "nvtx_sample.c"),
+            "-o",
+            str(exe),
+            "-ldl",
+        ],
         check=True,
     )
     return lib, exe
@@ -55,8 +80,12 @@ def tsan_build(tmp_path_factory):
 @pytest.mark.parametrize("args", [["stress", "4", "20000"], ["basic"], ["strings"]])
 def test_recorder_is_race_free_under_tsan(tsan_build, tmp_path, args):
     lib, exe = tsan_build
-    env = dict(os.environ, NVTX_INJECTION64_PATH=str(lib), NVTX_TF_RECORD_DIR=str(tmp_path / "rec"),
-               TSAN_OPTIONS=f"halt_on_error=0 exitcode=66 suppressions={REPO / 'tests' / 'native' / 'tsan.supp'}")
+    env = dict(
+        os.environ,
+        NVTX_INJECTION64_PATH=str(lib),
+        NVTX_TF_RECORD_DIR=str(tmp_path / "rec"),
+        TSAN_OPTIONS=f"halt_on_error=0 exitcode=66 suppressions={REPO / 'tests' / 'native' / 'tsan.supp'}",
+    )
     proc = subprocess.run([str(exe), *args], env=env, capture_output=True, text=True, timeout=300)
     assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-4000:]
     assert proc.returncode == 0, proc.stderr[-2000:]

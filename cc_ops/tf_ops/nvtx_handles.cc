@@ -28,8 +28,8 @@ nvtxDomainHandle_t DomainFor(const std::string& name) {
   return handle;
 }
 
-absl::Status MakeEventSpec(const std::string& message, const std::string& domain_name,
-                           int64_t color, int64_t category, EventSpec* spec) {
+absl::Status MakeEventSpec(const std::string& message, const std::string& domain_name, int64_t color, int64_t category,
+                           EventSpec* spec) {
   if (color < 0 || color > 0xFFFFFFFFLL) {
     return absl::InvalidArgumentError("NVTX op attribute 'color' must be a 32-bit ARGB value");
   }

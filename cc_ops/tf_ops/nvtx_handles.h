@@ -25,8 +25,8 @@ struct EventSpec {
 
 // Validates color (0 or a 32-bit ARGB value) and category (0..2^32-1) and resolves the
 // domain. InvalidArgument names the offending attribute.
-absl::Status MakeEventSpec(const std::string& message, const std::string& domain_name,
-                           int64_t color, int64_t category, EventSpec* spec);
+absl::Status MakeEventSpec(const std::string& message, const std::string& domain_name, int64_t color, int64_t category,
+                           EventSpec* spec);
 
 }  // namespace nvtx_tf
 

@@ -49,8 +49,7 @@ class EventKernel : public OpKernel {
     OP_REQUIRES_OK(c, c->GetAttr("color", &color));
     OP_REQUIRES_OK(c, c->GetAttr("category", &category));
     OP_REQUIRES_OK(c, c->GetAttr("num_payload", &num_payload));
-    OP_REQUIRES(c, num_payload <= 1,
-                absl::InvalidArgumentError("NVTX op attribute 'num_payload' must be 0 or 1"));
+    OP_REQUIRES(c, num_payload <= 1, absl::InvalidArgumentError("NVTX op attribute 'num_payload' must be 0 or 1"));
     has_payload_ = num_payload == 1;
     OP_REQUIRES_OK(c, MakeEventSpec(message, domain_name, color, category, &spec_));
     message_ = std::move(message);
@@ -65,8 +64,8 @@ class EventKernel : public OpKernel {
     if (!has_payload_) return true;
     const Tensor& payload = ctx->input(num_forwarded_);
     if (!tensorflow::TensorShapeUtils::IsScalar(payload.shape())) {
-      ctx->SetStatus(absl::InvalidArgumentError(
-          "NVTX op input 'payload' must be an int64 scalar, got shape " + payload.shape().DebugString()));
+      ctx->SetStatus(absl::InvalidArgumentError("NVTX op input 'payload' must be an int64 scalar, got shape " +
+                                                payload.shape().DebugString()));
       return false;
     }
     out->payloadType = NVTX_PAYLOAD_TYPE_INT64;
@@ -151,23 +150,23 @@ class NvtxEndOp : public OpKernel {
 // host-memory dtypes, as for its Identity kernels), the payload and the range id live in
 // host memory. No CUDA code is involved, so the GPU registrations compile without nvcc;
 // they are used when the installed TensorFlow has GPU support and a GPU is present.
-#define NVTX_TF_REGISTER_START_KERNELS(op_name)                                                  \
-  REGISTER_KERNEL_BUILDER(Name(op_name).Device(tensorflow::DEVICE_CPU), NvtxStartOp);            \
-  REGISTER_KERNEL_BUILDER(Name(op_name)                                                          \
-                              .Device(tensorflow::DEVICE_GPU)                                    \
-                              .HostMemory("host_inputs")                                         \
-                              .HostMemory("host_outputs")                                        \
-                              .HostMemory("payload")                                             \
-                              .HostMemory("range_id"),                                           \
+#define NVTX_TF_REGISTER_START_KERNELS(op_name)                                       \
+  REGISTER_KERNEL_BUILDER(Name(op_name).Device(tensorflow::DEVICE_CPU), NvtxStartOp); \
+  REGISTER_KERNEL_BUILDER(Name(op_name)                                               \
+                              .Device(tensorflow::DEVICE_GPU)                         \
+                              .HostMemory("host_inputs")                              \
+                              .HostMemory("host_outputs")                             \
+                              .HostMemory("payload")                                  \
+                              .HostMemory("range_id"),                                \
                           NvtxStartOp)
 
-#define NVTX_TF_REGISTER_END_KERNELS(op_name)                                                    \
-  REGISTER_KERNEL_BUILDER(Name(op_name).Device(tensorflow::DEVICE_CPU), NvtxEndOp);              \
-  REGISTER_KERNEL_BUILDER(Name(op_name)                                                          \
-                              .Device(tensorflow::DEVICE_GPU)                                    \
-                              .HostMemory("host_inputs")                                         \
-                              .HostMemory("host_outputs")                                        \
-                              .HostMemory("range_id"),                                           \
+#define NVTX_TF_REGISTER_END_KERNELS(op_name)                                       \
+  REGISTER_KERNEL_BUILDER(Name(op_name).Device(tensorflow::DEVICE_CPU), NvtxEndOp); \
+  REGISTER_KERNEL_BUILDER(Name(op_name)                                             \
+                              .Device(tensorflow::DEVICE_GPU)                       \
+                              .HostMemory("host_inputs")                            \
+                              .HostMemory("host_outputs")                           \
+                              .HostMemory("range_id"),                              \
                           NvtxEndOp)
 
 NVTX_TF_REGISTER_START_KERNELS("NvtxStart");
@@ -176,9 +175,12 @@ NVTX_TF_REGISTER_END_KERNELS("NvtxEnd");
 NVTX_TF_REGISTER_END_KERNELS("NvtxBackwardEnd");
 
 REGISTER_KERNEL_BUILDER(Name("NvtxMark").Device(tensorflow::DEVICE_CPU), NvtxMarkOp);
-REGISTER_KERNEL_BUILDER(
-    Name("NvtxMark").Device(tensorflow::DEVICE_GPU).HostMemory("host_inputs").HostMemory("host_outputs").HostMemory("payload"),
-    NvtxMarkOp);
+REGISTER_KERNEL_BUILDER(Name("NvtxMark")
+                            .Device(tensorflow::DEVICE_GPU)
+                            .HostMemory("host_inputs")
+                            .HostMemory("host_outputs")
+                            .HostMemory("payload"),
+                        NvtxMarkOp);
 
 }  // namespace
 }  // namespace nvtx_tf

@@ -98,11 +98,7 @@ close_at_step_end: end the range when the session step ends unless NvtxEnd did.
 });
 
 const auto kNvtxEnd = Register("NvtxEnd", [](OpDefBuilderWrapper& op) {
-  EndInterface(op)
-      .Attr("grad_message: string = ''")
-      .Attr("grad_domain_name: string = ''")
-      .SetIsStateful()
-      .Doc(R"doc(
+  EndInterface(op).Attr("grad_message: string = ''").Attr("grad_domain_name: string = ''").SetIsStateful().Doc(R"doc(
 Ends the NVTX range `range_id` (opened by NvtxStart) when it executes and passes its
 tensors through unchanged. An unknown or forged id is handed to NVTX as is: it never
 crashes the process. grad_message/grad_domain_name: read by the registered gradient,

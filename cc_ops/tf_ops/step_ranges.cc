@@ -51,8 +51,7 @@ absl::Status Lookup(tensorflow::OpKernelContext* ctx, OpenStepRanges** out) {
 
 }  // namespace
 
-absl::Status RegisterStepRange(tensorflow::OpKernelContext* ctx, nvtxDomainHandle_t domain,
-                               uint64_t id) {
+absl::Status RegisterStepRange(tensorflow::OpKernelContext* ctx, nvtxDomainHandle_t domain, uint64_t id) {
   OpenStepRanges* ranges = nullptr;
   absl::Status status = Lookup(ctx, &ranges);
   if (!status.ok() || ranges == nullptr) return status;

@@ -19,8 +19,7 @@
 namespace nvtx_tf {
 
 // Remembers range `id` of `domain` in the current step's container.
-absl::Status RegisterStepRange(tensorflow::OpKernelContext* ctx, nvtxDomainHandle_t domain,
-                               uint64_t id);
+absl::Status RegisterStepRange(tensorflow::OpKernelContext* ctx, nvtxDomainHandle_t domain, uint64_t id);
 
 // Forgets range `id`; false when it was not registered (already ended at a step end).
 bool ForgetStepRange(tensorflow::OpKernelContext* ctx, uint64_t id);

@@ -26,19 +26,17 @@ OpenActivities& Open() {
 
 }  // namespace
 
-std::string TraceMeName(const std::string& message, const std::string& domain, bool has_payload,
-                        int64_t payload) {
+std::string TraceMeName(const std::string& message, const std::string& domain, bool has_payload, int64_t payload) {
   if (has_payload) {
     return ::tsl::profiler::TraceMeEncode(message, {{"domain", domain}, {"payload", payload}});
   }
   return ::tsl::profiler::TraceMeEncode(message, {{"domain", domain}});
 }
 
-uint64_t TraceMeRangeStarted(uint64_t nvtx_id, const std::string& message, const std::string& domain,
-                             bool has_payload, int64_t payload) {
+uint64_t TraceMeRangeStarted(uint64_t nvtx_id, const std::string& message, const std::string& domain, bool has_payload,
+                             int64_t payload) {
   if (!TraceMe::Active()) return nvtx_id;
-  const int64_t activity =
-      TraceMe::ActivityStart([&] { return TraceMeName(message, domain, has_payload, payload); });
+  const int64_t activity = TraceMe::ActivityStart([&] { return TraceMeName(message, domain, has_payload, payload); });
   if (activity == 0) return nvtx_id;
   const uint64_t range_id = nvtx_id != 0 ? nvtx_id : static_cast<uint64_t>(activity);
   OpenActivities& open = Open();

@@ -17,13 +17,12 @@
 namespace nvtx_tf {
 
 // The TraceMe name of a range: `message`, with the domain and payload as TraceMe metadata.
-std::string TraceMeName(const std::string& message, const std::string& domain, bool has_payload,
-                        int64_t payload);
+std::string TraceMeName(const std::string& message, const std::string& domain, bool has_payload, int64_t payload);
 
 // Called after nvtxDomainRangeStartEx returned `nvtx_id`; returns the range id to hand
 // to NvtxEnd (nvtx_id, or the activity id when nvtx_id is 0 and the profiler traces).
-uint64_t TraceMeRangeStarted(uint64_t nvtx_id, const std::string& message, const std::string& domain,
-                             bool has_payload, int64_t payload);
+uint64_t TraceMeRangeStarted(uint64_t nvtx_id, const std::string& message, const std::string& domain, bool has_payload,
+                             int64_t payload);
 
 // Called when NvtxEnd ends `range_id`.
 void TraceMeRangeEnded(uint64_t range_id);

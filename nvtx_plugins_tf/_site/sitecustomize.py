@@ -49,8 +49,11 @@ def _tf_op_ranges(module):
 
         tf_op_ranges(True)
     except Exception as exc:  # noqa: BLE001 - the switch never changes the fate of the program
-        print(f"nvtx_plugins_tf: warning: --tf-ops: TensorFlow's per-op ranges stay off ({exc})",
-              file=sys.stderr, flush=True)
+        print(
+            f"nvtx_plugins_tf: warning: --tf-ops: TensorFlow's per-op ranges stay off ({exc})",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _install_finder(targets, after_import):

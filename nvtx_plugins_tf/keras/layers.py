@@ -36,8 +36,8 @@ import warnings
 import tensorflow as tf
 
 from nvtx_plugins_tf import ops as _ops
-from nvtx_plugins_tf.ops import _raw, _structure, _validation
 from nvtx_plugins_tf.keras._compat import keras, register_serializable
+from nvtx_plugins_tf.ops import _raw, _structure, _validation
 
 __all__ = ["NVTXStart", "NVTXEnd"]
 
@@ -117,7 +117,9 @@ class NVTXStart(keras.layers.Layer):
       **kwargs: ``name``, ``dtype`` ... of ``keras.layers.Layer``.
     """
 
-    def __init__(self, message, domain_name=None, trainable=False, *, color=None, category=None, enabled=True, **kwargs):
+    def __init__(
+        self, message, domain_name=None, trainable=False, *, color=None, category=None, enabled=True, **kwargs
+    ):
         super().__init__(trainable=trainable, **kwargs)
         self.message = _validation.message(message, "message")
         self.domain_name = domain_name if domain_name is None else _validation.message(domain_name, "domain_name")
@@ -188,7 +190,8 @@ class NVTXEnd(keras.layers.Layer):
         if not isinstance(inputs, (list, tuple)) or len(inputs) != 3:
             raise ValueError(
                 "NVTXEnd is called on [inputs, marker_id, domain_id], the three outputs of NVTXStart; "
-                f"got {type(inputs).__name__}" + (f" of length {len(inputs)}" if isinstance(inputs, (list, tuple)) else "")
+                f"got {type(inputs).__name__}"
+                + (f" of length {len(inputs)}" if isinstance(inputs, (list, tuple)) else "")
             )
         return inputs[0], inputs[1], inputs[2]
 
@@ -200,7 +203,9 @@ class NVTXEnd(keras.layers.Layer):
         if not _raw.annotations_enabled() or _raw.skip_for_xla("NVTXEnd"):
             return x
         domain = _resolve_domain(domain_id)
-        grad_message = self.grad_message if self.grad_message is not None else (_forward_message(marker_id) or self.name)
+        grad_message = (
+            self.grad_message if self.grad_message is not None else (_forward_message(marker_id) or self.name)
+        )
         grad_domain = self.grad_domain_name if self.grad_domain_name is not None else domain
         range_id = tf.cast(marker_id, tf.int64)
         return _structure.through_tensors(

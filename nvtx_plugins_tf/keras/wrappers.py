@@ -18,9 +18,9 @@ import functools
 from typing import Callable
 
 from nvtx_plugins_tf import ops as _ops
-from nvtx_plugins_tf.ops import _validation
-from nvtx_plugins_tf.keras._compat import KERAS3, flatten_layers, keras, register_serializable
+from nvtx_plugins_tf.keras._compat import flatten_layers, keras, register_serializable
 from nvtx_plugins_tf.keras.layers import NVTXEnd, NVTXStart
+from nvtx_plugins_tf.ops import _validation
 
 __all__ = ["NVTXRange", "annotate", "DEFAULT_FORWARD_DOMAIN", "DEFAULT_BACKWARD_DOMAIN"]
 

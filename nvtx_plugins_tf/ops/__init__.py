@@ -13,7 +13,8 @@ plus :func:`mark`, the :func:`range` context manager, and ``color``/``category``
 
 from nvtx_plugins_tf.ops import _ordering, _tape_closer
 from nvtx_plugins_tf.ops import gradients as _gradients  # noqa: F401  (registers gradients)
-from nvtx_plugins_tf.ops._loader import library_path, load as load_library
+from nvtx_plugins_tf.ops._loader import library_path
+from nvtx_plugins_tf.ops._loader import load as load_library
 from nvtx_plugins_tf.ops.ranges import NvtxContext, enabled, end, mark, range, start, trace
 
 _tape_closer.install()

@@ -12,7 +12,6 @@ import threading
 
 import tensorflow as tf
 
-
 # BackwardRange.end_op of an end that always runs (eagerly, or a stateful end).
 ALWAYS_RUNS = "always runs"
 

@@ -174,8 +174,10 @@ def _load() -> ModuleType:
             try:
                 library = build_into_cache(identity)
             except Exception as exc:  # noqa: BLE001 - one line with the way out
-                raise ImportError(f"{refusal} (automatic rebuild failed: "
-                                  f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r})") from exc
+                raise ImportError(
+                    f"{refusal} (automatic rebuild failed: "
+                    f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r})"
+                ) from exc
         try:
             _module = tf.load_op_library(str(library))
         except Exception as exc:  # noqa: BLE001 - e.g. NotFoundError: undefined symbol

@@ -28,10 +28,13 @@ def flatten(structure: Any, argument: str = "inputs") -> list[tf.Tensor]:
         except (TypeError, ValueError) as exc:
             hint = ""
             if type(leaf).__name__ == "KerasTensor":
-                hint = (" -- a symbolic tensor of the other Keras: the model mixes Keras 3 (`import keras`) and "
-                        "tf_keras (`TF_USE_LEGACY_KERAS=1`, `import tf_keras`) layers; build it with one of them")
-            raise TypeError(f"{argument} must hold tensors (or values convertible to tensors); "
-                            f"got {type(leaf).__name__}{hint}") from exc
+                hint = (
+                    " -- a symbolic tensor of the other Keras: the model mixes Keras 3 (`import keras`) and "
+                    "tf_keras (`TF_USE_LEGACY_KERAS=1`, `import tf_keras`) layers; build it with one of them"
+                )
+            raise TypeError(
+                f"{argument} must hold tensors (or values convertible to tensors); got {type(leaf).__name__}{hint}"
+            ) from exc
     return tensors
 
 

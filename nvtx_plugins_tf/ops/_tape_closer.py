@@ -148,7 +148,7 @@ def _close(call: _Call, result) -> None:
             if entry.end_op is None:  # (eagerly, a stateless op with no output never runs)
                 _raw.end_op([], entry.range_id, entry.domain)
         return
-    created = call.graph.get_operations()[call.first_op:]
+    created = call.graph.get_operations()[call.first_op :]
     members = set(created)
     returned = _returned_tensors(result)
     returned_refs = {t.ref() for t in returned}

@@ -111,7 +111,9 @@ def start(
     message = _validation.message(message, "message")
     domain_name = _validation.domain(domain_name, "domain_name")
     grad_message = _validation.optional_message(grad_message, "grad_message", message)
-    grad_domain_name = _validation.domain(grad_domain_name, "grad_domain_name") if grad_domain_name is not None else domain_name
+    grad_domain_name = (
+        _validation.domain(grad_domain_name, "grad_domain_name") if grad_domain_name is not None else domain_name
+    )
     _validation.boolean(trainable, "trainable")
     color = _validation.color(color)
     category = _validation.category(category)

@@ -42,8 +42,9 @@ def encode_payload(kind: str, value) -> bytes:
     raise ValueError(kind)
 
 
-def event(kind, ts, *, domain=0, msg=0, range_id=None, color=None, category=None,
-          payload=None, registered=False) -> bytes:
+def event(
+    kind, ts, *, domain=0, msg=0, range_id=None, color=None, category=None, payload=None, registered=False
+) -> bytes:
     flags = 0
     if color is not None:
         flags |= F_COLOR
@@ -69,8 +70,9 @@ def string_def(string_id: int, text: str, domain: int = 0) -> bytes:
     return word0(K_STRING, 0, domain, string_id) + struct.pack("<II", len(data), 0) + data + b"\0" * pad
 
 
-def segment_header(pid, ppid=1, start_ns=1000, start_realtime_ns=0, chunk_size=4096,
-                   process_name="python", cmdline="python test") -> bytes:
+def segment_header(
+    pid, ppid=1, start_ns=1000, start_realtime_ns=0, chunk_size=4096, process_name="python", cmdline="python test"
+) -> bytes:
     head = SEGMENT_MAGIC + struct.pack("<IIII", FORMAT_VERSION, SEGMENT_HEADER_SIZE, chunk_size, 0)
     head += struct.pack("<qqQQ", pid, ppid, start_ns, start_realtime_ns)
     head += process_name.encode()[:63].ljust(64, b"\0") + cmdline.encode()[:1023].ljust(1024, b"\0")
@@ -127,14 +129,24 @@ class ThreadStream:
         return self.record(word0(K_CATEGORY, 0, domain, name_id) + struct.pack("<II", category, 0))
 
     def thread_name(self, tid, name_id, override=False):
-        return self.record(word0(K_THREAD_NAME, F_THREAD_OVERRIDE if override else 0, 0, name_id) + struct.pack("<q", tid))
+        return self.record(
+            word0(K_THREAD_NAME, F_THREAD_OVERRIDE if override else 0, 0, name_id) + struct.pack("<q", tid)
+        )
 
 
 class SegmentWriter:
     """Build one segment in memory; ``bytes()`` / ``write(dir)`` produce the file."""
 
-    def __init__(self, pid=100, ppid=1, start_ns=1000, chunk_size=4096, process_name="python",
-                 cmdline="python test", start_realtime_ns=0):
+    def __init__(
+        self,
+        pid=100,
+        ppid=1,
+        start_ns=1000,
+        chunk_size=4096,
+        process_name="python",
+        cmdline="python test",
+        start_realtime_ns=0,
+    ):
         self.pid, self.start_ns, self.chunk_size = pid, start_ns, chunk_size
         self.header = segment_header(pid, ppid, start_ns, start_realtime_ns, chunk_size, process_name, cmdline)
         self.chunks: list[bytearray] = []

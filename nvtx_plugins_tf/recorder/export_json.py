@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 
-
 from ._decoder import FLAG_HAS_CATEGORY, FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP
 from ._output import atomic_output
 from .reader import DamageReport, RecordingReader, decode_payload, reading
@@ -56,10 +55,10 @@ def export_json(recording, output, *, reader: RecordingReader | None = None) -> 
             for rows in reader.batches():
                 strings = reader.strings()
                 if len(jstr) < len(strings):
-                    jstr.extend(_dumps(s, ensure_ascii=False) for s in strings[len(jstr):])
+                    jstr.extend(_dumps(s, ensure_ascii=False) for s in strings[len(jstr) :])
                 domains = reader.domain_names()
                 if len(jdom) < len(domains):
-                    jdom.extend(_dumps(d or "nvtx", ensure_ascii=False) for d in domains[len(jdom):])
+                    jdom.extend(_dumps(d or "nvtx", ensure_ascii=False) for d in domains[len(jdom) :])
                 categories = reader.category_names()
                 pids = rows["pid"]
                 for pid, tid in set(zip(pids.tolist(), rows["tid"].tolist())) | set(
@@ -70,7 +69,7 @@ def export_json(recording, output, *, reader: RecordingReader | None = None) -> 
                 end = (rows["end_ns"] - origin).tolist()
                 parts = []
                 append = parts.append
-                for (s, e, pid, tid, etid, payload, rid, msg, dom, cat, color, depth, flags, kind, ptype) in zip(
+                for s, e, pid, tid, etid, payload, rid, msg, dom, cat, color, depth, flags, kind, ptype in zip(
                     start,
                     end,
                     pids.tolist(),
@@ -148,7 +147,9 @@ def export_json(recording, output, *, reader: RecordingReader | None = None) -> 
                 meta.append(
                     {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": f"{info.name} ({pid})"}}
                 )
-                meta.append({"name": "process_labels", "ph": "M", "pid": pid, "tid": 0, "args": {"labels": info.cmdline}})
+                meta.append(
+                    {"name": "process_labels", "ph": "M", "pid": pid, "tid": 0, "args": {"labels": info.cmdline}}
+                )
             for pid, tid in sorted(threads | set(names)):
                 label = names.get((pid, tid)) or ("main" if tid == pid else f"thread {tid}")
                 meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": label}})
@@ -161,5 +162,5 @@ def export_json(recording, output, *, reader: RecordingReader | None = None) -> 
                 "damaged_chunks": damage.damaged_chunks,
                 "damaged_segments": damage.damaged_segments,
             }
-            out.write("\n],\n\"otherData\":" + _dumps(other) + "}\n")
+            out.write('\n],\n"otherData":' + _dumps(other) + "}\n")
     return damage

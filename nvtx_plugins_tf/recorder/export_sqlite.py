@@ -89,8 +89,19 @@ from ._decoder import (
 from ._output import atomic_output
 from .reader import DamageReport, RecordingReader, reading
 
-__all__ = ["export_sqlite", "global_tid", "global_pid", "EVENT_MARK", "EVENT_PUSH_POP", "EVENT_START_END",
-           "EVENT_DOMAIN_CREATE", "EVENT_CATEGORY", "EVENT_THREAD_NAME", "SCHEMA_VERSION", "NSYS_VERSION"]
+__all__ = [
+    "export_sqlite",
+    "global_tid",
+    "global_pid",
+    "EVENT_MARK",
+    "EVENT_PUSH_POP",
+    "EVENT_START_END",
+    "EVENT_DOMAIN_CREATE",
+    "EVENT_CATEGORY",
+    "EVENT_THREAD_NAME",
+    "SCHEMA_VERSION",
+    "NSYS_VERSION",
+]
 
 EVENT_CATEGORY = 33
 EVENT_MARK = 34
@@ -105,9 +116,27 @@ NSYS_VERSION = _nsys_schema.SCHEMA_META["EXPORT_PRODUCT_VERSION"]
 #: nsys's VM id 1 in bits 48+ of every globalTid/globalPid/globalVid it writes.
 GLOBAL_VID = 1 << 48
 
-_COLUMNS = ("start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid", "endGlobalTid",
-            "textId", "domainId", "uint64Value", "int64Value", "doubleValue", "uint32Value", "int32Value",
-            "floatValue", "jsonTextId", "jsonText")
+_COLUMNS = (
+    "start",
+    "end",
+    "eventType",
+    "rangeId",
+    "category",
+    "color",
+    "text",
+    "globalTid",
+    "endGlobalTid",
+    "textId",
+    "domainId",
+    "uint64Value",
+    "int64Value",
+    "doubleValue",
+    "uint32Value",
+    "int32Value",
+    "floatValue",
+    "jsonTextId",
+    "jsonText",
+)
 
 
 def global_tid(pid, tid):
@@ -120,8 +149,14 @@ def global_pid(pid):
     return GLOBAL_VID | ((pid & 0xFFFFFF) << 24)
 
 
-_PAYLOAD_COLUMNS = {1: "uint64Value", 2: "int64Value", 3: "doubleValue", 4: "uint32Value", 5: "int32Value",
-                    6: "floatValue"}
+_PAYLOAD_COLUMNS = {
+    1: "uint64Value",
+    2: "int64Value",
+    3: "doubleValue",
+    4: "uint32Value",
+    5: "int32Value",
+    6: "floatValue",
+}
 
 
 def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarray, origin: int, table: str):
@@ -140,8 +175,9 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
     has_msg = msg != 0
     registered = ((flags & FLAG_REGISTERED) != 0) & has_msg
     cross = (kind == KIND_START_END) & closed & (rows["end_tid"] != rows["tid"])
-    shape = (kind | closed << 3 | has_color << 4 | has_cat << 5 | has_msg << 6 | registered << 7
-             | cross << 8 | ptype << 9)
+    shape = (
+        kind | closed << 3 | has_color << 4 | has_cat << 5 | has_msg << 6 | registered << 7 | cross << 8 | ptype << 9
+    )
     pid = rows["pid"]
     payload = rows["payload"]
     for code in np.unique(shape).tolist():
@@ -150,8 +186,11 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
         k = code & 7
         event_type = {KIND_PUSH_POP: EVENT_PUSH_POP, KIND_MARK: EVENT_MARK}.get(k, EVENT_START_END)
         names = ["start", "globalTid", "domainId"]
-        cols = [(r["start_ns"] - origin).tolist(), global_tid(pid[idx], r["tid"]).tolist(),
-                domain_local[r["domain"]].tolist()]
+        cols = [
+            (r["start_ns"] - origin).tolist(),
+            global_tid(pid[idx], r["tid"]).tolist(),
+            domain_local[r["domain"]].tolist(),
+        ]
         if code & (1 << 3):
             names.append("end")
             cols.append((r["end_ns"] - origin).tolist())
@@ -187,8 +226,9 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
             }[pt]
             names.append(_PAYLOAD_COLUMNS[pt])
             cols.append(values.tolist())
-        sql = (f"INSERT INTO {table} (eventType, {', '.join(names)}) "
-               f"VALUES ({event_type}, {', '.join('?' * len(names))})")
+        sql = (
+            f"INSERT INTO {table} (eventType, {', '.join(names)}) VALUES ({event_type}, {', '.join('?' * len(names))})"
+        )
         yield sql, zip(*cols)
 
 
@@ -220,23 +260,25 @@ def _metadata(reader: RecordingReader, output: Path, damage: DamageReport, secon
     plat, arch = _platform()
     source = Path(reader.path)
     values = dict(_nsys_schema.SCHEMA_META)
-    values.update({
-        "EXPORT_PLATFORM": plat,
-        "EXPORT_ARCH": arch,
-        "EXPORT_TIME": f"{seconds:.2f}",
-        "EXPORT_TIME_UTC": _iso(now, datetime.timezone.utc),
-        "EXPORT_TIME_LOCAL": _iso(now, None),
-        "EXPORT_HOST": socket.gethostname(),
-        "EXPORT_USER": os.environ.get("USER", ""),
-        "EXPORT_INPUT_FILE": source.name,
-        "EXPORT_OUTUPT_FILE": output.name,
-        "EXPORT_INPUT_PATH": str(source),
-        "EXPORT_OUTUPT_PATH": str(output),
-        "EXPORT_INPUT_PATH_ABS": str(source.absolute()),
-        "EXPORT_OUTUPT_PATH_ABS": str(output.absolute()),
-        "EXPORT_OVERWRITE": "true",
-        "EXPORT_LAZY": "true",
-    })
+    values.update(
+        {
+            "EXPORT_PLATFORM": plat,
+            "EXPORT_ARCH": arch,
+            "EXPORT_TIME": f"{seconds:.2f}",
+            "EXPORT_TIME_UTC": _iso(now, datetime.timezone.utc),
+            "EXPORT_TIME_LOCAL": _iso(now, None),
+            "EXPORT_HOST": socket.gethostname(),
+            "EXPORT_USER": os.environ.get("USER", ""),
+            "EXPORT_INPUT_FILE": source.name,
+            "EXPORT_OUTUPT_FILE": output.name,
+            "EXPORT_INPUT_PATH": str(source),
+            "EXPORT_OUTUPT_PATH": str(output),
+            "EXPORT_INPUT_PATH_ABS": str(source.absolute()),
+            "EXPORT_OUTUPT_PATH_ABS": str(output.absolute()),
+            "EXPORT_OVERWRITE": "true",
+            "EXPORT_LAZY": "true",
+        }
+    )
     meta = [(k, values[k]) for k in _nsys_schema.META_KEYS if k in values]
     meta += [
         ("exporter", f"nvtx_plugins_tf {version}".strip()),
@@ -253,8 +295,11 @@ def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -
     """Write ``recording`` to the SQLite file ``output`` (replaced if it exists)."""
     t0 = time.monotonic()
     output = Path(output)
-    with reading(recording, reader) as reader, atomic_output(output) as tmp, \
-            contextlib.closing(sqlite3.connect(str(tmp), isolation_level=None)) as con:
+    with (
+        reading(recording, reader) as reader,
+        atomic_output(output) as tmp,
+        contextlib.closing(sqlite3.connect(str(tmp), isolation_level=None)) as con,
+    ):
         con.execute("PRAGMA journal_mode=OFF")
         con.execute("PRAGMA synchronous=OFF")
         con.execute("PRAGMA cache_size=-65536")
@@ -291,8 +336,7 @@ def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -
             if index == 0:
                 continue
             start = (d.create_ns - origin) if d.create_ns else process_start(d.pid)
-            extra.append((start, EVENT_DOMAIN_CREATE, None, domain_names[index], global_tid(d.pid, d.pid),
-                          d.local_id))
+            extra.append((start, EVENT_DOMAIN_CREATE, None, domain_names[index], global_tid(d.pid, d.pid), d.local_id))
         for (dom, category), name in reader.category_names().items():
             d = domains[dom]
             pid = d.pid if dom else next(iter(reader.processes), 0)
@@ -304,11 +348,12 @@ def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -
             if t.override:
                 overrides.add((t.pid, t.tid))
         for pid, tid in sorted(overrides):
-            extra.append((process_start(pid), EVENT_THREAD_NAME, None, strings[names[(pid, tid)]],
-                          global_tid(pid, tid), 0))
+            extra.append(
+                (process_start(pid), EVENT_THREAD_NAME, None, strings[names[(pid, tid)]], global_tid(pid, tid), 0)
+            )
         con.executemany(
-            "INSERT INTO temp.stage (start, eventType, category, text, globalTid, domainId) VALUES (?,?,?,?,?,?)",
-            extra)
+            "INSERT INTO temp.stage (start, eventType, category, text, globalTid, domainId) VALUES (?,?,?,?,?,?)", extra
+        )
         # No time before 0, as in nsys: a definition replayed into a segment keeps its first
         # timestamp, and an event can precede the header of the segment it lands in.
         (earliest,) = con.execute("SELECT min(start) FROM temp.stage").fetchone()
@@ -329,14 +374,19 @@ def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -
         )
         last = con.execute("SELECT max(coalesce(max(start), 0), coalesce(max(end), 0)) FROM NVTX_EVENTS").fetchone()
         duration = max(0, last[0] or 0)
-        con.execute("INSERT INTO ANALYSIS_DETAILS (globalVid, duration, startTime, stopTime) VALUES (?, ?, 0, ?)",
-                    (GLOBAL_VID, duration, duration))
+        con.execute(
+            "INSERT INTO ANALYSIS_DETAILS (globalVid, duration, startTime, stopTime) VALUES (?, ?, 0, ?)",
+            (GLOBAL_VID, duration, duration),
+        )
         utc = _session_start_utc(reader, origin)
-        con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME (utcEpochNs, utcTime, localTime) VALUES (?, ?, ?)",
-                    (utc, None if utc is None else _iso(utc, datetime.timezone.utc),
-                     None if utc is None else _iso(utc, None)))
+        con.execute(
+            "INSERT INTO TARGET_INFO_SESSION_START_TIME (utcEpochNs, utcTime, localTime) VALUES (?, ?, ?)",
+            (utc, None if utc is None else _iso(utc, datetime.timezone.utc), None if utc is None else _iso(utc, None)),
+        )
         damage = reader.damage()
-        con.executemany("INSERT INTO EXPORT_META_DATA (name, value) VALUES (?, ?)",
-                        _metadata(reader, output, damage, time.monotonic() - t0, origin))
+        con.executemany(
+            "INSERT INTO EXPORT_META_DATA (name, value) VALUES (?, ?)",
+            _metadata(reader, output, damage, time.monotonic() - t0, origin),
+        )
         con.execute("COMMIT")
     return damage

@@ -36,7 +36,10 @@ def pair_ranges(ranges) -> list[tuple]:
     return [
         (forward[r.payload], r)
         for r in ranges
-        if r.kind == "start-end" and r.end_ns is not None and r.payload_type == "i64" and r.payload in forward
+        if r.kind == "start-end"
+        and r.end_ns is not None
+        and r.payload_type == "i64"
+        and r.payload in forward
         and forward[r.payload] is not r
     ]
 
@@ -58,7 +61,16 @@ def format_pairs(rows: list[PairRow]) -> str:
         return "(no backward range linked to a forward range)"
     return format_table(
         ("Pairs", "Forward avg (ns)", "Backward avg (ns)", "Backward/forward", "Forward", "Backward"),
-        [(f"{r.pairs:,}", f"{r.forward_avg_ns:,.1f}", f"{r.backward_avg_ns:,.1f}", f"{r.ratio:.2f}", r.forward,
-          r.backward) for r in rows],
+        [
+            (
+                f"{r.pairs:,}",
+                f"{r.forward_avg_ns:,.1f}",
+                f"{r.backward_avg_ns:,.1f}",
+                f"{r.ratio:.2f}",
+                r.forward,
+                r.backward,
+            )
+            for r in rows
+        ],
         left=("Forward", "Backward"),
     )

@@ -70,7 +70,7 @@ def _shorten(name: str, width: int = NAME_WIDTH) -> str:
     if len(name) <= width:
         return name
     half = (width - 1) // 2
-    return name[:half] + "…" + name[len(name) - (width - 1 - half):]
+    return name[:half] + "…" + name[len(name) - (width - 1 - half) :]
 
 
 @dataclass(frozen=True)
@@ -111,16 +111,27 @@ class Summary:
     def open_count(self) -> int:
         return sum(o.count for o in self.open_ranges)
 
-    COLUMNS = ("Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
-               "StdDev (ns)", "Style", "Range")
+    COLUMNS = (
+        "Time (%)",
+        "Total Time (ns)",
+        "Instances",
+        "Avg (ns)",
+        "Med (ns)",
+        "Min (ns)",
+        "Max (ns)",
+        "StdDev (ns)",
+        "Style",
+        "Range",
+    )
 
     def format(self) -> str:
         """The table as text, nsys style, then the ranges left open (if any)."""
         text = self._format_table() if self.rows else "(no closed ranges)"
         if self.open_ranges:
             n = self.open_count
-            lines = [f"{n:,} range{'s' if n != 1 else ''} still open when the recording ended "
-                     "(not in the table above):"]
+            lines = [
+                f"{n:,} range{'s' if n != 1 else ''} still open when the recording ended (not in the table above):"
+            ]
             width = max(len(f"{o.count:,}") for o in self.open_ranges)
             for o in self.open_ranges:
                 pid = f"  PID {self._process(o.pid)}" if self.by_process else ""
@@ -163,8 +174,18 @@ class Summary:
         header = list(self.COLUMNS) + (["PID", "Command"] if self.by_process else [])
         writer.writerow(header)
         for r in self.rows:
-            row = [f"{r.time_percent:.3f}", r.total_ns, r.instances, f"{r.avg_ns:.1f}", f"{r.med_ns:.1f}", r.min_ns,
-                   r.max_ns, f"{r.stddev_ns:.1f}", r.style, r.range]
+            row = [
+                f"{r.time_percent:.3f}",
+                r.total_ns,
+                r.instances,
+                f"{r.avg_ns:.1f}",
+                f"{r.med_ns:.1f}",
+                r.min_ns,
+                r.max_ns,
+                f"{r.stddev_ns:.1f}",
+                r.style,
+                r.range,
+            ]
             writer.writerow(row + ([r.pid, self.processes.get(r.pid, "")] if self.by_process else []))
         return out.getvalue()
 
@@ -266,11 +287,17 @@ def _from_recording(path, by_process: bool, reader=None, group: bool = True) -> 
         domain_names = reader.domain_names()
         open_groups = Counter()
         for r in open_rows:
-            for msg_i, dom_i, kind, pid in zip(r["message"].tolist(), r["domain"].tolist(), r["kind"].tolist(),
-                                               r["pid"].tolist()):
+            for msg_i, dom_i, kind, pid in zip(
+                r["message"].tolist(), r["domain"].tolist(), r["kind"].tolist(), r["pid"].tolist()
+            ):
                 dname = domain_names[dom_i] if dom_i < len(domain_names) else ""
-                open_groups[(_label(dname, strings[msg_i] if msg_i < len(strings) else ""),
-                             int(kind == KIND_START_END), pid if by_process else None)] += 1
+                open_groups[
+                    (
+                        _label(dname, strings[msg_i] if msg_i < len(strings) else ""),
+                        int(kind == KIND_START_END),
+                        pid if by_process else None,
+                    )
+                ] += 1
         open_ranges = _open_list(open_groups, group)
         processes = {pid: info.cmdline for pid, info in dict(reader.processes).items()}
         if not durs or not sum(len(d) for d in durs):
@@ -285,7 +312,11 @@ def _from_recording(path, by_process: bool, reader=None, group: bool = True) -> 
         names_by_id = {v: k for k, v in dom_name_ids.items()}
         labels = [_label(names_by_id[int(k) // (len(strings) + 1)], strings[int(k) % (len(strings) + 1)]) for k in uniq]
         summary = summarize_arrays(
-            np.concatenate(durs), labels, inv, np.concatenate(kinds), np.concatenate(pids) if by_process else None,
+            np.concatenate(durs),
+            labels,
+            inv,
+            np.concatenate(kinds),
+            np.concatenate(pids) if by_process else None,
             group=group,
         )
         summary.open_ranges = open_ranges
@@ -302,8 +333,7 @@ def _open_list(groups: Counter, group: bool = True) -> list[OpenRanges]:
             renamed[(name, style, pid)] += groups[(label, style, pid)]
         groups = renamed
     items = sorted(groups.items(), key=lambda kv: (-kv[1], kv[0][2] or 0, kv[0][0], kv[0][1]))
-    return [OpenRanges(count=n, style=STYLE_NAMES[style], range=label, pid=pid)
-            for (label, style, pid), n in items]
+    return [OpenRanges(count=n, style=STYLE_NAMES[style], range=label, pid=pid) for (label, style, pid), n in items]
 
 
 def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
@@ -315,9 +345,7 @@ def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
             raise ValueError(f"{path}: no NVTX_EVENTS table (not an Nsight Systems export?)")
         has_strings = bool(con.execute("SELECT 1 FROM sqlite_master WHERE name='StringIds'").fetchone())
         domains = {}
-        for dom_id, gtid, name in con.execute(
-            "SELECT domainId, globalTid, text FROM NVTX_EVENTS WHERE eventType = 75"
-        ):
+        for dom_id, gtid, name in con.execute("SELECT domainId, globalTid, text FROM NVTX_EVENTS WHERE eventType = 75"):
             domains[(dom_id, ((gtid or 0) >> 24) & 0xFFFFFF)] = name
         text_expr = "coalesce(e.text, s.value)" if has_strings and "textId" in cols else "e.text"
         join = "LEFT JOIN StringIds s ON e.textId = s.id" if has_strings and "textId" in cols else ""
@@ -359,8 +387,9 @@ def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
             g_style[gid] = 0 if etype == 59 else 1
             g_pid[gid] = pid
         gids = data[:, 1]
-        summary = summarize_arrays(data[:, 0], list(label_ids), g_label[gids], g_style[gids],
-                                   g_pid[gids] if by_process else None, group=group)
+        summary = summarize_arrays(
+            data[:, 0], list(label_ids), g_label[gids], g_style[gids], g_pid[gids] if by_process else None, group=group
+        )
         if con.execute("SELECT 1 FROM sqlite_master WHERE name='PROCESSES'").fetchone():
             summary.processes = {pid: name or "" for pid, name in con.execute("SELECT pid, name FROM PROCESSES")}
         # Open ranges: a start but no end (how our export writes a range left open).

@@ -37,8 +37,9 @@ def _pyplot():
     return plt
 
 
-def render_timeline(recording, output, *, max_ranges: int = 20000, width: float = 16.0, reader=None,
-                    max_labels: int = 300) -> Path:
+def render_timeline(
+    recording, output, *, max_ranges: int = 20000, width: float = 16.0, reader=None, max_labels: int = 300
+) -> Path:
     """Draw ``recording`` into the PNG ``output`` (its folder is created); returns its path.
 
     Raises :class:`MatplotlibMissing` before reading anything when matplotlib is not
@@ -68,8 +69,9 @@ def render_timeline(recording, output, *, max_ranges: int = 20000, width: float 
     ends = np.where(rows["flags"] & FLAG_UNCLOSED, last_ns, rows["end_ns"])
     lanes = sorted(set(zip(rows["pid"].tolist(), rows["tid"].tolist())))
     max_depth: dict = {}
-    for lane, depth, kind in zip(zip(rows["pid"].tolist(), rows["tid"].tolist()), rows["depth"].tolist(),
-                                 rows["kind"].tolist()):
+    for lane, depth, kind in zip(
+        zip(rows["pid"].tolist(), rows["tid"].tolist()), rows["depth"].tolist(), rows["kind"].tolist()
+    ):
         if kind == KIND_PUSH_POP:
             max_depth[lane] = max(max_depth.get(lane, 0), depth + 1)
     # Lane layout: push/pop levels, then one band for start/end ranges and marks.
@@ -82,9 +84,14 @@ def render_timeline(recording, output, *, max_ranges: int = 20000, width: float 
     starts = (rows["start_ns"] - origin) / 1e6
     stops = (ends - origin) / 1e6
     ys, colors = [], []
-    for (pid, tid, msg, depth, kind, flags, color) in zip(
-        rows["pid"].tolist(), rows["tid"].tolist(), rows["message"].tolist(), rows["depth"].tolist(),
-        rows["kind"].tolist(), rows["flags"].tolist(), rows["color"].tolist(),
+    for pid, tid, msg, depth, kind, flags, color in zip(
+        rows["pid"].tolist(),
+        rows["tid"].tolist(),
+        rows["message"].tolist(),
+        rows["depth"].tolist(),
+        rows["kind"].tolist(),
+        rows["flags"].tolist(),
+        rows["color"].tolist(),
     ):
         base, height = lane_y[(pid, tid)]
         ys.append(base + (depth if kind == KIND_PUSH_POP else height - 1))
@@ -92,8 +99,9 @@ def render_timeline(recording, output, *, max_ranges: int = 20000, width: float 
             colors.append((((color >> 16) & 255) / 255, ((color >> 8) & 255) / 255, (color & 255) / 255))
         else:
             h = zlib.crc32(strings[msg].encode())
-            colors.append((0.3 + 0.6 * (h & 255) / 255, 0.3 + 0.6 * ((h >> 8) & 255) / 255,
-                           0.3 + 0.6 * ((h >> 16) & 255) / 255))
+            colors.append(
+                (0.3 + 0.6 * (h & 255) / 255, 0.3 + 0.6 * ((h >> 8) & 255) / 255, 0.3 + 0.6 * ((h >> 16) & 255) / 255)
+            )
     ys = np.asarray(ys, dtype=float)
     kinds = rows["kind"]
     bars = kinds != KIND_MARK
@@ -101,24 +109,34 @@ def render_timeline(recording, output, *, max_ranges: int = 20000, width: float 
         from matplotlib.collections import PolyCollection
 
         x0, x1, y0 = starts[bars], np.maximum(stops, starts + 1e-6)[bars], ys[bars]
-        verts = np.stack([np.column_stack([x0, y0]), np.column_stack([x1, y0]), np.column_stack([x1, y0 + 0.9]),
-                          np.column_stack([x0, y0 + 0.9])], axis=1)
-        ax.add_collection(PolyCollection(verts, facecolors=[c for c, b in zip(colors, bars) if b],
-                                         edgecolors="black", linewidths=0.2))
+        verts = np.stack(
+            [
+                np.column_stack([x0, y0]),
+                np.column_stack([x1, y0]),
+                np.column_stack([x1, y0 + 0.9]),
+                np.column_stack([x0, y0 + 0.9]),
+            ],
+            axis=1,
+        )
+        ax.add_collection(
+            PolyCollection(verts, facecolors=[c for c, b in zip(colors, bars) if b], edgecolors="black", linewidths=0.2)
+        )
         ax.autoscale_view()
     marks = kinds == KIND_MARK
     if marks.any():
-        ax.vlines(starts[marks], ys[marks], ys[marks] + 0.9, colors=[c for c, m in zip(colors, marks) if m],
-                  linewidth=0.8)
+        ax.vlines(
+            starts[marks], ys[marks], ys[marks] + 0.9, colors=[c for c, m in zip(colors, marks) if m], linewidth=0.8
+        )
     order = np.argsort(-(stops - starts))[:max_labels]
     for i in order.tolist():
         text = strings[int(rows["message"][i])]
         if text and kinds[i] != KIND_MARK:
             ax.text(starts[i], ys[i] + 0.45, text, fontsize=6, va="center", clip_on=True)
     ax.set_yticks([lane_y[lane][0] + lane_y[lane][1] / 2 for lane in lanes])
-    ax.set_yticklabels([
-        f"{processes[p].name if p in processes else ''} {p} / {thread_names.get((p, t), t)}" for p, t in lanes
-    ], fontsize=7)
+    ax.set_yticklabels(
+        [f"{processes[p].name if p in processes else ''} {p} / {thread_names.get((p, t), t)}" for p, t in lanes],
+        fontsize=7,
+    )
     ax.invert_yaxis()
     ax.set_xlabel("time since recording start (ms)")
     ax.set_title(f"NVTX timeline ({len(rows):,} longest ranges shown)" if len(kept) >= max_ranges else "NVTX timeline")

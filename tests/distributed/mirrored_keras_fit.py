@@ -40,7 +40,12 @@ rng = np.random.default_rng(0)
 X = rng.normal(size=(GLOBAL_BATCH * STEPS, 4)).astype("float32")
 Y = rng.normal(size=(GLOBAL_BATCH * STEPS, 1)).astype("float32")
 history = model.fit(
-    X, Y, batch_size=GLOBAL_BATCH, epochs=EPOCHS, shuffle=False, verbose=0,
+    X,
+    Y,
+    batch_size=GLOBAL_BATCH,
+    epochs=EPOCHS,
+    shuffle=False,
+    verbose=0,
     callbacks=[nvtx_tf.keras.callbacks.NVTXCallback()],
 )
 assert len(history.history["loss"]) == EPOCHS

@@ -31,8 +31,11 @@ for index in range(2):
     env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost"
     log = open(logdir / f"worker{index}.log", "w")
     logs.append(log)
-    procs.append(subprocess.Popen([sys.executable, str(HERE / "mwms_worker.py"), epochs, steps],
-                                  env=env, stdout=log, stderr=subprocess.STDOUT))
+    procs.append(
+        subprocess.Popen(
+            [sys.executable, str(HERE / "mwms_worker.py"), epochs, steps], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    )
 nvtx.end_range(launch)
 
 wait = nvtx.start_range("wait workers", domain="Launcher")

@@ -64,7 +64,10 @@ with strategy.scope():
 
 fit_data = tf.data.Dataset.from_tensor_slices((X, Y)).batch(GLOBAL_BATCH).repeat().with_options(options)
 history = model.fit(
-    fit_data, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0,
+    fit_data,
+    epochs=EPOCHS,
+    steps_per_epoch=STEPS,
+    verbose=0,
     callbacks=[nvtx_tf.keras.callbacks.NVTXCallback()],
 )
 assert len(history.history["loss"]) == EPOCHS
