@@ -19,8 +19,9 @@ from nvtx_plugins_tf.recorder.reader import RecordingReader
 
 
 def _basic_segment(pid=42, start_ns=1000, chunk_size=4096) -> SegmentWriter:
-    w = SegmentWriter(pid=pid, ppid=7, start_ns=start_ns, chunk_size=chunk_size, process_name="worker",
-                      cmdline="python train.py")
+    w = SegmentWriter(
+        pid=pid, ppid=7, start_ns=start_ns, chunk_size=chunk_size, process_name="worker", cmdline="python train.py"
+    )
     t = w.thread(pid)
     t.string(1, "outer").string(2, "inner").string(3, "tf").domain_create(1001, 1, 3)
     t.string(4, "layers").category_name(1, 7, 4).string(5, "main loop").thread_name(pid, 5, override=True)
@@ -32,7 +33,7 @@ def _basic_segment(pid=42, start_ns=1000, chunk_size=4096) -> SegmentWriter:
     t.pop(1400)
     t.end(1500, 99)  # end read before its start (other thread)
     t2 = w.thread(pid + 1)
-    t2.string(6, "async").start(1450, 99, 6, payload=("i64", -2**40))
+    t2.string(6, "async").start(1450, 99, 6, payload=("i64", -(2**40)))
     t2.mark(1460, 6, payload=("float", 1.5), color=0x80112233)
     t2.start(1470, 100, 6, payload=("u32", 4000000000))
     t2.push(1480, 1)
@@ -42,13 +43,28 @@ def _basic_segment(pid=42, start_ns=1000, chunk_size=4096) -> SegmentWriter:
 def test_exact_decoding(tmp_path):
     _basic_segment().write(tmp_path)
     rec = load(tmp_path)
-    got = [(r.kind, r.domain, r.message, r.start_ns, r.end_ns, r.tid, r.end_tid, r.depth, r.payload, r.color,
-            r.category, r.category_name) for r in rec.ranges]
+    got = [
+        (
+            r.kind,
+            r.domain,
+            r.message,
+            r.start_ns,
+            r.end_ns,
+            r.tid,
+            r.end_tid,
+            r.depth,
+            r.payload,
+            r.color,
+            r.category,
+            r.category_name,
+        )
+        for r in rec.ranges
+    ]
     assert got == [
         ("push-pop", "", "outer", 1100, 1400, 42, 42, 0, 2.5, 0xFF00FF00, None, None),
         ("push-pop", "tf", "inner", 1200, 1300, 42, 42, 0, 2**63 + 5, None, 7, "layers"),
         ("push-pop", "", "inner", 1250, 1260, 42, 42, 1, -3, None, None, None),
-        ("start-end", "", "async", 1450, 1500, 43, 42, 0, -2**40, None, None, None),
+        ("start-end", "", "async", 1450, 1500, 43, 42, 0, -(2**40), None, None, None),
         ("mark", "", "async", 1460, 1460, 43, 43, 0, 1.5, 0x80112233, None, None),
         ("start-end", "", "async", 1470, None, 43, 43, 0, 4000000000, None, None, None),
         ("push-pop", "", "outer", 1480, None, 43, 43, 0, None, None, None, None),
@@ -85,9 +101,7 @@ def test_chunks_follow_seq_order_and_interleave(tmp_path):
     pp = [r for r in rec.ranges if r.kind == "push-pop"]
     se = [r for r in rec.ranges if r.kind == "start-end"]
     assert len(pp) == n and len(se) == n
-    assert sorted((r.start_ns, r.end_ns, r.depth) for r in pp) == [
-        (10 + i, 10_000 + n - 1 - i, i) for i in range(n)
-    ]
+    assert sorted((r.start_ns, r.end_ns, r.depth) for r in pp) == [(10 + i, 10_000 + n - 1 - i, i) for i in range(n)]
     assert sorted((r.start_ns, r.end_ns) for r in se) == [(10 + i, 10_000 + n - 1 - i) for i in range(n)]
     assert not rec.damage.damaged
 
@@ -189,8 +203,10 @@ _VALID = bytes(_basic_segment())
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(cut=st.integers(0, len(_VALID)), flips=st.lists(st.tuples(st.integers(0, len(_VALID) - 1),
-                                                                   st.integers(0, 255)), max_size=8))
+@given(
+    cut=st.integers(0, len(_VALID)),
+    flips=st.lists(st.tuples(st.integers(0, len(_VALID) - 1), st.integers(0, 255)), max_size=8),
+)
 def test_fuzz_truncation_and_corruption_never_crash(tmp_path, cut, flips):
     data = bytearray(_VALID)
     for pos, value in flips:
@@ -207,3 +223,48 @@ def test_fuzz_random_chunk_bytes_never_crash(tmp_path, body):
     _decode_bytes(tmp_path, header + chunk + body)
     _decode_bytes(tmp_path, header + body)
     _decode_bytes(tmp_path, body)
+
+
+def test_one_payload_decoder_scalar_and_vectorized_agree():
+    from nvtx_plugins_tf.recorder.recording import PAYLOAD_TYPE_NAMES, decode_payload, payload_array
+
+    raws = [
+        0,
+        1,
+        2**63 + 5,
+        2**64 - 1,
+        struct.unpack("<Q", struct.pack("<d", -2.5))[0],
+        struct.unpack("<I", struct.pack("<f", 1.5))[0],
+        0xFFFFFFFF,
+        0x1_8000_0000,
+    ]
+    for code in PAYLOAD_TYPE_NAMES:
+        vector = payload_array(code, np.array(raws, dtype=np.uint64)).tolist()
+        scalar = [decode_payload(code, raw) for raw in raws]
+        assert list(map(repr, vector)) == list(map(repr, scalar)), PAYLOAD_TYPE_NAMES[code]  # repr: NaN
+    assert decode_payload(3, raws[4]) == -2.5 and decode_payload(6, raws[5]) == 1.5
+    assert decode_payload(2, 2**64 - 1) == -1 and decode_payload(5, 0xFFFFFFFF) == -1
+    assert decode_payload(4, 0x1_8000_0000) == 0x8000_0000  # 32-bit payloads: the low 4 bytes
+    assert decode_payload(0, 123) is None
+
+
+def test_recording_words_match_capture(tmp_path):
+    _basic_segment().write(tmp_path)
+    rec = load(tmp_path)
+    assert rec.events == rec.ranges
+    assert len(rec.closed_ranges) + len(rec.open_ranges) + len(rec.marks) == len(rec.events)
+    assert rec.count(category="layers") == rec.count(category=7) == 1
+    assert [r.message for r in rec.find(domain="tf")] == ["inner"]
+
+
+def test_peek_segment_reads_the_header_natively(tmp_path):
+    from nvtx_plugins_tf.recorder._decoder import peek_segment
+
+    _basic_segment(pid=42, start_ns=1000).write(tmp_path)
+    (seg,) = tmp_path.glob("*.nvtxseg")
+    info = peek_segment(seg)
+    assert (info.pid, info.ppid, info.start_ns, info.process_name) == (42, 7, 1000, b"worker")
+    other = tmp_path / "not-a-segment.nvtxseg"
+    other.write_bytes(b"x" * 4096)
+    assert peek_segment(other) is None
+    assert peek_segment(tmp_path / "missing.nvtxseg") is None

@@ -4,7 +4,8 @@ The recorder itself is a native NVTX injection library (``libnvtx_recorder.so``)
 set ``NVTX_INJECTION64_PATH`` to :func:`library_path` and ``NVTX_TF_RECORD_DIR`` to a
 directory before the first NVTX call of a process (see :func:`environment`), or run
 ``python -m nvtx_plugins_tf record -o PREFIX -- COMMAND``. This package reads the
-recording (:func:`load`, :func:`iter_batches`), exports it (:func:`export_json`,
+recording (:func:`load` into the data model of :mod:`.recording`, or streamed by
+:func:`iter_batches`), exports it (:func:`export_json`,
 :func:`export_sqlite`), summarizes it (:func:`summarize`) and draws it
 (:func:`render_timeline`).
 """
@@ -14,19 +15,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .reader import (
-    ROW_DTYPE,
-    DamageReport,
-    ProcessInfo,
-    Range,
-    Recording,
-    RecordingReader,
-    iter_batches,
-    load,
-    segment_files,
-)
 from .export_json import export_json  # noqa: E402  (rebinds the submodule name to the function)
 from .export_sqlite import export_sqlite
+from .reader import ROW_DTYPE, RecordingReader, iter_batches, segment_files
+from .recording import DamageReport, ProcessInfo, Range, Recording, load
 from .summary import Summary, summarize
 from .timeline import render_timeline
 

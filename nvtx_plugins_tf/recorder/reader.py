@@ -5,26 +5,37 @@ Two ways in:
 * :func:`iter_batches` / :class:`RecordingReader` stream the ranges as numpy structured
   arrays (:data:`ROW_DTYPE`), a fixed-size batch at a time; memory stays bounded by the
   open ranges and the string tables. The exporters use this.
-* :func:`load` builds a :class:`Recording` with a list of :class:`Range` objects; handy for
-  small recordings and tests.
+* :func:`load` (defined with the data model in :mod:`.recording`, re-exported here)
+  builds a :class:`Recording` with a list of :class:`Range` objects; handy for small
+  recordings and tests.
 
-Decoding is done by the native ``libnvtx_reader.so`` (cc_ops/reader/decode.cc).
+Decoding is done by the native ``libnvtx_reader.so`` (cc_ops/reader, C API in decode.h).
 """
 
 from __future__ import annotations
 
 import contextlib
-
 import math
-import struct
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
 from . import _decoder
-from ._decoder import FLAG_HAS_CATEGORY, FLAG_HAS_COLOR, FLAG_UNCLOSED, ROW_DTYPE
+from ._decoder import ROW_DTYPE
+
+# The data model lives in .recording; re-exported here, where it was first defined
+# (many modules import it from this module).
+from .recording import (  # noqa: F401
+    PAYLOAD_TYPE_NAMES,
+    DamageReport,
+    ProcessInfo,
+    Range,
+    Recording,
+    decode_payload,
+    load,
+    ranges_from_rows,
+)
 
 __all__ = [
     "ROW_DTYPE",
@@ -42,141 +53,6 @@ __all__ = [
 
 SEGMENT_SUFFIX = ".nvtxseg"
 DEFAULT_BATCH = 65536
-
-
-@dataclass(slots=True)
-class Range:
-    """One NVTX range or mark of a recording.
-
-    ``end_ns`` is None for a range that was still open when the recording ended
-    (``unclosed``); for a mark it equals ``start_ns``. ``color`` is 0xAARRGGBB or None,
-    ``category`` the category number or None, ``payload`` an int/float or None.
-    """
-
-    message: str
-    domain: str
-    start_ns: int
-    end_ns: int | None
-    pid: int
-    tid: int
-    end_tid: int
-    kind: str  # 'push-pop' | 'start-end' | 'mark'
-    depth: int = 0
-    category: int | None = None
-    category_name: str | None = None
-    color: int | None = None
-    payload: int | float | None = None
-    payload_type: str | None = None
-    range_id: int = 0
-
-    @property
-    def unclosed(self) -> bool:
-        return self.end_ns is None
-
-    @property
-    def duration_ns(self) -> int | None:
-        return None if self.end_ns is None else self.end_ns - self.start_ns
-
-
-@dataclass(frozen=True)
-class ProcessInfo:
-    pid: int
-    ppid: int
-    name: str
-    cmdline: str
-    start_ns: int
-    start_realtime_ns: int
-    segment: str
-
-
-@dataclass
-class DamageReport:
-    """What the decoder had to skip, and what the recorder could not record.
-
-    ``damaged`` is True when data was lost; the CLI exits 6 then and prints
-    :meth:`describe` (one line, naming the first affected file). ``errors`` holds one
-    line per affected segment file (``"PATH: what"``).
-
-    * ``damaged_segments``: segments whose header is damaged or which could not be
-      opened or read at all (another user's 0600 file, an I/O error, out of memory);
-      ``unreadable_segments`` counts the latter among them.
-    * ``truncated_segments`` / ``missing_chunks``: files shorter than the chunks their
-      header says they hold.
-    * ``dropped_events``: events the recorder counted as not recorded (disk full,
-      ``ulimit -f``, ``ulimit -v``, NVTX calls from a signal handler interrupting one,
-      or after the thread's teardown).
-    * ``unknown_strings``: events naming a string that is defined nowhere in the
-      recording (they are kept, with an empty message).
-    """
-
-    segments: int = 0
-    damaged_segments: int = 0
-    chunks: int = 0
-    damaged_chunks: int = 0
-    unpublished_chunks: int = 0
-    seq_gaps: int = 0
-    events: int = 0
-    unmatched_pops: int = 0
-    unmatched_ends: int = 0
-    unclosed: int = 0
-    errors: list[str] = field(default_factory=list)
-    unreadable_segments: int = 0
-    truncated_segments: int = 0
-    missing_chunks: int = 0
-    dropped_events: int = 0
-    unknown_strings: int = 0
-
-    @property
-    def damaged(self) -> bool:
-        return bool(
-            self.damaged_chunks
-            or self.damaged_segments
-            or self.seq_gaps
-            or self.truncated_segments
-            or self.dropped_events
-            or self.unknown_strings
-        )
-
-    def describe(self) -> str:
-        parts = []
-        if self.damaged_segments:
-            parts.append(f"{self.damaged_segments} unreadable segment(s)")
-        if self.truncated_segments:
-            parts.append(f"{self.truncated_segments} truncated segment(s) ({self.missing_chunks} chunk(s) missing)")
-        if self.damaged_chunks:
-            parts.append(f"{self.damaged_chunks} damaged chunk(s)")
-        if self.seq_gaps:
-            parts.append(f"{self.seq_gaps} missing/repeated chunk(s) in a thread's sequence")
-        if self.dropped_events:
-            parts.append(f"{self.dropped_events} event(s) dropped by the recorder (disk full or file size limit?)")
-        if self.unknown_strings:
-            parts.append(f"{self.unknown_strings} event(s) naming an undefined string")
-        if not parts:
-            return "no damage"
-        text = ", ".join(parts)
-        if self.errors:
-            text += f" (first: {self.errors[0]})"
-        return text
-
-
-PAYLOAD_TYPE_NAMES = {1: "u64", 2: "i64", 3: "double", 4: "u32", 5: "i32", 6: "float"}
-
-
-def decode_payload(payload_type: int, raw: int) -> int | float | None:
-    """Value of a payload from its type code and raw 8 bytes (as an unsigned int)."""
-    if payload_type == 1:
-        return raw
-    if payload_type == 2:
-        return struct.unpack("<q", struct.pack("<Q", raw))[0]
-    if payload_type == 3:
-        return struct.unpack("<d", struct.pack("<Q", raw))[0]
-    if payload_type == 4:
-        return raw & 0xFFFFFFFF
-    if payload_type == 5:
-        return struct.unpack("<i", struct.pack("<I", raw & 0xFFFFFFFF))[0]
-    if payload_type == 6:
-        return struct.unpack("<f", struct.pack("<I", raw & 0xFFFFFFFF))[0]
-    return None
 
 
 def segment_files(path) -> list[Path]:
@@ -359,66 +235,9 @@ class RecordingReader:
 
     def ranges(self, rows: np.ndarray) -> list[Range]:
         """Turn rows into :class:`Range` objects (tables must cover them: call after reading)."""
-        n = len(rows)
-        if n == 0:
+        if len(rows) == 0:
             return []
-        strings = np.array(self.strings(), dtype=object)
-        domains = np.array(self.domain_names(), dtype=object)
-        categories = self.category_names()
-        flags = rows["flags"]
-        kind = rows["kind"]
-        unclosed = (flags & FLAG_UNCLOSED) != 0
-        has_cat = (flags & FLAG_HAS_CATEGORY) != 0
-        has_color = (flags & FLAG_HAS_COLOR) != 0
-
-        def opt(values, mask):
-            out = values.astype(object)
-            out[~mask] = None
-            return out.tolist()
-
-        ptype = rows["payload_type"]
-        raw = rows["payload"]
-        low32 = (raw & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        payload = np.full(n, None, dtype=object)
-        for code, values in (
-            (1, raw),
-            (2, raw.view(np.int64)),
-            (3, raw.view(np.float64)),
-            (4, low32),
-            (5, low32.view(np.int32)),
-            (6, low32.view(np.float32).astype(np.float64)),
-        ):
-            mask = ptype == code
-            if mask.any():
-                payload[mask] = np.array(values[mask].tolist(), dtype=object)
-        dom = rows["domain"]
-        cat = rows["category"]
-        cat_names = [None] * n
-        if categories and has_cat.any():
-            for i in np.flatnonzero(has_cat).tolist():
-                cat_names[i] = categories.get((int(dom[i]), int(cat[i])))
-        kind_names = np.array(["?", "push-pop", "start-end", "mark"], dtype=object)
-        ptype_names = np.array([None, "u64", "i64", "double", "u32", "i32", "float", None, None, None, None, None,
-                                None, None, None, None], dtype=object)
-        dom_safe = np.where(dom < len(domains), dom, 0)
-        columns = (
-            strings[rows["message"]].tolist(),
-            domains[dom_safe].tolist(),
-            rows["start_ns"].tolist(),
-            opt(rows["end_ns"], ~unclosed),
-            rows["pid"].tolist(),
-            rows["tid"].tolist(),
-            rows["end_tid"].tolist(),
-            kind_names[np.minimum(kind, 3)].tolist(),
-            rows["depth"].tolist(),
-            opt(cat, has_cat),
-            cat_names,
-            opt(rows["color"], has_color),
-            payload.tolist(),
-            ptype_names[ptype & 15].tolist(),
-            rows["range_id"].tolist(),
-        )
-        return [Range(*fields) for fields in zip(*columns)]
+        return ranges_from_rows(rows, self.strings(), self.domain_names(), self.category_names())
 
 
 def iter_batches(path, batch_size: int = DEFAULT_BATCH) -> Iterator[np.ndarray]:
@@ -428,58 +247,3 @@ def iter_batches(path, batch_size: int = DEFAULT_BATCH) -> Iterator[np.ndarray]:
         yield from reader.batches(batch_size)
     finally:
         reader.close()
-
-
-@dataclass
-class Recording:
-    """A fully loaded recording (see :func:`load`)."""
-
-    path: Path
-    ranges: list[Range]
-    processes: dict[int, ProcessInfo]
-    thread_names: dict[tuple[int, int], str]
-    damage: DamageReport
-    domains: list[str]
-
-    @property
-    def marks(self) -> list[Range]:
-        return [r for r in self.ranges if r.kind == "mark"]
-
-    @property
-    def open_ranges(self) -> list[Range]:
-        return [r for r in self.ranges if r.unclosed]
-
-    @property
-    def closed_ranges(self) -> list[Range]:
-        return [r for r in self.ranges if r.kind != "mark" and not r.unclosed]
-
-    def find(self, message=None, domain=None, kind=None) -> list[Range]:
-        return [
-            r
-            for r in self.ranges
-            if (message is None or r.message == message)
-            and (domain is None or r.domain == domain)
-            and (kind is None or r.kind == kind)
-        ]
-
-    def count(self, message=None, domain=None, kind=None) -> int:
-        return len(self.find(message, domain, kind))
-
-
-def load(path, segments=None) -> Recording:
-    """Read a whole recording into memory, ranges sorted by start time.
-
-    ``segments`` (paths) reads only those segment files of the recording.
-    """
-    with RecordingReader(path, segments=segments) as reader:
-        batches = list(reader.batches())
-        rows = np.concatenate(batches) if batches else np.empty(0, dtype=ROW_DTYPE)
-        rows = rows[np.argsort(rows["start_ns"], kind="stable")]
-        return Recording(
-            path=Path(path),
-            ranges=reader.ranges(rows),
-            processes=dict(reader.processes),
-            thread_names=reader.thread_names,
-            damage=reader.damage(),
-            domains=[d for d in dict.fromkeys(reader.domain_names()) if d],
-        )

@@ -28,6 +28,13 @@ import os
 import shutil
 import tempfile
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..recorder.recording import DamageReport, Range, Recording
+
+# The recorder's reader (numpy, the native decoder) is imported where a capture is read,
+# not here: the pytest plugin imports this module in every test session.
 
 __all__ = ["capture", "Capture", "RecorderNotAttached", "recorder_library", "recorder_attached"]
 
@@ -124,7 +131,12 @@ def recorder_attached() -> bool:
 
 
 class Capture:
-    """What a :func:`capture` block recorded.
+    """What a :func:`capture` block recorded: a :class:`~nvtx_plugins_tf.recorder.Recording`
+    of the window (:attr:`recording`), with the same words -- ``events`` (every range and
+    mark, by start time), ``open_ranges``, ``marks``, ``find(...)`` and ``count(...)``
+    mean what they mean on a Recording. One difference, kept for the tests written
+    against it: ``Capture.ranges`` is the closed ranges (``Recording.closed_ranges``),
+    while ``Recording.ranges`` is every event.
 
     Filled when the block exits -- or earlier, on the first access to its results
     (``ranges``, ``open_ranges``, ``marks``, ``events``, ``find``, ``count``) or an
@@ -139,62 +151,57 @@ class Capture:
         self.keep = keep
         self.segments: list[str] = []
         self._window = (0, 0)
-        self.processes = {}
-        self.thread_names = {}
-        self.damage = None
+        #: the window as a Recording (None until the capture stopped)
+        self.recording: Recording | None = None
         self.done = False
         self._previous = ""
-        self._events = []
-        self._ranges = []
-        self._open = []
-        self._marks = []
 
     # Results ------------------------------------------------------------------------
+    def _recording(self) -> Recording:
+        self.stop()
+        return self.recording
+
     @property
-    def events(self):
+    def events(self) -> list[Range]:
         """All recorded ranges and marks, by start time."""
-        self.stop()
-        return self._events
+        return self._recording().events
 
     @property
-    def ranges(self):
-        """Closed push/pop and start/end ranges."""
-        self.stop()
-        return self._ranges
+    def ranges(self) -> list[Range]:
+        """Closed push/pop and start/end ranges (``Recording.closed_ranges``)."""
+        return self._recording().closed_ranges
 
     @property
-    def open_ranges(self):
+    def open_ranges(self) -> list[Range]:
         """Ranges still open when the capture stopped."""
-        self.stop()
-        return self._open
+        return self._recording().open_ranges
 
     @property
-    def marks(self):
-        self.stop()
-        return self._marks
+    def marks(self) -> list[Range]:
+        return self._recording().marks
+
+    @property
+    def processes(self) -> dict:
+        return self.recording.processes if self.recording else {}
+
+    @property
+    def thread_names(self) -> dict:
+        return self.recording.thread_names if self.recording else {}
+
+    @property
+    def damage(self) -> DamageReport | None:
+        return self.recording.damage if self.recording else None
 
     @property
     def damaged_chunks(self) -> int:
-        self.stop()
-        return self.damage.damaged_chunks if self.damage else 0
+        return self._recording().damage.damaged_chunks
 
-    def find(self, message=None, domain=None, kind=None, category=None):
+    def find(self, message=None, domain=None, kind=None, category=None) -> list[Range]:
         """Events matching all given attributes (message, domain, kind, category name or number)."""
-        out = []
-        for r in self.events:
-            if message is not None and r.message != message:
-                continue
-            if domain is not None and r.domain != domain:
-                continue
-            if kind is not None and r.kind != kind:
-                continue
-            if category is not None and category not in (r.category, r.category_name):
-                continue
-            out.append(r)
-        return out
+        return self._recording().find(message, domain, kind, category)
 
     def count(self, message=None, domain=None, kind=None, category=None) -> int:
-        return len(self.find(message, domain, kind, category))
+        return self._recording().count(message, domain, kind, category)
 
     def messages(self) -> list[str]:
         return [r.message for r in self.events]
@@ -250,16 +257,9 @@ class Capture:
                 shutil.copy2(path, copy)
             self.directory = copy
             self.segments = [os.path.join(copy, os.path.basename(p)) for p in self.segments]
-        from ..recorder.reader import load
+        from ..recorder.recording import load
 
-        recording = load(self.directory, segments=self.segments)
-        self._events = list(recording.ranges)
-        self._marks = [r for r in self._events if r.kind == "mark"]
-        self._open = [r for r in self._events if r.kind != "mark" and r.end_ns is None]
-        self._ranges = [r for r in self._events if r.kind != "mark" and r.end_ns is not None]
-        self.processes = recording.processes
-        self.thread_names = recording.thread_names
-        self.damage = recording.damage
+        self.recording = load(self.directory, segments=self.segments)
         return self
 
     def __repr__(self):

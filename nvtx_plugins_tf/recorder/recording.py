@@ -1,0 +1,358 @@
+"""The data model of an NVTX recording: :class:`Range`, :class:`ProcessInfo`,
+:class:`DamageReport`, :class:`Recording` and :func:`load`, plus the named codes of the
+format (event kinds, payload types, nsys event types) and the one payload decoder.
+
+Streaming the rows of a recording without building objects is
+:mod:`nvtx_plugins_tf.recorder.reader`'s job; :func:`load` reads through it.
+:class:`nvtx_plugins_tf.testing.Capture` holds a :class:`Recording` and uses the same
+words: ``events`` (every range and mark), ``closed_ranges``, ``open_ranges``, ``marks``,
+``find(...)`` and ``count(...)`` mean the same in both.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ._decoder import (
+    FLAG_HAS_CATEGORY,
+    FLAG_HAS_COLOR,
+    FLAG_UNCLOSED,
+    KIND_MARK,
+    KIND_NAMES,
+    KIND_PUSH_POP,
+    KIND_START_END,
+    PAYLOAD_DOUBLE,
+    PAYLOAD_FLOAT,
+    PAYLOAD_I32,
+    PAYLOAD_I64,
+    PAYLOAD_NONE,
+    PAYLOAD_U32,
+    PAYLOAD_U64,
+)
+
+__all__ = [
+    "DamageReport",
+    "ProcessInfo",
+    "Range",
+    "Recording",
+    "load",
+    "decode_payload",
+    "payload_array",
+    "ranges_from_rows",
+    "KIND_PUSH_POP",
+    "KIND_START_END",
+    "KIND_MARK",
+    "KIND_NAMES",
+    "PAYLOAD_NONE",
+    "PAYLOAD_U64",
+    "PAYLOAD_I64",
+    "PAYLOAD_DOUBLE",
+    "PAYLOAD_U32",
+    "PAYLOAD_I32",
+    "PAYLOAD_FLOAT",
+    "PAYLOAD_TYPE_NAMES",
+    "EVENT_CATEGORY",
+    "EVENT_MARK",
+    "EVENT_THREAD_NAME",
+    "EVENT_PUSH_POP",
+    "EVENT_START_END",
+    "EVENT_DOMAIN_CREATE",
+    "EVENT_DOMAIN_DESTROY",
+    "EVENT_TYPE_OF_KIND",
+]
+
+# nsys ``eventType`` codes of NVTX events (ENUM_NSYS_EVENT_TYPE in nsys' SQLite export).
+EVENT_CATEGORY = 33
+EVENT_MARK = 34
+EVENT_THREAD_NAME = 39
+EVENT_PUSH_POP = 59
+EVENT_START_END = 60
+EVENT_DOMAIN_CREATE = 75
+EVENT_DOMAIN_DESTROY = 76
+#: row ``kind`` -> nsys ``eventType``
+EVENT_TYPE_OF_KIND = {KIND_PUSH_POP: EVENT_PUSH_POP, KIND_START_END: EVENT_START_END, KIND_MARK: EVENT_MARK}
+
+# Payload types (record_format.h PayloadType): name, numpy dtype and struct format of
+# the value, which sits in the low bytes of the raw little-endian 8 bytes.
+_PAYLOADS = {
+    PAYLOAD_U64: ("u64", np.dtype("<u8"), "<Q"),
+    PAYLOAD_I64: ("i64", np.dtype("<i8"), "<q"),
+    PAYLOAD_DOUBLE: ("double", np.dtype("<f8"), "<d"),
+    PAYLOAD_U32: ("u32", np.dtype("<u4"), "<I"),
+    PAYLOAD_I32: ("i32", np.dtype("<i4"), "<i"),
+    PAYLOAD_FLOAT: ("float", np.dtype("<f4"), "<f"),
+}
+#: payload type code -> name ("u64", "i64", "double", "u32", "i32", "float")
+PAYLOAD_TYPE_NAMES = {code: spec[0] for code, spec in _PAYLOADS.items()}
+
+
+def decode_payload(payload_type: int, raw: int) -> int | float | None:
+    """Value of one payload from its type code and raw 8 bytes (as an unsigned int)."""
+    spec = _PAYLOADS.get(payload_type)
+    if spec is None:
+        return None
+    return struct.unpack_from(spec[2], int(raw).to_bytes(8, "little"))[0]
+
+
+def payload_array(payload_type: int, raw: np.ndarray) -> np.ndarray:
+    """Values of payloads of one type from their raw 8 bytes (``ROW_DTYPE["payload"]``), as
+    an array of the type's own dtype (``.tolist()`` gives the values :func:`decode_payload`
+    gives)."""
+    dtype = _PAYLOADS[payload_type][1]
+    raw = np.asarray(raw, dtype=np.uint64)
+    if dtype.itemsize == 8:
+        return raw.view(dtype)
+    return (raw & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(dtype)
+
+
+@dataclass(slots=True)
+class Range:
+    """One NVTX range or mark of a recording.
+
+    ``end_ns`` is None for a range that was still open when the recording ended
+    (``unclosed``); for a mark it equals ``start_ns``. ``color`` is 0xAARRGGBB or None,
+    ``category`` the category number or None, ``payload`` an int/float or None.
+    """
+
+    message: str
+    domain: str
+    start_ns: int
+    end_ns: int | None
+    pid: int
+    tid: int
+    end_tid: int
+    kind: str  # 'push-pop' | 'start-end' | 'mark'
+    depth: int = 0
+    category: int | None = None
+    category_name: str | None = None
+    color: int | None = None
+    payload: int | float | None = None
+    payload_type: str | None = None
+    range_id: int = 0
+
+    @property
+    def unclosed(self) -> bool:
+        return self.end_ns is None
+
+    @property
+    def duration_ns(self) -> int | None:
+        return None if self.end_ns is None else self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    ppid: int
+    name: str
+    cmdline: str
+    start_ns: int
+    start_realtime_ns: int
+    segment: str
+
+
+@dataclass
+class DamageReport:
+    """What the decoder had to skip, and what the recorder could not record.
+
+    ``damaged`` is True when data was lost; the CLI exits 6 then and prints
+    :meth:`describe` (one line, naming the first affected file). ``errors`` holds one
+    line per affected segment file (``"PATH: what"``).
+
+    * ``damaged_segments``: segments whose header is damaged or which could not be
+      opened or read at all (another user's 0600 file, an I/O error, out of memory);
+      ``unreadable_segments`` counts the latter among them.
+    * ``truncated_segments`` / ``missing_chunks``: files shorter than the chunks their
+      header says they hold.
+    * ``dropped_events``: events the recorder counted as not recorded (disk full,
+      ``ulimit -f``, ``ulimit -v``, NVTX calls from a signal handler interrupting one,
+      or after the thread's teardown).
+    * ``unknown_strings``: events naming a string that is defined nowhere in the
+      recording (they are kept, with an empty message).
+    """
+
+    segments: int = 0
+    damaged_segments: int = 0
+    chunks: int = 0
+    damaged_chunks: int = 0
+    unpublished_chunks: int = 0
+    seq_gaps: int = 0
+    events: int = 0
+    unmatched_pops: int = 0
+    unmatched_ends: int = 0
+    unclosed: int = 0
+    errors: list[str] = field(default_factory=list)
+    unreadable_segments: int = 0
+    truncated_segments: int = 0
+    missing_chunks: int = 0
+    dropped_events: int = 0
+    unknown_strings: int = 0
+
+    @property
+    def damaged(self) -> bool:
+        return bool(
+            self.damaged_chunks
+            or self.damaged_segments
+            or self.seq_gaps
+            or self.truncated_segments
+            or self.dropped_events
+            or self.unknown_strings
+        )
+
+    def describe(self) -> str:
+        parts = []
+        if self.damaged_segments:
+            parts.append(f"{self.damaged_segments} unreadable segment(s)")
+        if self.truncated_segments:
+            parts.append(f"{self.truncated_segments} truncated segment(s) ({self.missing_chunks} chunk(s) missing)")
+        if self.damaged_chunks:
+            parts.append(f"{self.damaged_chunks} damaged chunk(s)")
+        if self.seq_gaps:
+            parts.append(f"{self.seq_gaps} missing/repeated chunk(s) in a thread's sequence")
+        if self.dropped_events:
+            parts.append(f"{self.dropped_events} event(s) dropped by the recorder (disk full or file size limit?)")
+        if self.unknown_strings:
+            parts.append(f"{self.unknown_strings} event(s) naming an undefined string")
+        if not parts:
+            return "no damage"
+        text = ", ".join(parts)
+        if self.errors:
+            text += f" (first: {self.errors[0]})"
+        return text
+
+
+def ranges_from_rows(
+    rows: np.ndarray,
+    strings: list[str],
+    domain_names: list[str],
+    category_names: dict[tuple[int, int], str],
+) -> list[Range]:
+    """:class:`Range` objects of decoded rows (``ROW_DTYPE``), naming their strings,
+    domains and categories from the reader's tables."""
+    n = len(rows)
+    if n == 0:
+        return []
+    strings = np.array(strings, dtype=object)
+    domains = np.array(domain_names, dtype=object)
+    flags = rows["flags"]
+    kind = rows["kind"]
+    unclosed = (flags & FLAG_UNCLOSED) != 0
+    has_cat = (flags & FLAG_HAS_CATEGORY) != 0
+    has_color = (flags & FLAG_HAS_COLOR) != 0
+
+    def opt(values, mask):
+        out = values.astype(object)
+        out[~mask] = None
+        return out.tolist()
+
+    ptype = rows["payload_type"]
+    raw = rows["payload"]
+    payload = np.full(n, None, dtype=object)
+    for code in _PAYLOADS:
+        mask = ptype == code
+        if mask.any():
+            payload[mask] = np.array(payload_array(code, raw[mask]).tolist(), dtype=object)
+    dom = rows["domain"]
+    cat = rows["category"]
+    cat_names = [None] * n
+    if category_names and has_cat.any():
+        for i in np.flatnonzero(has_cat).tolist():
+            cat_names[i] = category_names.get((int(dom[i]), int(cat[i])))
+    kind_names = np.array(["?", *(KIND_NAMES[k] for k in (KIND_PUSH_POP, KIND_START_END, KIND_MARK))], dtype=object)
+    ptype_names = np.array([PAYLOAD_TYPE_NAMES.get(code) for code in range(16)], dtype=object)
+    dom_safe = np.where(dom < len(domains), dom, 0)
+    columns = (
+        strings[rows["message"]].tolist(),
+        domains[dom_safe].tolist(),
+        rows["start_ns"].tolist(),
+        opt(rows["end_ns"], ~unclosed),
+        rows["pid"].tolist(),
+        rows["tid"].tolist(),
+        rows["end_tid"].tolist(),
+        kind_names[np.minimum(kind, 3)].tolist(),
+        rows["depth"].tolist(),
+        opt(cat, has_cat),
+        cat_names,
+        opt(rows["color"], has_color),
+        payload.tolist(),
+        ptype_names[ptype & 15].tolist(),
+        rows["range_id"].tolist(),
+    )
+    return [Range(*fields) for fields in zip(*columns)]
+
+
+def _matches(r: Range, message, domain, kind, category) -> bool:
+    return (
+        (message is None or r.message == message)
+        and (domain is None or r.domain == domain)
+        and (kind is None or r.kind == kind)
+        and (category is None or category in (r.category, r.category_name))
+    )
+
+
+@dataclass
+class Recording:
+    """A fully loaded recording (see :func:`load`).
+
+    ``ranges`` holds every event -- closed and open ranges and marks -- by start time
+    (``events`` is the same list); ``closed_ranges``, ``open_ranges`` and ``marks`` are
+    its parts.
+    """
+
+    path: Path
+    ranges: list[Range]
+    processes: dict[int, ProcessInfo]
+    thread_names: dict[tuple[int, int], str]
+    damage: DamageReport
+    domains: list[str]
+
+    @property
+    def events(self) -> list[Range]:
+        """Every range and mark, by start time."""
+        return self.ranges
+
+    @property
+    def marks(self) -> list[Range]:
+        return [r for r in self.ranges if r.kind == "mark"]
+
+    @property
+    def open_ranges(self) -> list[Range]:
+        """Ranges still open when the recording ended."""
+        return [r for r in self.ranges if r.unclosed]
+
+    @property
+    def closed_ranges(self) -> list[Range]:
+        return [r for r in self.ranges if r.kind != "mark" and not r.unclosed]
+
+    def find(self, message=None, domain=None, kind=None, category=None) -> list[Range]:
+        """Events matching all given attributes (message, domain, kind, category name or number)."""
+        return [r for r in self.ranges if _matches(r, message, domain, kind, category)]
+
+    def count(self, message=None, domain=None, kind=None, category=None) -> int:
+        return len(self.find(message, domain, kind, category))
+
+
+def load(path, segments=None) -> Recording:
+    """Read a whole recording into memory, ranges sorted by start time.
+
+    ``segments`` (paths) reads only those segment files of the recording.
+    """
+    # The reader builds this module's objects, so it imports this module; this module
+    # needs the reader only here.
+    from .reader import ROW_DTYPE, RecordingReader
+
+    with RecordingReader(path, segments=segments) as reader:
+        batches = list(reader.batches())
+        rows = np.concatenate(batches) if batches else np.empty(0, dtype=ROW_DTYPE)
+        rows = rows[np.argsort(rows["start_ns"], kind="stable")]
+        return Recording(
+            path=Path(path),
+            ranges=reader.ranges(rows),
+            processes=dict(reader.processes),
+            thread_names=reader.thread_names,
+            damage=reader.damage(),
+            domains=[d for d in dict.fromkeys(reader.domain_names()) if d],
+        )
