@@ -254,7 +254,16 @@ def _stop_with_command(pgid: int, stopsig: int, tty_fd: int | None, owned: bool)
     return owned
 
 
-def _exports(raw_dir: Path, prefix: Path, png: bool) -> tuple[int, object]:
+def _png_window(value: str) -> str:
+    """argparse type of --png-window: 'all' or A:B with non-negative integers."""
+    import re
+
+    if value == "all" or re.fullmatch(r"\d*:\d*", value):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r}: expected A:B (steps, 0-based) or 'all'")
+
+
+def _exports(raw_dir: Path, prefix: Path, png: bool, png_window: str = "1:") -> tuple[int, object]:
     """Write PREFIX.json/.sqlite(/.png) and print the summary; returns (events, damage)."""
     from .recorder.export_json import export_json
     from .recorder.export_sqlite import export_sqlite
@@ -284,7 +293,7 @@ def _exports(raw_dir: Path, prefix: Path, png: bool) -> tuple[int, object]:
             from .recorder.timeline import MatplotlibMissing, render_timeline
 
             try:
-                render_timeline(raw_dir, png_path)
+                render_timeline(raw_dir, png_path, window=png_window)
                 written.append(png_path)
             except MatplotlibMissing as exc:
                 warn(f"--png: {exc}; no PNG written")
@@ -374,7 +383,7 @@ def cmd_record(args) -> int:
     sys.stdout.flush()
     status = _run_forwarding_signals(command, env, on_started=lambda: _remove_segments(raw_dir, old_segments))
     code = 128 - status if status < 0 else status
-    events, damage = _exports(raw_dir, prefix, args.png)
+    events, damage = _exports(raw_dir, prefix, args.png or args.png_window is not None, args.png_window or "1:")
     if events == 0 and not damage.damaged:  # (all events dropped, e.g. a full disk, is damage)
         if code != 0:
             warn(f"no NVTX events recorded; {command[0]} exited with status {code}")
@@ -403,6 +412,14 @@ def _register_record(subparsers) -> None:
     )
     p.add_argument("-o", "--output", required=True, metavar="PREFIX", help="output prefix")
     p.add_argument("--png", action="store_true", help="also draw PREFIX.png (needs matplotlib)")
+    p.add_argument(
+        "--png-window",
+        metavar="STEPS",
+        type=_png_window,
+        default=None,
+        help="steps drawn in PREFIX.png: A:B (0-based, either side may be empty) or 'all'; "
+        "default 1: (without the first step, where TensorFlow traces); implies --png",
+    )
     p.add_argument(
         "--keras-layers",
         action="store_true",
