@@ -84,7 +84,7 @@ def test_consecutive_captures_are_separate(attached):
     assert sorted(r.message for r in second.events) == ["range two", "two"]
 
 
-def test_fixture_stops_on_first_access(attached, nvtx_capture):
+def test_fixture_stops_on_first_access(attached, nvtx_capture):  # noqa: F811 (the plugin's fixture)
     with nvtx.annotate("in test", domain="fixture"):
         pass
     assert nvtx_capture.count(message="in test", domain="fixture") == 1
@@ -120,13 +120,15 @@ def test_not_attached_raises_runtime_error():
         except RuntimeError as exc:
             print("RuntimeError", "NVTX_INJECTION64_PATH" in str(exc))
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=_env(NVTX_TF_NO_AUTO_RECORD="1"), timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(NVTX_TF_NO_AUTO_RECORD="1"), timeout=60
+    )
     assert proc.stdout.strip() == "RuntimeError True", proc.stderr
 
 
 def test_pytest_plugin_records_session_and_subprocesses(tmp_path):
-    (tmp_path / "test_inner.py").write_text(textwrap.dedent("""
+    (tmp_path / "test_inner.py").write_text(
+        textwrap.dedent("""
         import os, subprocess, sys
         import nvtx
 
@@ -141,9 +143,15 @@ def test_pytest_plugin_records_session_and_subprocesses(tmp_path):
             subprocess.run([sys.executable, "-c", "import nvtx; nvtx.mark('child mark')"], check=True)
             from nvtx_plugins_tf.recorder import load
             assert any(r.message == "child mark" for r in load(rec).marks)
-    """))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", 
-                           "-p", "no:cacheprovider", str(tmp_path / "test_inner.py")], capture_output=True,
-                          text=True, env=_env(), cwd=tmp_path, timeout=120)
+    """)
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_inner.py")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 passed" in proc.stdout

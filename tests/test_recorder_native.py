@@ -150,7 +150,7 @@ def decode_segment(path: Path) -> Segment:
     by_thread: dict[int, list] = {}
     for thread_index, seq, recs in chunks:
         by_thread.setdefault(thread_index, []).append((seq, recs))
-    for thread_index, items in sorted(by_thread.items()):
+    for _thread_index, items in sorted(by_thread.items()):
         items.sort(key=lambda item: item[0])
         assert [s for s, _ in items] == list(range(len(items))), "missing chunk"
         for _, recs in items:
@@ -288,7 +288,7 @@ def test_basic_events(recorder_lib, sample, tmp_path):
     assert sum(r.kind == K_DOMAIN_DESTROY and r.domain == dom for r in seg.records) == 1
 
     # Unicode (UTF-32 wchar_t -> UTF-8).
-    assert one("wide-\u00fc\u20ac\U0001F600", K_PUSH).tid == tid_main
+    assert one("wide-\u00fc\u20ac\U0001f600", K_PUSH).tid == tid_main
     one("mark-w", K_MARK)
     one("start-w", K_START)
 
@@ -396,8 +396,19 @@ def test_calls_after_thread_teardown_are_dropped(recorder_lib, sample, tmp_path)
 def test_two_nvtx_instances_share_state(recorder_lib, sample, tmp_path):
     lib = tmp_path / "libsecond.so"
     proc = subprocess.run(
-        ["gcc", "-O2", "-shared", "-fPIC", "-DNVTX_SAMPLE_LIBRARY", f"-I{_nvtx_include()}", str(SAMPLE_SRC),
-         "-o", str(lib), "-ldl", "-pthread"],
+        [
+            "gcc",
+            "-O2",
+            "-shared",
+            "-fPIC",
+            "-DNVTX_SAMPLE_LIBRARY",
+            f"-I{_nvtx_include()}",
+            str(SAMPLE_SRC),
+            "-o",
+            str(lib),
+            "-ldl",
+            "-pthread",
+        ],
         capture_output=True,
         text=True,
     )
@@ -483,8 +494,9 @@ def test_python_multiprocessing_children(recorder_lib, tmp_path):
     path.write_text(script)
     venv_python = REPO / ".venv" / "bin" / "python"
     python = str(venv_python) if venv_python.exists() else sys.executable
-    proc = subprocess.run([python, str(path)], env=_env(recorder_lib, record_dir), capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [python, str(path)], env=_env(recorder_lib, record_dir), capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     by_text = {}
     for seg in decode_dir(record_dir):
@@ -515,7 +527,9 @@ def test_in_process_output_dir_switch(recorder_lib, tmp_path):
     )
     venv_python = REPO / ".venv" / "bin" / "python"
     python = str(venv_python) if venv_python.exists() else sys.executable
-    proc = subprocess.run([python, "-c", script], env=_env(recorder_lib, first), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [python, "-c", script], env=_env(recorder_lib, first), capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     [a] = decode_dir(first)
     [b] = decode_dir(second)

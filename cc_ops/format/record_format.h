@@ -66,28 +66,28 @@ constexpr char kSegmentMagic[8] = {'N', 'V', 'T', 'X', 'R', 'E', 'C', '1'};
 constexpr uint32_t kFormatVersion = 1;
 constexpr uint32_t kSegmentHeaderSize = 4096;
 constexpr uint32_t kDefaultChunkSize = 256 * 1024;  // NVTX_TF_CHUNK_SIZE overrides
-constexpr uint32_t kChunkMagic = 0x4B4E4843;         // "CHNK"
+constexpr uint32_t kChunkMagic = 0x4B4E4843;        // "CHNK"
 constexpr const char* kSegmentSuffix = ".nvtxseg";
 
 struct SegmentHeader {
-  char magic[8];          // kSegmentMagic
-  uint32_t version;       // kFormatVersion
-  uint32_t header_size;   // kSegmentHeaderSize
-  uint32_t chunk_size;    // bytes per chunk, a multiple of 4096
+  char magic[8];         // kSegmentMagic
+  uint32_t version;      // kFormatVersion
+  uint32_t header_size;  // kSegmentHeaderSize
+  uint32_t chunk_size;   // bytes per chunk, a multiple of 4096
   uint32_t reserved0;
   int64_t pid;
   int64_t ppid;
-  uint64_t start_ns;            // CLOCK_MONOTONIC when the segment was opened
-  uint64_t start_realtime_ns;   // CLOCK_REALTIME at the same moment
-  char process_name[64];        // /proc/self/comm, NUL-terminated
-  char cmdline[1024];           // argv joined by spaces, NUL-terminated, truncated
+  uint64_t start_ns;           // CLOCK_MONOTONIC when the segment was opened
+  uint64_t start_realtime_ns;  // CLOCK_REALTIME at the same moment
+  char process_name[64];       // /proc/self/comm, NUL-terminated
+  char cmdline[1024];          // argv joined by spaces, NUL-terminated, truncated
   // Kept current by the writer through a shared mapping of the header page while the
   // segment is in use (zero in segments of older writers: unknown).
-  uint64_t chunk_count;         // chunks the file was extended to hold: a file shorter than
-                                // header_size + chunk_count * chunk_size was truncated
-  uint64_t dropped_events;      // events the writer could not record (disk full, file size
-                                // limit, NVTX call from a signal handler or after the
-                                // thread's teardown, ...): damage
+  uint64_t chunk_count;     // chunks the file was extended to hold: a file shorter than
+                            // header_size + chunk_count * chunk_size was truncated
+  uint64_t dropped_events;  // events the writer could not record (disk full, file size
+                            // limit, NVTX call from a signal handler or after the
+                            // thread's teardown, ...): damage
   // Identity of the process, shared by all its segments (an output switch opens another
   // segment of the same process): the start_ns of its first segment. Readers continue
   // ranges, string ids and domain ids from one segment of a process to the next.
@@ -102,13 +102,13 @@ struct SegmentHeader {
   // rest of the kSegmentHeaderSize bytes: zero
 };
 
-struct ChunkHeader {        // 64 bytes at the start of every chunk
-  uint32_t magic;           // kChunkMagic, stored last (release) when the chunk is claimed
-  uint32_t thread_index;    // process-local index of the thread (0, 1, 2, ... by first use)
-  int64_t tid;              // OS thread id (gettid)
-  uint64_t seq;             // this thread's chunk number, 0-based
-  uint64_t thread_serial;   // 1 + process-wide serial of the thread, the same in every
-                            // segment of the process (0 from older writers)
+struct ChunkHeader {       // 64 bytes at the start of every chunk
+  uint32_t magic;          // kChunkMagic, stored last (release) when the chunk is claimed
+  uint32_t thread_index;   // process-local index of the thread (0, 1, 2, ... by first use)
+  int64_t tid;             // OS thread id (gettid)
+  uint64_t seq;            // this thread's chunk number, 0-based
+  uint64_t thread_serial;  // 1 + process-wide serial of the thread, the same in every
+                           // segment of the process (0 from older writers)
   uint64_t reserved[4];
 };
 constexpr uint32_t kChunkHeaderSize = sizeof(ChunkHeader);
@@ -130,8 +130,8 @@ enum RecordKind : uint8_t {
 enum RecordFlags : uint8_t {
   kFlagColor = 1 << 0,
   kFlagCategory = 1 << 1,
-  kFlagRegisteredMessage = 1 << 2,  // message came from nvtxDomainRegisterString
-  kFlagThreadNameOverride = 1 << 3, // kThreadName from nvtxNameOsThread
+  kFlagRegisteredMessage = 1 << 2,   // message came from nvtxDomainRegisterString
+  kFlagThreadNameOverride = 1 << 3,  // kThreadName from nvtxNameOsThread
   kPayloadShift = 4,
   kPayloadMask = 0xF0,  // (flags & kPayloadMask) >> kPayloadShift is a PayloadType
 };

@@ -113,8 +113,8 @@ NVTXR_API const char* nvtxr_string(void* ctx, uint32_t index, uint32_t* length) 
   return s.data();
 }
 
-NVTXR_API uint32_t nvtxr_strings(void* ctx, uint32_t first, uint32_t count, char* buf,
-                                 uint64_t buf_len, uint32_t* lengths) {
+NVTXR_API uint32_t nvtxr_strings(void* ctx, uint32_t first, uint32_t count, char* buf, uint64_t buf_len,
+                                 uint32_t* lengths) {
   if (!ctx || !buf || !lengths) return 0;
   const auto& strings = D(ctx)->tables().strings();
   uint32_t done = 0;

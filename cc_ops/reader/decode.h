@@ -33,27 +33,27 @@ enum NvtxrKind : uint8_t { kNvtxrPushPop = 1, kNvtxrStartEnd = 2, kNvtxrMark = 3
 enum NvtxrRowFlags : uint16_t {
   kNvtxrHasColor = 1 << 0,
   kNvtxrHasCategory = 1 << 1,
-  kNvtxrUnclosed = 1 << 2,          // no end was recorded; end_ns = -1
-  kNvtxrRegistered = 1 << 3,        // message is a registered string
-  kNvtxrUnknownString = 1 << 4,     // message id was never defined (damage)
+  kNvtxrUnclosed = 1 << 2,       // no end was recorded; end_ns = -1
+  kNvtxrRegistered = 1 << 3,     // message is a registered string
+  kNvtxrUnknownString = 1 << 4,  // message id was never defined (damage)
 };
 
 // 80 bytes; numpy dtype in nvtx_plugins_tf/recorder/_decoder.py.
 struct NvtxrRow {
   int64_t start_ns;
-  int64_t end_ns;   // -1 when unclosed
+  int64_t end_ns;  // -1 when unclosed
   int64_t pid;
   int64_t tid;
-  int64_t end_tid;  // thread that ended the range (== tid for push/pop and marks)
-  uint64_t payload; // raw 8 bytes (32-bit payloads in the low 4 bytes)
+  int64_t end_tid;    // thread that ended the range (== tid for push/pop and marks)
+  uint64_t payload;   // raw 8 bytes (32-bit payloads in the low 4 bytes)
   uint64_t range_id;  // start/end ranges: the recorded id; else 0
   uint32_t message;   // global string index (0 = no message)
   uint32_t domain;    // global domain index (0 = default domain)
   uint32_t category;
-  uint32_t color;     // ARGB
-  int32_t depth;      // push/pop nesting level in its (thread, domain) stack, 0-based
-  uint16_t flags;     // NvtxrRowFlags
-  uint8_t kind;       // NvtxrKind
+  uint32_t color;        // ARGB
+  int32_t depth;         // push/pop nesting level in its (thread, domain) stack, 0-based
+  uint16_t flags;        // NvtxrRowFlags
+  uint8_t kind;          // NvtxrKind
   uint8_t payload_type;  // record_format.h PayloadType
 };
 static_assert(sizeof(NvtxrRow) == 80, "row is 80 bytes");
@@ -70,18 +70,18 @@ struct NvtxrSegmentInfo {
 };
 
 struct NvtxrStats {
-  uint64_t segments;           // segments opened successfully
-  uint64_t damaged_segments;   // damaged header: segment skipped
-  uint64_t chunks;             // published chunks read
-  uint64_t damaged_chunks;     // chunks that ended at damage (bad record, truncation, bad magic)
-  uint64_t unpublished_chunks; // chunks with a zero magic (skipped, normal)
-  uint64_t seq_gaps;           // a thread's chunk numbers skipped or repeated
-  uint64_t events;             // event records decoded (push, pop, start, end, mark)
-  uint64_t records;            // all records decoded
-  uint64_t unmatched_pops;     // pop with an empty stack
-  uint64_t unmatched_ends;     // end whose start was never seen
-  uint64_t unclosed;           // ranges emitted without end
-  uint64_t rows;               // rows emitted
+  uint64_t segments;            // segments opened successfully
+  uint64_t damaged_segments;    // damaged header: segment skipped
+  uint64_t chunks;              // published chunks read
+  uint64_t damaged_chunks;      // chunks that ended at damage (bad record, truncation, bad magic)
+  uint64_t unpublished_chunks;  // chunks with a zero magic (skipped, normal)
+  uint64_t seq_gaps;            // a thread's chunk numbers skipped or repeated
+  uint64_t events;              // event records decoded (push, pop, start, end, mark)
+  uint64_t records;             // all records decoded
+  uint64_t unmatched_pops;      // pop with an empty stack
+  uint64_t unmatched_ends;      // end whose start was never seen
+  uint64_t unclosed;            // ranges emitted without end
+  uint64_t rows;                // rows emitted
   // ABI 2:
   uint64_t unreadable_segments;  // could not be opened or read at all (permissions, I/O
                                  // error, out of memory): segment skipped (damage)
@@ -95,13 +95,13 @@ struct NvtxrDomain {
   int64_t pid;
   uint64_t create_ns;  // 0 when no kDomainCreate was seen
   uint32_t local_id;
-  int32_t name;        // global string index, -1 when unnamed
+  int32_t name;  // global string index, -1 when unnamed
 };
 
 struct NvtxrCategory {
-  uint32_t domain;     // global domain index
+  uint32_t domain;  // global domain index
   uint32_t category;
-  uint32_t name;       // global string index
+  uint32_t name;  // global string index
   uint32_t reserved;
 };
 
@@ -137,8 +137,8 @@ NVTXR_API uint32_t nvtxr_string_count(void* ctx);
 NVTXR_API const char* nvtxr_string(void* ctx, uint32_t index, uint32_t* length);
 // Copy strings [first, first+count) into buf as consecutive bytes; lengths[i] gets each
 // string's length. Returns the number of strings copied (stops when buf is full).
-NVTXR_API uint32_t nvtxr_strings(void* ctx, uint32_t first, uint32_t count, char* buf,
-                                 uint64_t buf_len, uint32_t* lengths);
+NVTXR_API uint32_t nvtxr_strings(void* ctx, uint32_t first, uint32_t count, char* buf, uint64_t buf_len,
+                                 uint32_t* lengths);
 NVTXR_API uint32_t nvtxr_domain_count(void* ctx);
 NVTXR_API int nvtxr_domain(void* ctx, uint32_t index, NvtxrDomain* out);
 NVTXR_API uint32_t nvtxr_category_count(void* ctx);

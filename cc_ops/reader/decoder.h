@@ -52,7 +52,7 @@ class Decoder {
   SegmentCursor cursor_;
   RangeMatcher matcher_;
   Phase phase_ = kIdle;
-  int proc_ = -1;  // process of the open segment
+  int proc_ = -1;                  // process of the open segment
   std::vector<NvtxrRow> pending_;  // after Finish: the ranges left open
   size_t pending_pos_ = 0;
 };

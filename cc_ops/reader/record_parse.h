@@ -23,26 +23,24 @@ inline uint32_t Load32(const uint8_t* p) {
   return v;
 }
 
-inline bool IsEventKind(uint8_t kind) {
-  return kind >= nvtx_record::kRangePush && kind <= nvtx_record::kMark;
-}
+inline bool IsEventKind(uint8_t kind) { return kind >= nvtx_record::kRangePush && kind <= nvtx_record::kMark; }
 
 // One record, its fields named. Only the fields of its kind are set.
 struct Record {
   uint8_t kind = 0;
   uint8_t flags = 0;
-  uint32_t domain = 0;       // process-local domain id
-  uint32_t msg = 0;          // process-local string id
+  uint32_t domain = 0;  // process-local domain id
+  uint32_t msg = 0;     // process-local string id
   // Events (and the timestamp of kDomainCreate / kDomainDestroy).
   int64_t ts = 0;
   uint64_t range_id = 0;
   uint32_t color = 0;
-  uint32_t category = 0;     // also kCategoryName's category number
+  uint32_t category = 0;  // also kCategoryName's category number
   uint64_t payload = 0;
   uint8_t payload_type = 0;  // PayloadType
   // Definitions.
-  std::string_view text;     // kStringDef
-  int64_t tid = 0;           // kThreadName
+  std::string_view text;  // kStringDef
+  int64_t tid = 0;        // kThreadName
 };
 
 // Length of the record at p (`remaining` bytes available, at least 8); 0 when it is

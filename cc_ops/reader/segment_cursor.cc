@@ -48,8 +48,7 @@ void FileDescriptor::Reset() {
   fd_ = -1;
 }
 
-int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, SegmentHeaderRead* out,
-                      std::string* error) {
+int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, SegmentHeaderRead* out, std::string* error) {
   memset(out, 0, sizeof(*out));
   *fd = FileDescriptor(::open(path, O_RDONLY | O_CLOEXEC));
   if (fd->get() < 0) {
@@ -81,12 +80,18 @@ int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, Segmen
     return -1;
   }
   const char* problem = nullptr;
-  if (memcmp(h.magic, kSegmentMagic, sizeof(h.magic)) != 0) problem = "bad segment magic";
-  else if (lenient) problem = nullptr;
-  else if (h.version != kFormatVersion) problem = "unsupported format version";
-  else if (h.header_size < kHeaderV1End || h.header_size > kMaxHeaderSize || h.header_size % 8 != 0) problem = "bad header size";
-  else if (h.chunk_size < 4096 || h.chunk_size > kMaxChunkSize || h.chunk_size % 8 != 0) problem = "bad chunk size";
-  else if (size < h.header_size) problem = "segment header truncated";
+  if (memcmp(h.magic, kSegmentMagic, sizeof(h.magic)) != 0)
+    problem = "bad segment magic";
+  else if (lenient)
+    problem = nullptr;
+  else if (h.version != kFormatVersion)
+    problem = "unsupported format version";
+  else if (h.header_size < kHeaderV1End || h.header_size > kMaxHeaderSize || h.header_size % 8 != 0)
+    problem = "bad header size";
+  else if (h.chunk_size < 4096 || h.chunk_size > kMaxChunkSize || h.chunk_size % 8 != 0)
+    problem = "bad chunk size";
+  else if (size < h.header_size)
+    problem = "segment header truncated";
   if (problem) {
     fd->Reset();
     *error = std::string(problem) + ": " + path;
@@ -117,8 +122,10 @@ int SegmentCursor::Open(const char* path, std::string* error) {
   SegmentHeaderRead read;
   int rc = ReadSegmentHeader(path, /*lenient=*/false, &fd_, &read, error);
   if (rc != 0) {
-    if (rc == -1) stats_.unreadable_segments++;
-    else stats_.damaged_segments++;
+    if (rc == -1)
+      stats_.unreadable_segments++;
+    else
+      stats_.damaged_segments++;
     return rc;
   }
   header_ = read.header;
@@ -173,8 +180,10 @@ void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
     if (static_cast<uint64_t>(got) < sizeof(ch)) {
       const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&ch);
       bool zero = std::all_of(bytes, bytes + got, [](uint8_t b) { return b == 0; });
-      if (zero) stats_.unpublished_chunks++;
-      else stats_.damaged_chunks++;
+      if (zero)
+        stats_.unpublished_chunks++;
+      else
+        stats_.damaged_chunks++;
       continue;
     }
     if (ch.magic == 0) {
@@ -192,8 +201,8 @@ void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
     ref.tid = ch.tid;
     ref.seq = ch.seq;
     // Older writers: the thread index, valid within this segment only.
-    ref.thread_key = ch.thread_serial ? ch.thread_serial
-                                      : ((uint64_t(1) << 47) | (segment_no_ << 24) | ref.thread_index);
+    ref.thread_key =
+        ch.thread_serial ? ch.thread_serial : ((uint64_t(1) << 47) | (segment_no_ << 24) | ref.thread_index);
     file_order.push_back(ref);
   }
   // Each thread's chunks in seq order, interleaved with the other threads in file order.

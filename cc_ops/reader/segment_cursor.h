@@ -42,8 +42,7 @@ struct SegmentHeaderRead {
 // Opens `path` and reads its header. 0 when it is a segment; -1 when the file cannot be
 // read (*error says why), -2 when the header is damaged. With `lenient`, only the magic
 // and the fields up to start_ns are required (enough to place the segment in time).
-int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, SegmentHeaderRead* out,
-                      std::string* error);
+int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, SegmentHeaderRead* out, std::string* error);
 
 // Copies the identity fields of a header into the C API's struct.
 void FillSegmentInfo(const nvtx_record::SegmentHeader& h, NvtxrSegmentInfo* info);

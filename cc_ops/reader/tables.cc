@@ -14,8 +14,7 @@ Tables::Tables() {
   domains_.push_back(NvtxrDomain{0, 0, 0, -1});
 }
 
-int Tables::Process(int64_t pid, uint64_t identity, int64_t parent_pid, uint64_t parent_start,
-                    uint32_t inherited) {
+int Tables::Process(int64_t pid, uint64_t identity, int64_t parent_pid, uint64_t parent_start, uint32_t inherited) {
   std::pair<int64_t, uint64_t> key(pid, identity);
   auto it = proc_index_.find(key);
   if (it != proc_index_.end()) return it->second;

@@ -56,8 +56,8 @@ class Tables {
  private:
   struct ProcessIds {
     int64_t pid = 0;
-    int parent = -1;            // index of the parent process, -1 when unknown
-    uint32_t inherited = 0;     // string ids below this belong to the parent
+    int parent = -1;         // index of the parent process, -1 when unknown
+    uint32_t inherited = 0;  // string ids below this belong to the parent
     uint32_t dense_base = 0;
     bool has_base = false;
     std::vector<uint32_t> dense;  // local id - dense_base -> global index + 1 (0 = unknown)

@@ -42,9 +42,7 @@ inline uint16_t DomainId(nvtxDomainHandle_t h) {
   return v <= 0xFFFF ? uint16_t(v) : 0;  // handles we hand out are small integers
 }
 
-inline nvtxDomainHandle_t DomainHandle(uint16_t id) {
-  return reinterpret_cast<nvtxDomainHandle_t>(uintptr_t(id));
-}
+inline nvtxDomainHandle_t DomainHandle(uint16_t id) { return reinterpret_cast<nvtxDomainHandle_t>(uintptr_t(id)); }
 
 // Reads the attributes NVTX defines, honoring version and size: a field is used only if
 // it lies entirely within `size` bytes. Unknown enum values drop that attribute.
@@ -65,11 +63,26 @@ NVTXREC_INLINE void ParseAttributes(const nvtxEventAttributes_t* a, Event* ev) {
     uint8_t type = kPayloadNone;
     uint64_t v = 0;
     switch (a->payloadType) {
-      case NVTX_PAYLOAD_TYPE_UNSIGNED_INT64: type = kPayloadU64; v = a->payload.ullValue; break;
-      case NVTX_PAYLOAD_TYPE_INT64: type = kPayloadI64; v = uint64_t(a->payload.llValue); break;
-      case NVTX_PAYLOAD_TYPE_DOUBLE: type = kPayloadDouble; memcpy(&v, &a->payload.dValue, 8); break;
-      case NVTX_PAYLOAD_TYPE_UNSIGNED_INT32: type = kPayloadU32; v = a->payload.uiValue; break;
-      case NVTX_PAYLOAD_TYPE_INT32: type = kPayloadI32; v = uint32_t(a->payload.iValue); break;
+      case NVTX_PAYLOAD_TYPE_UNSIGNED_INT64:
+        type = kPayloadU64;
+        v = a->payload.ullValue;
+        break;
+      case NVTX_PAYLOAD_TYPE_INT64:
+        type = kPayloadI64;
+        v = uint64_t(a->payload.llValue);
+        break;
+      case NVTX_PAYLOAD_TYPE_DOUBLE:
+        type = kPayloadDouble;
+        memcpy(&v, &a->payload.dValue, 8);
+        break;
+      case NVTX_PAYLOAD_TYPE_UNSIGNED_INT32:
+        type = kPayloadU32;
+        v = a->payload.uiValue;
+        break;
+      case NVTX_PAYLOAD_TYPE_INT32:
+        type = kPayloadI32;
+        v = uint32_t(a->payload.iValue);
+        break;
       case NVTX_PAYLOAD_TYPE_FLOAT: {
         uint32_t bits;
         memcpy(&bits, &a->payload.fValue, 4);
@@ -77,17 +90,28 @@ NVTXREC_INLINE void ParseAttributes(const nvtxEventAttributes_t* a, Event* ev) {
         v = bits;
         break;
       }
-      default: break;
+      default:
+        break;
     }
     ev->flags |= uint8_t(type << kPayloadShift);
     ev->payload = v;
   }
   if (NVTXREC_HAS(message)) {
     switch (a->messageType) {
-      case NVTX_MESSAGE_TYPE_ASCII: ev->msg_kind = kMsgAscii; ev->msg = a->message.ascii; break;
-      case NVTX_MESSAGE_TYPE_UNICODE: ev->msg_kind = kMsgUnicode; ev->msg = a->message.unicode; break;
-      case NVTX_MESSAGE_TYPE_REGISTERED: ev->msg_kind = kMsgRegistered; ev->msg = a->message.registered; break;
-      default: break;
+      case NVTX_MESSAGE_TYPE_ASCII:
+        ev->msg_kind = kMsgAscii;
+        ev->msg = a->message.ascii;
+        break;
+      case NVTX_MESSAGE_TYPE_UNICODE:
+        ev->msg_kind = kMsgUnicode;
+        ev->msg = a->message.unicode;
+        break;
+      case NVTX_MESSAGE_TYPE_REGISTERED:
+        ev->msg_kind = kMsgRegistered;
+        ev->msg = a->message.registered;
+        break;
+      default:
+        break;
     }
     if (!ev->msg) ev->msg_kind = kMsgNone;
   }
@@ -100,8 +124,10 @@ class Call {
  public:
   Call() : ts_(GetThreadState()) {
     if (ts_) {
-      if (ts_->busy) ts_ = nullptr;
-      else ts_->busy = 1;
+      if (ts_->busy)
+        ts_ = nullptr;
+      else
+        ts_->busy = 1;
     }
   }
   ~Call() {
@@ -136,7 +162,7 @@ NVTXREC_INLINE uint32_t ResolveMessage(ThreadState* ts, const Event& ev, uint8_t
 
 // Appends one event record: word0 | timestamp | [range id] | [color, category] | [payload].
 NVTXREC_INLINE void Record(ThreadState* ts, uint8_t kind, uint16_t domain, const Event& ev, uint64_t now,
-                   bool has_range_id, uint64_t range_id) {
+                           bool has_range_id, uint64_t range_id) {
   const bool has_cc = (ev.flags & (kFlagColor | kFlagCategory)) != 0;
   const bool has_payload = (ev.flags & kPayloadMask) != 0;
   const uint32_t n = 16 + (has_range_id ? 8 : 0) + (has_cc ? 8 : 0) + (has_payload ? 8 : 0);
@@ -277,9 +303,7 @@ int NVTX_API RangePushA(const char* m) { return PushImpl(0, AsciiEvent(m)); }
 int NVTX_API RangePushW(const wchar_t* m) { return PushImpl(0, UnicodeEvent(m)); }
 int NVTX_API RangePop(void) { return PopImpl(0); }
 
-void NVTX_API NameCategoryA(uint32_t category, const char* name) {
-  NameCategory(0, category, name, SafeLen(name));
-}
+void NVTX_API NameCategoryA(uint32_t category, const char* name) { NameCategory(0, category, name, SafeLen(name)); }
 void NVTX_API NameCategoryW(uint32_t category, const wchar_t* name) {
   std::string s = Utf32ToUtf8String(name, MaxStringBytes());
   NameCategory(0, category, s.data(), s.size());
@@ -327,9 +351,7 @@ nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t d, const wc
   uint32_t id = RegisterString(DomainId(d), u.data(), u.size());
   return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(id));
 }
-nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
-  return DomainHandle(CreateDomain(name, SafeLen(name)));
-}
+nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) { return DomainHandle(CreateDomain(name, SafeLen(name))); }
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
   std::string u = Utf32ToUtf8String(name, MaxStringBytes());
   return DomainHandle(CreateDomain(u.data(), u.size()));

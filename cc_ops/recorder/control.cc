@@ -18,9 +18,7 @@ NVTXREC_EXPORT int nvtx_recorder_attached(void) {
 
 // Switches the process to recording into `dir` (created if needed): every thread's next
 // event goes into a new segment there. 0 on success, -1 with errno set otherwise.
-NVTXREC_EXPORT int nvtx_recorder_set_output_dir(const char* dir) {
-  return nvtx_recorder::SetOutputDir(dir);
-}
+NVTXREC_EXPORT int nvtx_recorder_set_output_dir(const char* dir) { return nvtx_recorder::SetOutputDir(dir); }
 
 // Current recording directory (absolute), "" when none. The pointer stays valid.
 NVTXREC_EXPORT const char* nvtx_recorder_output_dir(void) { return nvtx_recorder::OutputDir(); }

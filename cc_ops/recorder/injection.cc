@@ -21,8 +21,7 @@ NVTXREC_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_
 
   const NvtxExportTableCallbacks* callbacks =
       static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
-  if (!callbacks || callbacks->struct_size < sizeof(NvtxExportTableCallbacks) ||
-      !callbacks->GetModuleFunctionTable) {
+  if (!callbacks || callbacks->struct_size < sizeof(NvtxExportTableCallbacks) || !callbacks->GetModuleFunctionTable) {
     return 0;
   }
   NvtxFunctionTable core = nullptr;
@@ -38,8 +37,7 @@ NVTXREC_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_
 
   const NvtxExportTableVersionInfo* version =
       static_cast<const NvtxExportTableVersionInfo*>(get_export_table(NVTX_ETID_VERSIONINFO));
-  if (version && version->struct_size >= sizeof(NvtxExportTableVersionInfo) &&
-      version->SetInjectionNvtxVersion) {
+  if (version && version->struct_size >= sizeof(NvtxExportTableVersionInfo) && version->SetInjectionNvtxVersion) {
     version->SetInjectionNvtxVersion(NVTX_VERSION);
   }
   g_attach_count.fetch_add(1, std::memory_order_relaxed);

@@ -95,8 +95,8 @@ void WriteCategory(ThreadState* ts, const CategoryInfo& c) {
 
 }  // namespace
 
-bool WriteThreadNameRecord(ThreadState* ts, int64_t tid, const char* name, size_t len,
-                           bool override_name, uint32_t sid) {
+bool WriteThreadNameRecord(ThreadState* ts, int64_t tid, const char* name, size_t len, bool override_name,
+                           uint32_t sid) {
   if (!ts) return false;
   if (sid == 0) sid = AllocStringId();
   if (!WriteStringDef(ts, sid, 0, name, len)) return false;

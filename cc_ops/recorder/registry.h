@@ -40,8 +40,8 @@ void NameCategory(uint16_t domain, uint32_t category, const char* name, size_t l
 void NameOsThread(int64_t tid, const char* name, size_t len);
 
 // Writes kStringDef(sid or a new id) + kThreadName(tid) into ts's stream.
-bool WriteThreadNameRecord(ThreadState* ts, int64_t tid, const char* name, size_t len,
-                           bool override_name, uint32_t sid);
+bool WriteThreadNameRecord(ThreadState* ts, int64_t tid, const char* name, size_t len, bool override_name,
+                           uint32_t sid);
 
 // Re-emits every known definition into ts's stream (caller holds RecorderMutex()).
 void EmitRegistryLocked(ThreadState* ts);

@@ -34,7 +34,7 @@ struct Segment {
   uint64_t next_chunk = 0;
   uint64_t file_size = 0;
   uint32_t next_thread_index = 0;
-  bool need_globals = false;  // registry definitions not yet written into it
+  bool need_globals = false;        // registry definitions not yet written into it
   SegmentHeader* header = nullptr;  // shared mapping of the header page (or null)
 };
 

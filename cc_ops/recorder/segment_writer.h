@@ -25,9 +25,9 @@
 
 namespace nvtx_recorder {
 
-constexpr int kStringCacheSize = 1024;    // direct-mapped, per thread
+constexpr int kStringCacheSize = 1024;            // direct-mapped, per thread
 constexpr uint32_t kMaxCachedStringBytes = 1024;  // longer texts are defined per use
-constexpr int kDepthSlots = 256;          // push/pop depth per domain id (mod slots)
+constexpr int kDepthSlots = 256;                  // push/pop depth per domain id (mod slots)
 constexpr uint32_t kMaxEventRecordBytes = 40;
 // Chunks are brought into the page cache window by window as the thread fills them (see
 // Prefault in segment_writer.cc): cheap page faults on the hot path, and at most one
@@ -55,26 +55,26 @@ constexpr int kPointerCacheSize = 256;
 
 struct ThreadState {
   // Hot fields first.
-  uint8_t* chunk;        // currently mapped chunk, or null
-  uint32_t pos;          // offset of the next record inside the chunk
-  uint32_t limit;        // end of the prefaulted part of the chunk (0: no chunk)
-  uint32_t chunk_end;    // chunk size when a chunk is mapped, else 0
-  uint64_t chunk_offset; // file offset of the chunk
-  uint32_t epoch;        // epoch the chunk belongs to (0: none yet)
-  uint32_t gen;          // bumped whenever the thread switches segment
-  uint32_t busy;         // re-entrancy guard (signal handlers)
-  uint32_t in_segment;   // has claimed a chunk in the current segment
-  uint64_t range_hi;     // (thread serial + 1) << kRangeCounterBits
+  uint8_t* chunk;         // currently mapped chunk, or null
+  uint32_t pos;           // offset of the next record inside the chunk
+  uint32_t limit;         // end of the prefaulted part of the chunk (0: no chunk)
+  uint32_t chunk_end;     // chunk size when a chunk is mapped, else 0
+  uint64_t chunk_offset;  // file offset of the chunk
+  uint32_t epoch;         // epoch the chunk belongs to (0: none yet)
+  uint32_t gen;           // bumped whenever the thread switches segment
+  uint32_t busy;          // re-entrancy guard (signal handlers)
+  uint32_t in_segment;    // has claimed a chunk in the current segment
+  uint64_t range_hi;      // (thread serial + 1) << kRangeCounterBits
   uint64_t range_counter;
   std::atomic<uint64_t> events;  // written by the owner only, read by control API
   int64_t tid;
-  uint64_t seq;          // next chunk seq in the current segment
+  uint64_t seq;  // next chunk seq in the current segment
   uint32_t seg_thread_index;
-  uint32_t window;       // size of the next Prefault window
-  uint64_t serial;       // process-wide thread serial (ChunkHeader.thread_serial - 1)
-  ThreadState* next;     // list of live thread states (under RecorderMutex)
+  uint32_t window;    // size of the next Prefault window
+  uint64_t serial;    // process-wide thread serial (ChunkHeader.thread_serial - 1)
+  ThreadState* next;  // list of live thread states (under RecorderMutex)
   ThreadState* prev;
-  char* scratch;         // UTF-32 -> UTF-8 conversion buffer
+  char* scratch;  // UTF-32 -> UTF-8 conversion buffer
   size_t scratch_cap;
   int32_t depth[kDepthSlots];
   PointerCacheEntry ptr_cache[kPointerCacheSize];
@@ -85,7 +85,7 @@ constexpr int kRangeCounterBits = 40;
 
 // ---- process-wide state ----
 extern std::atomic<uint32_t> g_epoch;
-extern uint32_t g_chunk_size;               // fixed once configured
+extern uint32_t g_chunk_size;  // fixed once configured
 extern std::atomic<uint32_t> g_next_string_id;
 
 // Guards everything but the hot path (thread_lifetime.cc).
@@ -127,8 +127,7 @@ inline ThreadState* GetThreadState() {
 // a chunk (takes the recorder mutex).
 uint8_t* ReserveSlow(ThreadState* ts, uint32_t n);
 inline uint8_t* Reserve(ThreadState* ts, uint32_t n) {
-  if (NVTXREC_LIKELY(ts->epoch == g_epoch.load(std::memory_order_relaxed) &&
-                     ts->pos + n <= ts->limit)) {
+  if (NVTXREC_LIKELY(ts->epoch == g_epoch.load(std::memory_order_relaxed) && ts->pos + n <= ts->limit)) {
     return ts->chunk + ts->pos;
   }
   return ReserveSlow(ts, n);

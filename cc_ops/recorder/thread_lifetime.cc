@@ -32,7 +32,10 @@ void ThreadExit(void* p) {
   t_dead = true;
   {
     std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
-    if (ts->prev) ts->prev->next = ts->next; else if (g_threads == ts) g_threads = ts->next;
+    if (ts->prev)
+      ts->prev->next = ts->next;
+    else if (g_threads == ts)
+      g_threads = ts->next;
     if (ts->next) ts->next->prev = ts->prev;
     g_retired_events += ts->events.load(std::memory_order_relaxed);
   }

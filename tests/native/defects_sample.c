@@ -52,7 +52,7 @@ static void set_stage(int s) {
 
 static void* user_thread(void* arg) {
   (void)arg;
-  nvtxMarkA("b-first");  /* claims the first chunk of the segment */
+  nvtxMarkA("b-first"); /* claims the first chunk of the segment */
   set_stage(1);
   wait_stage(2);
   nvtxEventAttributes_t a = registered(late_string);

@@ -17,8 +17,8 @@
  * Lines printed as key=value are checked by the test.
  */
 #define _GNU_SOURCE
-#include <nvtx3/nvToolsExt.h>
 #include <dlfcn.h>
+#include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,12 +68,12 @@ static int run_basic(void) {
   printf("tid_main=%ld\n", tid_now());
   nvtxNameOsThreadA((uint32_t)tid_now(), "main-renamed");
   nvtxNameCategoryA(7, "cat-seven");
-  nvtxMarkA("mark-a");                                   /* mark 1 */
+  nvtxMarkA("mark-a"); /* mark 1 */
 
-  int p0 = nvtxRangePushA("push-outer");                 /* push 1 */
-  int p1 = nvtxRangePushA("push-inner");                 /* push 2 */
-  int q1 = nvtxRangePop();                               /* pop 1 */
-  int q0 = nvtxRangePop();                               /* pop 2 */
+  int p0 = nvtxRangePushA("push-outer"); /* push 1 */
+  int p1 = nvtxRangePushA("push-inner"); /* push 2 */
+  int q1 = nvtxRangePop();               /* pop 1 */
+  int q0 = nvtxRangePop();               /* pop 2 */
   printf("push_levels=%d,%d\npop_levels=%d,%d\n", p0, p1, q1, q0);
 
   nvtxEventAttributes_t a = attrs("start-ex");
@@ -82,16 +82,31 @@ static int run_basic(void) {
   a.category = 7;
   a.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
   a.payload.ullValue = 42;
-  nvtxRangeId_t r1 = nvtxRangeStartEx(&a);              /* start 1 */
-  nvtxRangeEnd(r1);                                      /* end 1 */
+  nvtxRangeId_t r1 = nvtxRangeStartEx(&a); /* start 1 */
+  nvtxRangeEnd(r1);                        /* end 1 */
   printf("range_start_ex=%llu\n", (unsigned long long)r1);
 
-  a = attrs("p-i64");  a.payloadType = NVTX_PAYLOAD_TYPE_INT64;          a.payload.llValue = -5;   nvtxMarkEx(&a);
-  a = attrs("p-dbl");  a.payloadType = NVTX_PAYLOAD_TYPE_DOUBLE;         a.payload.dValue = 2.5;   nvtxMarkEx(&a);
-  a = attrs("p-u32");  a.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT32; a.payload.uiValue = 7;    nvtxMarkEx(&a);
-  a = attrs("p-i32");  a.payloadType = NVTX_PAYLOAD_TYPE_INT32;          a.payload.iValue = -7;    nvtxMarkEx(&a);
-  a = attrs("p-flt");  a.payloadType = NVTX_PAYLOAD_TYPE_FLOAT;          a.payload.fValue = 1.5f;  nvtxMarkEx(&a);
-                                                         /* marks 2-6 */
+  a = attrs("p-i64");
+  a.payloadType = NVTX_PAYLOAD_TYPE_INT64;
+  a.payload.llValue = -5;
+  nvtxMarkEx(&a);
+  a = attrs("p-dbl");
+  a.payloadType = NVTX_PAYLOAD_TYPE_DOUBLE;
+  a.payload.dValue = 2.5;
+  nvtxMarkEx(&a);
+  a = attrs("p-u32");
+  a.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT32;
+  a.payload.uiValue = 7;
+  nvtxMarkEx(&a);
+  a = attrs("p-i32");
+  a.payloadType = NVTX_PAYLOAD_TYPE_INT32;
+  a.payload.iValue = -7;
+  nvtxMarkEx(&a);
+  a = attrs("p-flt");
+  a.payloadType = NVTX_PAYLOAD_TYPE_FLOAT;
+  a.payload.fValue = 1.5f;
+  nvtxMarkEx(&a);
+  /* marks 2-6 */
 
   nvtxDomainHandle_t d = nvtxDomainCreateA("my-domain");
   nvtxDomainHandle_t d_again = nvtxDomainCreateA("my-domain");
@@ -105,21 +120,21 @@ static int run_basic(void) {
   ra.color = 0xFFFF0000u;
   ra.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
   ra.message.registered = reg;
-  int dp = nvtxDomainRangePushEx(d, &ra);                /* push 3 (domain) */
-  int dq = nvtxDomainRangePop(d);                        /* pop 3 (domain) */
+  int dp = nvtxDomainRangePushEx(d, &ra); /* push 3 (domain) */
+  int dq = nvtxDomainRangePop(d);         /* pop 3 (domain) */
   printf("domain_levels=%d,%d\n", dp, dq);
   nvtxDomainNameCategoryA(d, 3, "dom-cat");
   a = attrs("dom-mark");
   a.category = 3;
-  nvtxDomainMarkEx(d, &a);                               /* mark 7 (domain) */
-  nvtxRangeId_t dr = nvtxDomainRangeStartEx(d, &ra);     /* start 2 (domain) */
-  nvtxDomainRangeEnd(d, dr);                             /* end 2 (domain) */
+  nvtxDomainMarkEx(d, &a);                           /* mark 7 (domain) */
+  nvtxRangeId_t dr = nvtxDomainRangeStartEx(d, &ra); /* start 2 (domain) */
+  nvtxDomainRangeEnd(d, dr);                         /* end 2 (domain) */
 
-  nvtxRangePushW(L"wide-\u00fc\u20ac\U0001F600");        /* push 4 */
-  nvtxRangePop();                                        /* pop 4 */
-  nvtxMarkW(L"mark-w");                                  /* mark 8 */
-  nvtxRangeId_t rw = nvtxRangeStartW(L"start-w");        /* start 3 */
-  nvtxRangeEnd(rw);                                      /* end 3 */
+  nvtxRangePushW(L"wide-\u00fc\u20ac\U0001F600"); /* push 4 */
+  nvtxRangePop();                                 /* pop 4 */
+  nvtxMarkW(L"mark-w");                           /* mark 8 */
+  nvtxRangeId_t rw = nvtxRangeStartW(L"start-w"); /* start 3 */
+  nvtxRangeEnd(rw);                               /* end 3 */
 
   nvtxRangeId_t cross = nvtxRangeStartA("cross-thread"); /* start 4 */
   printf("range_cross=%llu\n", (unsigned long long)cross);
@@ -129,32 +144,35 @@ static int run_basic(void) {
   pthread_join(th, NULL);
 
   /* Robustness: none of these may crash; all are recorded without the bad part. */
-  nvtxMarkA(NULL);                                       /* mark 10, no message */
-  nvtxRangePushA(NULL);                                  /* push 5, no message */
-  nvtxRangePop();                                        /* pop 5 */
-  nvtxMarkEx(NULL);                                      /* mark 11, no attributes */
+  nvtxMarkA(NULL);      /* mark 10, no message */
+  nvtxRangePushA(NULL); /* push 5, no message */
+  nvtxRangePop();       /* pop 5 */
+  nvtxMarkEx(NULL);     /* mark 11, no attributes */
   a = attrs("bad-size");
   a.size = 3;
-  nvtxMarkEx(&a);                                        /* mark 12, no attributes */
+  nvtxMarkEx(&a); /* mark 12, no attributes */
   a = attrs("bad-types");
   a.colorType = 42;
   a.color = 0x12345678u;
   a.payloadType = 77;
-  nvtxMarkEx(&a);                                        /* mark 13, message only */
+  nvtxMarkEx(&a); /* mark 13, message only */
   a = attrs("ignored");
   a.messageType = 99;
   a.category = 5;
-  nvtxMarkEx(&a);                                        /* mark 14, category only */
-  int empty = nvtxRangePop();                            /* pop 6 (empty stack) */
+  nvtxMarkEx(&a);             /* mark 14, category only */
+  int empty = nvtxRangePop(); /* pop 6 (empty stack) */
   printf("empty_pop=%d\n", empty);
-  nvtxRangeEnd(0xdeadbeefULL);                           /* end 5 (forged id) */
+  nvtxRangeEnd(0xdeadbeefULL); /* end 5 (forged id) */
   nvtxDomainDestroy(d);
   nvtxDomainDestroy(d_again);
   printf("done\n");
   return 0;
 }
 
-struct stress_arg { int index; long n; };
+struct stress_arg {
+  int index;
+  long n;
+};
 
 static void* stress_thread(void* p) {
   struct stress_arg* arg = (struct stress_arg*)p;
