@@ -1,6 +1,6 @@
 """Benchmark the reader and the exporters on a synthetic 10M-event recording.
 
-Generates (with numpy, straight in the on-disk format of cc_ops/recorder/record_format.h)
+Generates (with numpy, straight in the on-disk format of cc_ops/format/record_format.h)
 one segment with two threads: 4M push/pop pairs on one, 1M start/end pairs on the other
 (10M events, 5M ranges, 20 messages), then times decoding, SQLite export, JSON export
 and the summary. Targets: each <= 30 s on a 2-core machine.

@@ -1,6 +1,6 @@
 """Write segment files in the recording format from Python (tests and benchmarks).
 
-Follows cc_ops/recorder/record_format.h byte for byte with :mod:`struct`; it is not a
+Follows cc_ops/format/record_format.h byte for byte with :mod:`struct`; it is not a
 recorder (nothing here sees NVTX calls), only a way to produce exact, known input for
 the reader.
 """

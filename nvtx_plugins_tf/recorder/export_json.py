@@ -23,7 +23,8 @@ import json
 
 from ._decoder import FLAG_HAS_CATEGORY, FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP
 from ._output import atomic_output
-from .reader import DamageReport, RecordingReader, decode_payload, reading
+from .reader import DamageReport, RecordingReader, reading
+from .recording import decode_payload
 
 __all__ = ["export_json"]
 

@@ -83,11 +83,26 @@ from ._decoder import (
     FLAG_REGISTERED,
     FLAG_UNCLOSED,
     KIND_MARK,
-    KIND_PUSH_POP,
     KIND_START_END,
 )
 from ._output import atomic_output
 from .reader import DamageReport, RecordingReader, reading
+from .recording import (
+    EVENT_CATEGORY,
+    EVENT_DOMAIN_CREATE,
+    EVENT_MARK,
+    EVENT_PUSH_POP,
+    EVENT_START_END,
+    EVENT_THREAD_NAME,
+    EVENT_TYPE_OF_KIND,
+    PAYLOAD_DOUBLE,
+    PAYLOAD_FLOAT,
+    PAYLOAD_I32,
+    PAYLOAD_I64,
+    PAYLOAD_U32,
+    PAYLOAD_U64,
+    payload_array,
+)
 
 __all__ = [
     "export_sqlite",
@@ -103,12 +118,6 @@ __all__ = [
     "NSYS_VERSION",
 ]
 
-EVENT_CATEGORY = 33
-EVENT_MARK = 34
-EVENT_THREAD_NAME = 39
-EVENT_PUSH_POP = 59
-EVENT_START_END = 60
-EVENT_DOMAIN_CREATE = 75
 
 SCHEMA_VERSION = _nsys_schema.SCHEMA_META["EXPORT_SCHEMA_VERSION"]
 NSYS_VERSION = _nsys_schema.SCHEMA_META["EXPORT_PRODUCT_VERSION"]
@@ -150,12 +159,12 @@ def global_pid(pid):
 
 
 _PAYLOAD_COLUMNS = {
-    1: "uint64Value",
-    2: "int64Value",
-    3: "doubleValue",
-    4: "uint32Value",
-    5: "int32Value",
-    6: "floatValue",
+    PAYLOAD_U64: "uint64Value",
+    PAYLOAD_I64: "int64Value",
+    PAYLOAD_DOUBLE: "doubleValue",
+    PAYLOAD_U32: "uint32Value",
+    PAYLOAD_I32: "int32Value",
+    PAYLOAD_FLOAT: "floatValue",
 }
 
 
@@ -184,7 +193,7 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
         idx = np.flatnonzero(shape == code)
         r = rows[idx]
         k = code & 7
-        event_type = {KIND_PUSH_POP: EVENT_PUSH_POP, KIND_MARK: EVENT_MARK}.get(k, EVENT_START_END)
+        event_type = EVENT_TYPE_OF_KIND[k]
         names = ["start", "globalTid", "domainId"]
         cols = [
             (r["start_ns"] - origin).tolist(),
@@ -214,16 +223,9 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
             cols.append(text_table[r["message"]].tolist())
         pt = code >> 9
         if pt:
-            raw = payload[idx]
-            low32 = (raw & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-            values = {
-                1: raw.view(np.int64),
-                2: raw.view(np.int64),
-                3: raw.view(np.float64),
-                4: low32,
-                5: low32.view(np.int32),
-                6: low32.view(np.float32).astype(np.float64),
-            }[pt]
+            values = payload_array(pt, payload[idx])
+            if values.dtype == np.uint64:  # SQLite stores integers as signed 64-bit
+                values = values.view(np.int64)
             names.append(_PAYLOAD_COLUMNS[pt])
             cols.append(values.tolist())
         sql = (

@@ -33,6 +33,7 @@ import numpy as np
 
 from ._decoder import FLAG_UNCLOSED, KIND_PUSH_POP, KIND_START_END
 from ._table import format_table
+from .recording import EVENT_PUSH_POP, EVENT_START_END
 
 __all__ = ["SummaryRow", "OpenRanges", "Summary", "summarize", "summarize_arrays", "is_sqlite"]
 
@@ -349,7 +350,7 @@ def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
             domains[(dom_id, ((gtid or 0) >> 24) & 0xFFFFFF)] = name
         text_expr = "coalesce(e.text, s.value)" if has_strings and "textId" in cols else "e.text"
         join = "LEFT JOIN StringIds s ON e.textId = s.id" if has_strings and "textId" in cols else ""
-        where = "WHERE e.eventType IN (59, 60) AND e.end IS NOT NULL"
+        where = f"WHERE e.eventType IN ({EVENT_PUSH_POP}, {EVENT_START_END}) AND e.end IS NOT NULL"
         pid_expr = "((e.globalTid >> 24) & 16777215)" if by_process else "0"
         # SQLite factorizes (text, domain, pid, style) into group ids; Python only sees
         # one small tuple per range and one row per group.
@@ -384,7 +385,7 @@ def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
                 dname = next((n for (d, _), n in domains.items() if d == dom_id), None)
             label = _label(dname, text)
             g_label[gid] = label_ids.setdefault(label, len(label_ids))
-            g_style[gid] = 0 if etype == 59 else 1
+            g_style[gid] = 0 if etype == EVENT_PUSH_POP else 1
             g_pid[gid] = pid
         gids = data[:, 1]
         summary = summarize_arrays(
@@ -396,13 +397,13 @@ def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
         open_groups = Counter()
         for text, dom_id, dpid, etype, n in con.execute(
             f"SELECT {text_expr}, e.domainId, ((e.globalTid >> 24) & 16777215), e.eventType, count(*) "
-            f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN (59, 60) AND e.end IS NULL "
+            f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN ({EVENT_PUSH_POP}, {EVENT_START_END}) AND e.end IS NULL "
             "GROUP BY 1, 2, 3, 4"
         ):
             dname = domains.get((dom_id, dpid)) if dom_id else None
             if dom_id and dname is None:
                 dname = next((nm for (d, _), nm in domains.items() if d == dom_id), None)
-            open_groups[(_label(dname, text), 0 if etype == 59 else 1, dpid if by_process else None)] += n
+            open_groups[(_label(dname, text), 0 if etype == EVENT_PUSH_POP else 1, dpid if by_process else None)] += n
         summary.open_ranges = _open_list(open_groups, group)
         return summary
     finally:
