@@ -155,3 +155,26 @@ def test_pytest_plugin_records_session_and_subprocesses(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 passed" in proc.stdout
+
+
+def test_injection_path_without_a_record_dir_is_refused_not_silent(child_env):
+    """Without NVTX_TF_RECORD_DIR the recorder declines NVTX's initialization: capture()
+    says so (it used to hold nothing, silently)."""
+    import subprocess
+    import sys
+
+    from nvtx_plugins_tf import recorder
+
+    code = (
+        "import nvtx\n"
+        "from nvtx_plugins_tf.testing import RecorderNotAttached, capture\n"
+        "nvtx.mark('first call')\n"
+        "try:\n"
+        "    with capture():\n"
+        "        nvtx.mark('inside')\n"
+        "except RecorderNotAttached as exc:\n"
+        "    print('REFUSED', exc)\n"
+    )
+    env = child_env(**{recorder.INJECTION_ENV: str(recorder.library_path())})
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert "REFUSED" in proc.stdout and recorder.RECORD_DIR_ENV in proc.stdout, proc.stdout + proc.stderr

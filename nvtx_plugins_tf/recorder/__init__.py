@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .._native_libs import INJECTION_ENV, RECORD_DIR_ENV  # the one owner of these names
 from .export_json import export_json  # noqa: E402  (rebinds the submodule name to the function)
 from .export_sqlite import export_sqlite
 from .reader import ROW_DTYPE, RecordingReader, iter_batches, segment_files
@@ -42,9 +43,6 @@ __all__ = [
     "INJECTION_ENV",
     "RECORD_DIR_ENV",
 ]
-
-INJECTION_ENV = "NVTX_INJECTION64_PATH"
-RECORD_DIR_ENV = "NVTX_TF_RECORD_DIR"
 
 
 def library_path() -> Path:

@@ -30,6 +30,8 @@ import tempfile
 import threading
 from typing import TYPE_CHECKING
 
+from .._native_libs import INJECTION_ENV, RECORD_DIR_ENV  # the one owner of these names
+
 if TYPE_CHECKING:
     from ..recorder.recording import DamageReport, Range, Recording
 
@@ -38,8 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["capture", "Capture", "RecorderNotAttached", "recorder_library", "recorder_attached"]
 
-INJECTION_ENV = "NVTX_INJECTION64_PATH"
-RECORD_DIR_ENV = "NVTX_TF_RECORD_DIR"
 
 _lock = threading.Lock()
 _lib = None
@@ -109,16 +109,19 @@ def recorder_library():
                 if lib.nvtx_recorder_attached() > 0:
                     _lib = lib
                     return lib
-        if env_path and ours and _same_file(env_path, ours):
+        if env_path and ours and _same_file(env_path, ours) and os.environ.get(RECORD_DIR_ENV):
             _lib = _bind(ctypes.CDLL(env_path, mode=ctypes.RTLD_GLOBAL, use_errno=True))
             return _lib
+        # (Without a recording folder the recorder declines NVTX's initialization, so a
+        # capture would silently hold nothing: say so instead.)
         raise RecorderNotAttached(
             "the NVTX recorder is not attached to this process: "
-            f"{INJECTION_ENV} must name libnvtx_recorder.so before the process' first NVTX call "
-            f"(currently {env_path or 'unset'}). Use the pytest plugin "
+            f"{INJECTION_ENV} must name libnvtx_recorder.so and {RECORD_DIR_ENV} a folder before the "
+            f"process' first NVTX call (currently {INJECTION_ENV}={env_path or 'unset'}, "
+            f"{RECORD_DIR_ENV}={os.environ.get(RECORD_DIR_ENV) or 'unset'}). Use the pytest plugin "
             "(-p nvtx_plugins_tf.testing.pytest_plugin, automatic when the package is installed), "
-            "run under `python -m nvtx_plugins_tf record -o PREFIX -- COMMAND`, or set "
-            f"{INJECTION_ENV}=<nvtx_plugins_tf.recorder.library_path()> before starting Python."
+            "run under `python -m nvtx_plugins_tf record -o PREFIX -- COMMAND`, or set both from "
+            "nvtx_plugins_tf.recorder.environment(FOLDER) before starting Python."
         )
 
 
