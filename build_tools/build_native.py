@@ -110,9 +110,9 @@ def tf_build_info() -> dict:
     compile_flags = list(tf.sysconfig.get_compile_flags())
     link_flags = list(tf.sysconfig.get_link_flags())
     framework = Path(tf.sysconfig.get_lib())
-    abi = hashlib.sha256(
-        json.dumps([tf.__version__, compile_flags, tf.sysconfig.CXX11_ABI_FLAG]).encode()
-    ).hexdigest()[:16]
+    abi = hashlib.sha256(json.dumps([tf.__version__, compile_flags, tf.sysconfig.CXX11_ABI_FLAG]).encode()).hexdigest()[
+        :16
+    ]
     return {
         "tf_version": tf.__version__,
         "tf_lib": str(framework),
