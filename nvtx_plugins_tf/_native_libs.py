@@ -14,6 +14,7 @@ this file. Keep this module free of imports beyond the standard library for that
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import tempfile
@@ -63,8 +64,9 @@ def is_writable(folder: Path) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1)
 def build_module() -> ModuleType:
-    """The build script: shipped as ``nvtx_plugins_tf._build`` or in the source tree."""
+    """The build script (loaded once): shipped as ``nvtx_plugins_tf._build`` or in the source tree."""
     shipped = PACKAGE_DIR / "_build" / "build_native.py"
     script = shipped if shipped.is_file() else PACKAGE_DIR.parent / "build_tools" / "build_native.py"
     if not script.is_file():

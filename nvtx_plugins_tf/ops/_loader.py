@@ -15,7 +15,6 @@ object file" or a crash.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import sys
@@ -38,29 +37,17 @@ def loading() -> bool:
 
 
 def tensorflow_identity() -> dict:
-    """This process's TensorFlow version and the ABI hash the build script computes."""
-    import tensorflow as tf
-
-    abi = hashlib.sha256(
-        json.dumps([tf.__version__, list(tf.sysconfig.get_compile_flags()), tf.sysconfig.CXX11_ABI_FLAG]).encode()
-    ).hexdigest()[:16]
-    return {"tf_version": tf.__version__, "abi": abi}
+    """This process's TensorFlow version and ABI hash, as the build script computes them."""
+    info = build_module().tf_build_info()
+    return {"tf_version": info["tf_version"], "abi": info["abi"]}
 
 
 def read_stamp(library: Path) -> dict | None:
     """The build stamp next to ``library``, or None when missing or unreadable."""
     try:
-        return json.loads(library.with_suffix(".json").read_text())
+        return json.loads(build_module().stamp_path(library).read_text())
     except (OSError, ValueError):
         return None
-
-
-def _sha256(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
 
 
 def problem(library: Path, identity: dict) -> str | None:
@@ -83,7 +70,7 @@ def problem(library: Path, identity: dict) -> str | None:
     if size != stamp["size"]:
         return f"truncated or damaged: {size} bytes, {stamp['size']} when built"
     try:
-        digest = _sha256(library)
+        digest = build_module().file_digest(library)["sha256"]
     except OSError as exc:
         return f"unreadable ({exc.strerror or exc})"
     if digest != stamp["sha256"]:
