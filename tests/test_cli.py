@@ -179,19 +179,16 @@ def test_error_exit_codes(tmp_path):
     proc = nvtx_tf("record", "-o", tmp_path / "busy", "--", sys.executable, "-c", "import nvtx; nvtx.mark('m')")
     assert proc.returncode == cli.EXIT_OUTPUT_NOT_WRITABLE, proc.stderr
     _one_line_error(proc)
+    # the codes the README documents, one per failure
     assert (
-        len(
-            {
-                cli.EXIT_USAGE,
-                cli.EXIT_OUTPUT_NOT_WRITABLE,
-                cli.EXIT_COMMAND_NOT_FOUND,
-                cli.EXIT_NO_EVENTS,
-                cli.EXIT_DAMAGED,
-                cli.EXIT_INPUT_NOT_FOUND,
-            }
-        )
-        == 6
-    )
+        cli.EXIT_USAGE,
+        cli.EXIT_OUTPUT_NOT_WRITABLE,
+        cli.EXIT_COMMAND_NOT_FOUND,
+        cli.EXIT_NO_EVENTS,
+        cli.EXIT_DAMAGED,
+        cli.EXIT_INPUT_NOT_FOUND,
+        cli.EXIT_RECORDER_UNAVAILABLE,
+    ) == (2, 3, 4, 5, 6, 7, 8)
 
 
 def test_damaged_recording_reports_intact_events(tmp_path):
