@@ -21,16 +21,17 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _record(tmp_path, child_env):
-    script = tmp_path / "numbered.py"
-    script.write_text(SCRIPT)
+def _record(tmp_path, child_env, text=SCRIPT):
+    """``record`` a script made of ``text``; (prefix, record's output)."""
+    script = tmp_path / "script.py"
+    script.write_text(text)
     prefix = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--", sys.executable, str(script)],
         env=child_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     return prefix, proc.stdout
@@ -81,7 +82,7 @@ def test_by_process_shows_the_command_line(tmp_path, child_env):
     prefix, _ = _record(tmp_path, child_env)
     out = _report(str(prefix) + ".nvtxrec", "--by-process", env=child_env())
     assert "PID" in out.splitlines()[0]
-    assert "numbered.py" in out
+    assert "script.py" in out
 
 
 TRAINING = textwrap.dedent(
@@ -107,17 +108,7 @@ TRAINING = textwrap.dedent(
 
 
 def test_pairs_links_each_backward_range_to_its_forward_range(tmp_path, child_env):
-    script = tmp_path / "train.py"
-    script.write_text(TRAINING)
-    prefix = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), "--", sys.executable, str(script)],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
+    prefix, _ = _record(tmp_path, child_env, TRAINING)
     out = _report(str(prefix) + ".nvtxrec", "--pairs", env=child_env())
     assert out.splitlines()[0].split()[0] == "Pairs"
     lines = out.splitlines()[2:]
