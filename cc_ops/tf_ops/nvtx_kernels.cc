@@ -52,7 +52,6 @@ class EventKernel : public OpKernel {
     OP_REQUIRES(c, num_payload <= 1, absl::InvalidArgumentError("NVTX op attribute 'num_payload' must be 0 or 1"));
     has_payload_ = num_payload == 1;
     OP_REQUIRES_OK(c, MakeEventSpec(message, domain_name, color, category, &spec_));
-    message_ = std::move(message);
     domain_name_ = std::move(domain_name);
   }
   bool IsExpensive() override { return false; }
@@ -81,7 +80,7 @@ class EventKernel : public OpKernel {
   const int num_forwarded_;
   bool has_payload_ = false;
   EventSpec spec_;
-  std::string message_, domain_name_;  // for TraceMe
+  std::string domain_name_;  // for TraceMe (the message is spec_.message)
 };
 
 class NvtxStartOp : public EventKernel {
@@ -94,7 +93,7 @@ class NvtxStartOp : public EventKernel {
     nvtxEventAttributes_t attributes;
     if (!Attributes(ctx, &attributes)) return;
     ForwardInputs(ctx, num_forwarded_);
-    const nvtxRangeId_t id = TraceMeRangeStarted(nvtxDomainRangeStartEx(spec_.domain, &attributes), message_,
+    const nvtxRangeId_t id = TraceMeRangeStarted(nvtxDomainRangeStartEx(spec_.domain, &attributes), spec_.message,
                                                  domain_name_, has_payload_, Payload(attributes));
     if (close_at_step_end_) OP_REQUIRES_OK(ctx, RegisterStepRange(ctx, spec_.domain, id));
     RangeIdPool::SetOutput(ctx, num_forwarded_, id);
@@ -113,7 +112,7 @@ class NvtxMarkOp : public EventKernel {
     if (!Attributes(ctx, &attributes)) return;
     ForwardInputs(ctx, num_forwarded_);
     nvtxDomainMarkEx(spec_.domain, &attributes);
-    TraceMeMark(message_, domain_name_, has_payload_, Payload(attributes));
+    TraceMeMark(spec_.message, domain_name_, has_payload_, Payload(attributes));
   }
 };
 
