@@ -456,7 +456,7 @@ def cmd_report(args) -> int:
             raise CliError(f"cannot read {path}: {exc}", EXIT_INPUT_NOT_FOUND) from exc
         if not summary.rows and not summary.open_ranges:
             raise CliError(f"no NVTX ranges in {path}", EXIT_NO_EVENTS)
-        print(summary.to_csv() if args.format == "csv" else summary.format(), end="\n" if args.format != "csv" else "")
+        _print_summary(summary, args.format)
         return EXIT_OK
     if path.is_file() and not path.name.endswith(".nvtxseg"):
         raise CliError(
@@ -471,12 +471,17 @@ def cmd_report(args) -> int:
         if damage.damaged:
             raise CliError(f"no intact NVTX events in {path}: {damage.describe()}", EXIT_DAMAGED)
         raise CliError(f"no NVTX events recorded in {path}", EXIT_NO_EVENTS)
-    print(summary.to_csv() if args.format == "csv" else summary.format(), end="\n" if args.format != "csv" else "")
+    _print_summary(summary, args.format)
     if damage.damaged:
         raise CliError(
             f"damaged recording {path}: {damage.describe()}; summary of the intact events shown", EXIT_DAMAGED
         )
     return EXIT_OK
+
+
+def _print_summary(summary, fmt: str) -> None:
+    """The summary as ``report --format`` asks: the table, or CSV (which ends its own lines)."""
+    print(summary.to_csv() if fmt == "csv" else summary.format(), end="" if fmt == "csv" else "\n")
 
 
 def _report_pairs(path: Path) -> int:

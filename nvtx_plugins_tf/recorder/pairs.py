@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._table import format_table
+from .summary import range_label
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class PairRow:
 
 
 def _label(r) -> str:
-    return f"{r.domain}:{r.message}" if r.domain else r.message
+    return range_label(r.domain, r.message)
 
 
 def pair_ranges(ranges) -> list[tuple]:

@@ -252,7 +252,8 @@ def summarize_arrays(durations, labels, label_ids, styles, pids=None, group: boo
     return Summary(rows, by_process)
 
 
-def _label(domain: str | None, message: str | None) -> str:
+def range_label(domain: str | None, message: str | None) -> str:
+    """A range's name in the reports: ``domain:message``, or the message in NVTX's default domain."""
     message = message or ""
     return f"{domain}:{message}" if domain else message
 
@@ -294,7 +295,7 @@ def _from_recording(path, by_process: bool, reader=None, group: bool = True) -> 
                 dname = domain_names[dom_i] if dom_i < len(domain_names) else ""
                 open_groups[
                     (
-                        _label(dname, strings[msg_i] if msg_i < len(strings) else ""),
+                        range_label(dname, strings[msg_i] if msg_i < len(strings) else ""),
                         int(kind == KIND_START_END),
                         pid if by_process else None,
                     )
@@ -311,7 +312,9 @@ def _from_recording(path, by_process: bool, reader=None, group: bool = True) -> 
         key = dom_map[dom] * (len(strings) + 1) + msg
         uniq, inv = np.unique(key, return_inverse=True)
         names_by_id = {v: k for k, v in dom_name_ids.items()}
-        labels = [_label(names_by_id[int(k) // (len(strings) + 1)], strings[int(k) % (len(strings) + 1)]) for k in uniq]
+        labels = [
+            range_label(names_by_id[int(k) // (len(strings) + 1)], strings[int(k) % (len(strings) + 1)]) for k in uniq
+        ]
         summary = summarize_arrays(
             np.concatenate(durs),
             labels,
@@ -383,7 +386,7 @@ def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
             dname = domains.get((dom_id, dpid)) if dom_id else None
             if dom_id and dname is None:
                 dname = next((n for (d, _), n in domains.items() if d == dom_id), None)
-            label = _label(dname, text)
+            label = range_label(dname, text)
             g_label[gid] = label_ids.setdefault(label, len(label_ids))
             g_style[gid] = 0 if etype == EVENT_PUSH_POP else 1
             g_pid[gid] = pid
@@ -403,7 +406,9 @@ def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
             dname = domains.get((dom_id, dpid)) if dom_id else None
             if dom_id and dname is None:
                 dname = next((nm for (d, _), nm in domains.items() if d == dom_id), None)
-            open_groups[(_label(dname, text), 0 if etype == EVENT_PUSH_POP else 1, dpid if by_process else None)] += n
+            open_groups[
+                (range_label(dname, text), 0 if etype == EVENT_PUSH_POP else 1, dpid if by_process else None)
+            ] += n
         summary.open_ranges = _open_list(open_groups, group)
         return summary
     finally:

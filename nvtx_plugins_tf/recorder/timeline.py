@@ -91,12 +91,7 @@ def _steps(names: list[str], starts, ends) -> list[tuple[float, float]]:
     base, count = families.most_common(1)[0]
     if count < 2:
         return []
-    steps = sorted(
-        (int(m.group(2)), s, e)
-        for name, s, e in zip(names, starts, ends)
-        if (m := _STEP.match(name)) and m.group(1) == base
-    )
-    return [(s, e) for _, s, e in sorted(steps, key=lambda t: t[1])]
+    return sorted((s, e) for name, s, e in zip(names, starts, ends) if (m := _STEP.match(name)) and m.group(1) == base)
 
 
 def _window(window: str, steps: list[tuple[float, float]], lo: float, hi: float) -> tuple[float, float]:
