@@ -21,8 +21,8 @@ def _child_env(recording=None, **extra) -> dict:
     from nvtx_plugins_tf import recorder
 
     env = dict(os.environ)
-    env.pop(recorder.INJECTION_ENV, None)
-    env.pop(recorder.RECORD_DIR_ENV, None)
+    for name in (recorder.INJECTION_ENV, recorder.RECORD_DIR_ENV, "NVTX_TF_KERAS_LAYERS", "NVTX_TF_OP_RANGES"):
+        env.pop(name, None)  # the session's recorder settings and record's start-up switches
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if recording is not None:
         env.update(recorder.environment(recording))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -13,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import _child_env
 
 from nvtx_plugins_tf import cli
 from nvtx_plugins_tf.recorder._synth import SEGMENT_HEADER_SIZE, SegmentWriter
@@ -31,12 +31,7 @@ except Exception as exc:  # noqa: BLE001
 needs_recorder = pytest.mark.skipif(_RECORDER_ERROR is not None, reason=f"recorder not built: {_RECORDER_ERROR}")
 
 
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("NVTX_INJECTION64_PATH", None)
-    env.pop("NVTX_TF_RECORD_DIR", None)
-    return env
+_env = _child_env
 
 
 def nvtx_tf(*args, cwd=None, timeout=120):

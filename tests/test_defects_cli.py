@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import _child_env
 
 from nvtx_plugins_tf import cli
 
@@ -39,13 +40,7 @@ except Exception as exc:  # noqa: BLE001
 pytestmark = pytest.mark.skipif(_RECORDER_ERROR is not None, reason=f"recorder not built: {_RECORDER_ERROR}")
 
 
-def _env(**extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    for name in ("NVTX_INJECTION64_PATH", "NVTX_TF_RECORD_DIR", "NVTX_TF_KERAS_LAYERS"):
-        env.pop(name, None)
-    env.update(extra)
-    return env
+_env = _child_env
 
 
 def nvtx_tf(*args, cwd=None, env=None, timeout=120):
