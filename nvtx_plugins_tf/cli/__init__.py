@@ -1,0 +1,97 @@
+"""``nvtx-tf`` / ``python -m nvtx_plugins_tf``: record NVTX ranges and report on them.
+
+One module per subcommand (``record``, ``report``; ``doctor`` and ``build`` live in
+:mod:`nvtx_plugins_tf.doctor`), each with ``register(subparsers)`` listed in
+:data:`REGISTRARS`; each sets ``func`` (``args -> int``) on its parser. This package must
+not import TensorFlow.
+
+Exit codes: see the ``EXIT_*`` constants. A failure prints one line
+``nvtx-tf: error: ...`` on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from . import record, report
+from ._common import (
+    EXIT_COMMAND_NOT_FOUND,
+    EXIT_DAMAGED,
+    EXIT_FAILURE,
+    EXIT_INPUT_NOT_FOUND,
+    EXIT_NO_EVENTS,
+    EXIT_OK,
+    EXIT_OUTPUT_NOT_WRITABLE,
+    EXIT_RECORDER_UNAVAILABLE,
+    EXIT_USAGE,
+    PROG,
+    CliError,
+    error,
+    warn,
+)
+
+__all__ = [
+    "EXIT_COMMAND_NOT_FOUND",
+    "EXIT_DAMAGED",
+    "EXIT_FAILURE",
+    "EXIT_INPUT_NOT_FOUND",
+    "EXIT_NO_EVENTS",
+    "EXIT_OK",
+    "EXIT_OUTPUT_NOT_WRITABLE",
+    "EXIT_RECORDER_UNAVAILABLE",
+    "EXIT_USAGE",
+    "CliError",
+    "build_parser",
+    "error",
+    "main",
+    "warn",
+]
+
+
+def _register_doctor_and_build(subparsers) -> None:
+    from nvtx_plugins_tf import doctor
+
+    doctor.register(subparsers)
+
+
+#: Functions ``register(subparsers)``, each adding its subcommands, in the order of --help.
+REGISTRARS = [record.register, report.register, _register_doctor_and_build]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit code EXIT_USAGE
+        self.print_usage(sys.stderr)
+        raise CliError(message, EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Record and report NVTX ranges (nvtx_plugins_tf).")
+    subparsers = parser.add_subparsers(dest="subcommand", metavar="COMMAND", parser_class=_Parser)
+    subparsers.required = True
+    for register in REGISTRARS:
+        register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        error(str(exc))
+        return exc.code
+    except KeyboardInterrupt:
+        error("interrupted")
+        return 128 + signal.SIGINT
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        error(f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

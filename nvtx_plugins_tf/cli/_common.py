@@ -1,0 +1,36 @@
+"""What every subcommand shares: the program name, the exit codes, one-line errors.
+
+A failure prints one line ``nvtx-tf: error: ...`` on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+PROG = "nvtx-tf"
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  # unexpected internal error
+EXIT_USAGE = 2  # bad command line (argparse)
+EXIT_OUTPUT_NOT_WRITABLE = 3
+EXIT_COMMAND_NOT_FOUND = 4
+EXIT_NO_EVENTS = 5  # the recording holds no NVTX event
+EXIT_DAMAGED = 6  # damaged segments/chunks; what was intact was exported
+EXIT_INPUT_NOT_FOUND = 7  # report: path missing or unreadable
+EXIT_RECORDER_UNAVAILABLE = 8  # libnvtx_recorder.so missing and cannot be built
+
+
+class CliError(Exception):
+    """Ends the command with ``nvtx-tf: error: <message>`` and ``code``."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+def error(message: str) -> None:
+    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+
+
+def warn(message: str) -> None:
+    print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,228 @@
+"""``record``: run a command with the recorder attached, then write the exports."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import os
+import sys
+from pathlib import Path
+
+from .._native_libs import INJECTION_ENV, RECORD_DIR_ENV
+from ._child import _resolve_command, _run_forwarding_signals
+from ._common import (
+    EXIT_DAMAGED,
+    EXIT_NO_EVENTS,
+    EXIT_OUTPUT_NOT_WRITABLE,
+    EXIT_RECORDER_UNAVAILABLE,
+    EXIT_USAGE,
+    CliError,
+    warn,
+)
+
+
+def _output_prefix(value: str) -> Path:
+    """PREFIX of ``-o``: a usage error (exit 2) when it names no file (``""``, ``/``, ``out/``)."""
+    prefix = Path(value)
+    name = prefix.name[: -len(".nvtxrec")] if prefix.name.endswith(".nvtxrec") else prefix.name
+    if not value or value.endswith(("/", os.sep)) or name in ("", ".", ".."):
+        raise CliError(f"-o {value!r}: PREFIX must name the output files, e.g. -o out/run", EXIT_USAGE)
+    return prefix.with_name(name)
+
+
+def _prepare_output_dir(directory: Path) -> None:
+    """Create the output folder (with its parents) or say why it cannot be (exit 3)."""
+    directory = directory if str(directory) else Path(".")
+    existing = directory
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if os.path.lexists(existing) and not existing.is_dir():
+        what = "a file" if existing.is_file() else "not a directory"
+        raise CliError(f"cannot create output directory {directory}: {existing} is {what}", EXIT_OUTPUT_NOT_WRITABLE)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create output directory {directory}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CliError(f"output directory {directory} is not writable", EXIT_OUTPUT_NOT_WRITABLE)
+
+
+def _png_window(value: str) -> str:
+    """argparse type of --png-window: 'all' or A:B with non-negative integers."""
+    import re
+
+    if value == "all" or re.fullmatch(r"\d*:\d*", value):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r}: expected A:B (steps, 0-based) or 'all'")
+
+
+def _exports(raw_dir: Path, prefix: Path, png: bool, png_window: str = "1:") -> tuple[int, object]:
+    """Write PREFIX.json/.sqlite(/.png) and print the summary; returns (events, damage)."""
+    from ..recorder.export_json import export_json
+    from ..recorder.export_sqlite import export_sqlite
+    from ..recorder.reader import RecordingReader
+    from ..recorder.summary import summarize
+
+    json_path = prefix.with_name(prefix.name + ".json")
+    sqlite_path = prefix.with_name(prefix.name + ".sqlite")
+    png_path = prefix.with_name(prefix.name + ".png")
+    written = []
+    try:
+        with RecordingReader(raw_dir) as reader:
+            damage = export_json(raw_dir, json_path, reader=reader)
+        if damage.events == 0:
+            # The new run has started and recorded nothing: exports of an older run
+            # would no longer match PREFIX.nvtxrec.
+            for stale in (json_path, sqlite_path, png_path):
+                stale.unlink(missing_ok=True)
+            return 0, damage
+        written.append(json_path)
+        with RecordingReader(raw_dir) as reader:
+            export_sqlite(raw_dir, sqlite_path, reader=reader)
+        written.append(sqlite_path)
+        with RecordingReader(raw_dir) as reader:
+            summary = summarize(raw_dir, reader=reader)
+        if png:
+            from ..recorder.timeline import MatplotlibMissing, render_timeline
+
+            try:
+                render_timeline(raw_dir, png_path, window=png_window)
+                written.append(png_path)
+            except MatplotlibMissing as exc:
+                warn(f"--png: {exc}; no PNG written")
+    except PermissionError as exc:
+        raise CliError(f"cannot write {exc.filename or prefix}: permission denied", EXIT_OUTPUT_NOT_WRITABLE) from exc
+    except OSError as exc:
+        if exc.errno in (
+            errno.EACCES,
+            errno.EROFS,
+            errno.ENOSPC,
+            errno.ENOENT,
+            errno.EDQUOT,
+            errno.EISDIR,
+            errno.ENOTDIR,
+            errno.EEXIST,
+        ):
+            raise CliError(f"cannot write {exc.filename or prefix}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
+        raise
+    print(f"\nNVTX range summary ({raw_dir}):")
+    print(summary.format())
+    print(f"\nwrote {', '.join(map(str, written))}")
+    return damage.events, damage
+
+
+KERAS_LAYERS_ENV = "NVTX_TF_KERAS_LAYERS"
+TF_OP_RANGES_ENV = "NVTX_TF_OP_RANGES"
+
+
+def _segments(raw_dir: Path) -> dict[str, tuple[int, int]]:
+    """Segment files of ``raw_dir``: name -> (device, inode)."""
+    found = {}
+    for seg in raw_dir.glob("*.nvtxseg"):
+        with contextlib.suppress(OSError):
+            st = seg.lstat()
+            found[seg.name] = (st.st_dev, st.st_ino)
+    return found
+
+
+def _remove_segments(raw_dir: Path, old: dict[str, tuple[int, int]]) -> None:
+    """Remove the segments listed in ``old`` that are still the same files (a new
+    segment that took an old name is kept)."""
+    for name, ident in old.items():
+        path = raw_dir / name
+        with contextlib.suppress(OSError):
+            st = path.lstat()
+            if (st.st_dev, st.st_ino) == ident:
+                path.unlink()
+
+
+def cmd_record(args) -> int:
+    # Nothing heavy (numpy, the reader) is imported before the command ends: libraries
+    # that start threads would create threads without our signal mask.
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise CliError("record: no command given (usage: record -o PREFIX -- COMMAND [ARGS...])", EXIT_USAGE)
+    prefix = _output_prefix(args.output)
+    # Everything that can fail is checked before anything is created or removed.
+    _resolve_command(command)
+    try:
+        from .._native_libs import native_library
+
+        library = native_library("recorder")
+    except ImportError as exc:
+        raise CliError(str(exc).replace("nvtx_plugins_tf: ", ""), EXIT_RECORDER_UNAVAILABLE) from exc
+    _prepare_output_dir(prefix.parent)
+    raw_dir = prefix.with_name(prefix.name + ".nvtxrec")
+    try:
+        raw_dir.mkdir(mode=0o700, exist_ok=True)  # recordings hold command lines
+    except OSError as exc:
+        raise CliError(f"cannot create {raw_dir}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
+    if not raw_dir.is_dir():
+        raise CliError(f"cannot create {raw_dir}: a file is in the way", EXIT_OUTPUT_NOT_WRITABLE)
+    # The previous recording's segments go only once the new command runs.
+    old_segments = _segments(raw_dir)
+    env = dict(os.environ)
+    env[INJECTION_ENV] = str(library)
+    env[RECORD_DIR_ENV] = str(raw_dir.resolve())
+    if args.keras_layers or args.tf_ops:
+        site = str(Path(__file__).resolve().parent.parent / "_site")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH", "")) if p)
+    if args.keras_layers:
+        env[KERAS_LAYERS_ENV] = "1"
+    if args.tf_ops:
+        env[TF_OP_RANGES_ENV] = "1"
+    sys.stdout.flush()
+    status = _run_forwarding_signals(command, env, on_started=lambda: _remove_segments(raw_dir, old_segments))
+    code = 128 - status if status < 0 else status
+    events, damage = _exports(raw_dir, prefix, args.png or args.png_window is not None, args.png_window or "1:")
+    if events == 0 and not damage.damaged:  # (all events dropped, e.g. a full disk, is damage)
+        if code != 0:
+            warn(f"no NVTX events recorded; {command[0]} exited with status {code}")
+            return code
+        raise CliError(
+            f"no NVTX events recorded in {raw_dir} (does the command make NVTX calls? was {INJECTION_ENV} overridden?)",
+            EXIT_NO_EVENTS,
+        )
+    if damage.damaged:
+        message = f"damaged recording {raw_dir}: {damage.describe()}; intact events were exported"
+        if code != 0:
+            warn(message)
+            return code
+        raise CliError(message, EXIT_DAMAGED)
+    return code
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "record",
+        help="run a command with the NVTX recorder attached; write PREFIX.json, PREFIX.sqlite",
+        description="Run COMMAND with the NVTX recorder attached (all its processes record into "
+        "PREFIX.nvtxrec/, which is kept), then write PREFIX.json (Perfetto / chrome://tracing), "
+        "PREFIX.sqlite (Nsight Systems schema) and print the range summary. Exits with the "
+        "command's exit code (128+N if killed by signal N).",
+    )
+    p.add_argument("-o", "--output", required=True, metavar="PREFIX", help="output prefix")
+    p.add_argument("--png", action="store_true", help="also draw PREFIX.png (needs matplotlib)")
+    p.add_argument(
+        "--png-window",
+        metavar="STEPS",
+        type=_png_window,
+        default=None,
+        help="steps drawn in PREFIX.png: A:B (0-based, either side may be empty) or 'all'; "
+        "default 1: (without the first step, where TensorFlow traces); implies --png",
+    )
+    p.add_argument(
+        "--keras-layers",
+        action="store_true",
+        help="annotate every layer of every Keras model (forward and backward ranges) in an unmodified Python script",
+    )
+    p.add_argument(
+        "--tf-ops",
+        action="store_true",
+        help="switch on TensorFlow's own per-op NVTX ranges (domain TSL) in the command's Pythons",
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
+    p.set_defaults(func=cmd_record)
