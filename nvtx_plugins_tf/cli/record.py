@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import os
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from ._common import (
     CliError,
     warn,
 )
+from ._exports import write_exports
 
 
 def _output_prefix(value: str) -> Path:
@@ -55,61 +55,6 @@ def _png_window(value: str) -> str:
     if value == "all" or re.fullmatch(r"\d*:\d*", value):
         return value
     raise argparse.ArgumentTypeError(f"{value!r}: expected A:B (steps, 0-based) or 'all'")
-
-
-def _exports(raw_dir: Path, prefix: Path, png: bool, png_window: str = "1:") -> tuple[int, object]:
-    """Write PREFIX.json/.sqlite(/.png) and print the summary; returns (events, damage)."""
-    from ..recorder.export_json import export_json
-    from ..recorder.export_sqlite import export_sqlite
-    from ..recorder.reader import RecordingReader
-    from ..recorder.summary import summarize
-
-    json_path = prefix.with_name(prefix.name + ".json")
-    sqlite_path = prefix.with_name(prefix.name + ".sqlite")
-    png_path = prefix.with_name(prefix.name + ".png")
-    written = []
-    try:
-        with RecordingReader(raw_dir) as reader:
-            damage = export_json(raw_dir, json_path, reader=reader)
-        if damage.events == 0:
-            # The new run has started and recorded nothing: exports of an older run
-            # would no longer match PREFIX.nvtxrec.
-            for stale in (json_path, sqlite_path, png_path):
-                stale.unlink(missing_ok=True)
-            return 0, damage
-        written.append(json_path)
-        with RecordingReader(raw_dir) as reader:
-            export_sqlite(raw_dir, sqlite_path, reader=reader)
-        written.append(sqlite_path)
-        with RecordingReader(raw_dir) as reader:
-            summary = summarize(raw_dir, reader=reader)
-        if png:
-            from ..recorder.timeline import MatplotlibMissing, render_timeline
-
-            try:
-                render_timeline(raw_dir, png_path, window=png_window)
-                written.append(png_path)
-            except MatplotlibMissing as exc:
-                warn(f"--png: {exc}; no PNG written")
-    except PermissionError as exc:
-        raise CliError(f"cannot write {exc.filename or prefix}: permission denied", EXIT_OUTPUT_NOT_WRITABLE) from exc
-    except OSError as exc:
-        if exc.errno in (
-            errno.EACCES,
-            errno.EROFS,
-            errno.ENOSPC,
-            errno.ENOENT,
-            errno.EDQUOT,
-            errno.EISDIR,
-            errno.ENOTDIR,
-            errno.EEXIST,
-        ):
-            raise CliError(f"cannot write {exc.filename or prefix}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
-        raise
-    print(f"\nNVTX range summary ({raw_dir}):")
-    print(summary.format())
-    print(f"\nwrote {', '.join(map(str, written))}")
-    return damage.events, damage
 
 
 KERAS_LAYERS_ENV = "NVTX_TF_KERAS_LAYERS"
@@ -177,7 +122,7 @@ def cmd_record(args) -> int:
     sys.stdout.flush()
     status = _run_forwarding_signals(command, env, on_started=lambda: _remove_segments(raw_dir, old_segments))
     code = 128 - status if status < 0 else status
-    events, damage = _exports(raw_dir, prefix, args.png or args.png_window is not None, args.png_window or "1:")
+    events, damage = write_exports(raw_dir, prefix, args.png or args.png_window is not None, args.png_window or "1:")
     if events == 0 and not damage.damaged:  # (all events dropped, e.g. a full disk, is damage)
         if code != 0:
             warn(f"no NVTX events recorded; {command[0]} exited with status {code}")
