@@ -3,7 +3,7 @@ overhead of annotating every layer of the old package's example MLP.
 
 Measured side by side in one run; per-op costs are slopes (time of a chain of 550
 pairs minus a chain of 50, divided by the op count), so the function-call overhead
-cancels. Best of several repetitions. No NVTX tool attached (the production case).
+cancels; medians of interleaved rounds. No NVTX tool attached (the production case).
 
     python benchmarks/bench_ops.py
 """
@@ -134,9 +134,13 @@ def main() -> int:
         (y,) = floor_lib.floor_identity([y])
         return y
 
-    def nvtx_pair(x):
+    def nvtx_pair(x):  # the public API: the start and end pair without the range-id edge
+        y, ctx = nvtx_tf.ops.start(x, "bench")
+        return nvtx_tf.ops.end(y, ctx)
+
+    def nvtx_edge_pair(x):  # the previous design: the range id passed from start to end
         (y,), _, rid = ops.nvtx_start([x], [], [], message="bench")
-        (y,), _ = ops.nvtx_end([y], [], rid)
+        (y,), _ = ops.nvtx_end([y], [], [rid])
         return y
 
     def id_edge_pair(x):
@@ -144,9 +148,12 @@ def main() -> int:
         (y,) = floor_lib.floor_end([y], rid)
         return y
 
-    samples = per_op_ns({"floor": floor_pair, "nvtx": nvtx_pair, "id edge": id_edge_pair})
+    samples = per_op_ns(
+        {"floor": floor_pair, "nvtx": nvtx_pair, "nvtx with edge": nvtx_edge_pair, "id edge": id_edge_pair}
+    )
     floor_ns, nvtx_ns = float(np.median(samples["floor"])), float(np.median(samples["nvtx"]))
     ratios = sorted(n / f for n, f in zip(samples["nvtx"], samples["floor"]))
+    nvtx_edge_ratios = sorted(n / f for n, f in zip(samples["nvtx with edge"], samples["floor"]))
     edge_ratios = sorted(n / f for n, f in zip(samples["id edge"], samples["floor"]))
     steps = step_times()
     base = steps["plain"]
@@ -158,6 +165,10 @@ def main() -> int:
     print(
         f"{'  ratio, quartiles of rounds':<55}"
         f"{f'{ratios[len(ratios) // 4]:.2f}-{ratios[3 * len(ratios) // 4]:.2f}':>12}{'':>12}"
+    )
+    print(
+        f"{'  previous design (range-id edge start -> end): ratio':<55}"
+        f"{float(np.median(nvtx_edge_ratios)):>12.2f}{'':>12}"
     )
     print(
         f"{'  the floor with a range-id edge, no NVTX call: ratio':<55}{float(np.median(edge_ratios)):>12.2f}{'':>12}"

@@ -7,6 +7,7 @@
 // NvtxStart one pooled scalar output (range_id_pool.h).
 #include <nvtx3/nvToolsExt.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "tensorflow/core/framework/types.h"
 #include "tf_ops/nvtx_handles.h"
 #include "tf_ops/range_id_pool.h"
+#include "tf_ops/range_pairing.h"
 #include "tf_ops/step_ranges.h"
 #include "tf_ops/trace_me_bridge.h"
 
@@ -87,6 +89,9 @@ class NvtxStartOp : public EventKernel {
  public:
   explicit NvtxStartOp(OpKernelConstruction* c) : EventKernel(c) {
     OP_REQUIRES_OK(c, c->GetAttr("close_at_step_end", &close_at_step_end_));
+    std::string pair;
+    OP_REQUIRES_OK(c, c->GetAttr("pair", &pair));
+    pair_ = PairSlotFor(pair, name());
   }
 
   void Compute(OpKernelContext* ctx) override {
@@ -96,11 +101,16 @@ class NvtxStartOp : public EventKernel {
     const nvtxRangeId_t id = TraceMeRangeStarted(nvtxDomainRangeStartEx(spec_.domain, &attributes), spec_.message,
                                                  domain_name_, has_payload_, Payload(attributes));
     if (close_at_step_end_) OP_REQUIRES_OK(ctx, RegisterStepRange(ctx, spec_.domain, id));
+    if (pair_ != nullptr) {
+      pair_->Put(ExecutionKey(ctx), id);
+      if (!ctx->output_required(num_forwarded_)) return;  // (a backward range's payload uses it)
+    }
     RangeIdPool::SetOutput(ctx, num_forwarded_, id);
   }
 
  private:
   bool close_at_step_end_ = false;
+  std::shared_ptr<PairSlot> pair_;
 };
 
 class NvtxMarkOp : public EventKernel {
@@ -122,18 +132,31 @@ class NvtxEndOp : public OpKernel {
     std::string domain_name;
     OP_REQUIRES_OK(c, c->GetAttr("domain_name", &domain_name));
     if (c->HasAttr("close_at_step_end")) OP_REQUIRES_OK(c, c->GetAttr("close_at_step_end", &close_at_step_end_));
+    int64_t num_ids = 1;
+    OP_REQUIRES_OK(c, c->GetAttr("num_ids", &num_ids));
+    OP_REQUIRES(c, num_ids <= 1, absl::InvalidArgumentError("NVTX op attribute 'num_ids' must be 0 or 1"));
+    has_id_input_ = num_ids == 1;
+    std::string pair;
+    OP_REQUIRES_OK(c, c->GetAttr("pair", &pair));
+    OP_REQUIRES(c, has_id_input_ || !pair.empty(),
+                absl::InvalidArgumentError("NvtxEnd needs a 'range_id' input or a 'pair' attribute"));
+    if (!has_id_input_) pair_ = PairSlotFor(pair, name());
     domain_ = DomainFor(domain_name);
   }
   bool IsExpensive() override { return false; }
 
   void Compute(OpKernelContext* ctx) override {
-    const Tensor& range_id = ctx->input(num_forwarded_);
-    OP_REQUIRES(ctx, tensorflow::TensorShapeUtils::IsScalar(range_id.shape()),
-                absl::InvalidArgumentError("NvtxEnd input 'range_id' must be an int64 scalar, got shape " +
-                                           range_id.shape().DebugString()));
+    nvtxRangeId_t id = 0;
+    if (has_id_input_) {
+      const Tensor& range_id = ctx->input(num_forwarded_);
+      OP_REQUIRES(ctx, tensorflow::TensorShapeUtils::IsScalar(range_id.shape()),
+                  absl::InvalidArgumentError("NvtxEnd input 'range_id' must be an int64 scalar, got shape " +
+                                             range_id.shape().DebugString()));
+      id = static_cast<nvtxRangeId_t>(range_id.scalar<int64_t>()());
+    }
     ForwardInputs(ctx, num_forwarded_);
-    const auto id = static_cast<nvtxRangeId_t>(range_id.scalar<int64_t>()());
-    if (close_at_step_end_ && !ForgetStepRange(ctx, id)) return;  // already ended at step end
+    if (!has_id_input_ && !pair_->Take(ExecutionKey(ctx), &id)) return;  // its start did not run
+    if (close_at_step_end_ && !ForgetStepRange(ctx, id)) return;         // already ended at step end
     nvtxDomainRangeEnd(domain_, id);
     TraceMeRangeEnded(id);
   }
@@ -141,6 +164,8 @@ class NvtxEndOp : public OpKernel {
  private:
   const int num_forwarded_;
   bool close_at_step_end_ = false;
+  bool has_id_input_ = true;
+  std::shared_ptr<PairSlot> pair_;  // when there is no range_id input
   nvtxDomainHandle_t domain_ = nullptr;
 };
 

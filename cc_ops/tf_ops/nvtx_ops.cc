@@ -62,6 +62,7 @@ OpDefBuilderWrapper& StartInterface(OpDefBuilderWrapper& op) {
       .Attr("color: int = 0")
       .Attr("category: int = 0")
       .Attr("close_at_step_end: bool = false")
+      .Attr("pair: string = ''")
       .SetShapeFn([](InferenceContext* c) { return PassThroughShapes(c, NumPassThrough(c), true); });
 }
 
@@ -69,13 +70,15 @@ OpDefBuilderWrapper& StartInterface(OpDefBuilderWrapper& op) {
 OpDefBuilderWrapper& EndInterface(OpDefBuilderWrapper& op) {
   return op.Input("inputs: T")
       .Input("host_inputs: Thost")
-      .Input("range_id: int64")
+      .Input("range_id: num_ids * int64")
       .Output("outputs: T")
       .Output("host_outputs: Thost")
       .Attr("T: list(type) >= 0")
       .Attr("Thost: list(type) >= 0")
+      .Attr("num_ids: int >= 0 = 1")
       .Attr("domain_name: string = ''")
       .Attr("close_at_step_end: bool = false")
+      .Attr("pair: string = ''")
       .SetShapeFn([](InferenceContext* c) { return PassThroughShapes(c, NumPassThrough(c), false); });
 }
 
@@ -94,13 +97,16 @@ passes its tensors through unchanged. `range_id` identifies the range for NvtxEn
 color: ARGB color, 0 for none. category: NVTX category, 0 for none.
 payload: at most one int64 scalar attached to the range as its payload.
 close_at_step_end: end the range when the session step ends unless NvtxEnd did.
+pair: "TOKEN@NODE" when NvtxEnd finds the id through the pair instead of `range_id`
+(cc_ops/tf_ops/range_pairing.h); `range_id` is then produced only if something uses it.
 )doc");
 });
 
 const auto kNvtxEnd = Register("NvtxEnd", [](OpDefBuilderWrapper& op) {
   EndInterface(op).Attr("grad_message: string = ''").Attr("grad_domain_name: string = ''").SetIsStateful().Doc(R"doc(
 Ends the NVTX range `range_id` (opened by NvtxStart) when it executes and passes its
-tensors through unchanged. An unknown or forged id is handed to NVTX as is: it never
+tensors through unchanged. With no `range_id` (num_ids = 0) the range is the one its
+NvtxStart with the same `pair` opened in this execution, if that start ran. An unknown or forged id is handed to NVTX as is: it never
 crashes the process. grad_message/grad_domain_name: read by the registered gradient,
 which opens the backward range (empty: no backward range).
 )doc");

@@ -7,10 +7,13 @@ layers) builds ops through these functions; none of them calls the op library di
 from __future__ import annotations
 
 import os
+import random
 import threading
 import warnings
+import weakref
 
 import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2
 
 from nvtx_plugins_tf.ops import _loader, _structure
 
@@ -115,24 +118,92 @@ def backward_end_op(flat, range_id, domain_name):
     """One NvtxBackwardEnd (not stateful, see backward_start_op)."""
     device, host, is_host = _structure.split(flat)
     out_device, out_host = _loader.load().nvtx_backward_end(
-        device, host, range_id, domain_name=domain_name, close_at_step_end=tf1_graph_mode()
+        device, host, [range_id], domain_name=domain_name, close_at_step_end=tf1_graph_mode()
     )
     return _structure.merge(list(out_device), list(out_host), is_host)
 
 
 def end_op(flat, range_id, domain_name, grad_message="", grad_domain_name="", name=None):
+    """One NvtxEnd of the range ``range_id``. Where :func:`can_pair` holds for the
+    range's NvtxStart, the end takes no ``range_id`` input: it pairs with its start through
+    their ``pair`` attribute (cc_ops/tf_ops/range_pairing.h), one edge less per range."""
+    start = range_id.op if tf.is_symbolic_tensor(range_id) else None
+    paired = start is not None and start.type == "NvtxStart" and can_pair(flat, start)
     device, host, is_host = _structure.split(flat)
     out_device, out_host = _loader.load().nvtx_end(
         device,
         host,
-        range_id,
+        [] if paired else [range_id],
         domain_name=domain_name,
         grad_message=grad_message,
         grad_domain_name=grad_domain_name,
         close_at_step_end=tf1_graph_mode(),
         name=name,
     )
+    if paired:
+        _pair(start, (list(out_device) + list(out_host))[0].op)
     return _structure.merge(list(out_device), list(out_host), is_host)
+
+
+# Pairing a start and its end without the range-id edge
+# -----------------------------------------------------
+# Sound only where the end is sure to run after its start in the same execution of the
+# same graph: inside a tf.function graph (not eagerly, where each op is an execution of
+# its own; not in a compat.v1 graph, whose session may run the end without the start),
+# in the same control-flow context, with an input of the end computed from an output of
+# the start (TensorFlow then runs the end after the start). Everything else keeps the edge.
+
+_pair_tokens = random.Random()  # seeded from os.urandom: tokens differ across processes
+_paired_ids: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # token -> start's range_id
+
+
+def can_pair(flat, start) -> bool:
+    """Whether the NvtxEnd over ``flat`` may find ``start``'s range through a pair (above)."""
+    if tf.executing_eagerly() or tf1_graph_mode() or not flat:
+        return False
+    graph = tf.compat.v1.get_default_graph()
+    if start.graph is not graph or start._get_control_flow_context() is not graph._get_control_flow_context():
+        return False
+    # Walk back from the end's inputs; an op built before the start cannot depend on it.
+    first = start._id
+    seen = set()
+    stack = [t.op for t in flat if tf.is_symbolic_tensor(t) and t.graph is graph]
+    while stack:
+        op = stack.pop()
+        if op is start:
+            return True
+        if op._id < first or op._id in seen:
+            continue
+        seen.add(op._id)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return False
+
+
+def _set_pair(op, value: str) -> None:
+    op._set_attr("pair", attr_value_pb2.AttrValue(s=value.encode()))
+
+
+def _pair(start, end) -> None:
+    token = f"{_pair_tokens.getrandbits(64):016x}"
+    _set_pair(start, f"{token}@{start.name}")
+    _set_pair(end, f"{token}@{end.name}")
+    _paired_ids[token] = start.outputs[-1]
+
+
+def paired_range_id(end):
+    """The range_id output of the NvtxStart that the paired NvtxEnd ``end`` ends (for the
+    backward range's link), or None when it cannot be found."""
+    # ``end`` may be the tape's stand-in, whose attributes are those the op was built with.
+    real = end.outputs[0].op if end.outputs and tf.is_symbolic_tensor(end.outputs[0]) else end
+    token = real.get_attr("pair").decode().split("@")[0]
+    found = _paired_ids.get(token)
+    if found is not None:
+        return found
+    for op in real.graph.get_operations():  # a graph built elsewhere (a loaded SavedModel)
+        if op.type == "NvtxStart" and op.get_attr("pair").decode().split("@")[0] == token:
+            return op.outputs[-1]
+    return None
 
 
 def mark_op(flat, message, domain_name, color, category, payload, name):

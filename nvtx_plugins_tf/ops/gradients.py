@@ -38,11 +38,14 @@ def _attr(op, name: str) -> str:
 @tf.RegisterGradient("NvtxEnd")
 def _nvtx_end_grad(op, *grads):
     grads = list(grads)
+    num_ids = op.get_attr("num_ids")
     grad_message = _attr(op, "grad_message")
     if not grad_message or not _raw.annotations_enabled():
-        return grads + [None]
+        return grads + [None] * num_ids
     grad_domain = _attr(op, "grad_domain_name")
-    forward_id = op.inputs[-1]
+    forward_id = op.inputs[-1] if num_ids else _raw.paired_range_id(op)
+    if forward_id is None:  # a paired end whose start cannot be found: no backward range
+        return grads
     key = _backward.range_key(forward_id)
     opened = []
 
@@ -61,7 +64,7 @@ def _nvtx_end_grad(op, *grads):
         out = _structure.through_tensors(grads, open_range, _carries_gradient)
     _backward.remember(key, opened[0])
     _tape_closer.opened(opened[0])
-    return out + [None]
+    return out + [None] * num_ids
 
 
 @tf.RegisterGradient("NvtxStart")
@@ -107,4 +110,4 @@ def _nvtx_backward_start_grad(op, *grads):
 
 @tf.RegisterGradient("NvtxBackwardEnd")
 def _nvtx_backward_end_grad(op, *grads):
-    return list(grads) + [None]
+    return list(grads) + [None] * op.get_attr("num_ids")

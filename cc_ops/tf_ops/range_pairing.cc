@@ -1,0 +1,60 @@
+// See range_pairing.h.
+#include "tf_ops/range_pairing.h"
+
+#include <map>
+
+namespace nvtx_tf {
+
+void PairSlot::Put(uint64_t key, uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ring_[next_] = Entry{key, id};
+  next_ = (next_ + 1) % kCapacity;
+}
+
+bool PairSlot::Take(uint64_t key, uint64_t* id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int k = 1; k <= kCapacity; ++k) {  // newest first: the usual match is the last Put
+    Entry& e = ring_[(next_ - k + kCapacity) % kCapacity];
+    if (e.key == key) {
+      *id = e.id;
+      e.key = 0;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::shared_ptr<PairSlot> PairSlotFor(const std::string& pair, const std::string& node_name) {
+  if (pair.empty()) return nullptr;
+  const size_t at = pair.find('@');
+  const std::string token = pair.substr(0, at);
+  std::string prefix;
+  if (at != std::string::npos) {
+    const std::string built_as = pair.substr(at + 1);
+    if (node_name.size() >= built_as.size() &&
+        node_name.compare(node_name.size() - built_as.size(), built_as.size(), built_as) == 0) {
+      prefix = node_name.substr(0, node_name.size() - built_as.size());
+    }
+  }
+  static std::mutex mu;
+  static auto* slots = new std::map<std::string, std::weak_ptr<PairSlot>>;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string key = prefix + '\n' + token;
+  auto& weak = (*slots)[key];
+  std::shared_ptr<PairSlot> slot = weak.lock();
+  if (!slot) weak = slot = std::make_shared<PairSlot>();
+  for (auto it = slots->begin(); it != slots->end();) {  // forget the slots of dropped functions
+    it = it->second.expired() ? slots->erase(it) : std::next(it);
+  }
+  return slot;
+}
+
+uint64_t ExecutionKey(tensorflow::OpKernelContext* ctx) {
+  const tensorflow::FrameAndIter fi = ctx->frame_iter();
+  uint64_t k = static_cast<uint64_t>(ctx->step_id()) * 0x9E3779B97F4A7C15ull;
+  k ^= fi.frame_id + 0x632BE59BD9B4E019ull + (k << 6) + (k >> 2);
+  k ^= static_cast<uint64_t>(fi.iter_id) + 0x632BE59BD9B4E019ull + (k << 6) + (k >> 2);
+  return k == 0 ? 1 : k;
+}
+
+}  // namespace nvtx_tf

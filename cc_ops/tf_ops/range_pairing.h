@@ -1,0 +1,60 @@
+// Pairs an NvtxStart with its NvtxEnd without a range-id edge.
+//
+// TensorFlow's executor charges per edge as well as per op, and the int64 range-id edge
+// from NvtxStart to NvtxEnd was most of their cost over two plain stateful identities
+// (benchmarks/bench_ops.py prints both). Where the Python layer can prove that the end
+// runs after its start in the same execution (the end's inputs depend on the start's
+// outputs, both in one function graph, nvtx_plugins_tf/ops/_raw.py), the two ops carry a
+// `pair` attribute instead, "TOKEN@NODE": TOKEN is unique to the pair in the process,
+// NODE the op's node name when it was built. Both kernels find one PairSlot when they are
+// built, keyed by TOKEN and by the prefix TensorFlow put before NODE when it inlined the
+// function (InlineFunctionBody names copies "CALLER/NODE"), so the copies of an inlined
+// function get a slot each. Per execution the start puts its range id under the
+// execution's key (step id, frame, iteration) and the end takes it.
+//
+// Concurrent executions of one function have distinct step ids or frames, so they never
+// take each other's ids; the one exception is two concurrent non-inlined calls of one
+// function inside one step (they share the caller's step id): their ranges still each
+// end exactly once, possibly with each other's end time. A slot holds the last kCapacity
+// ids not yet taken: an execution aborted between start and end leaves one behind until
+// later executions push it out.
+#ifndef NVTX_PLUGINS_TF_RANGE_PAIRING_H_
+#define NVTX_PLUGINS_TF_RANGE_PAIRING_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace nvtx_tf {
+
+class PairSlot {
+ public:
+  // Remembers `id` for the execution `key`.
+  void Put(uint64_t key, uint64_t id);
+  // Takes the id remembered for `key`; false when there is none (its start did not run).
+  bool Take(uint64_t key, uint64_t* id);
+
+ private:
+  static constexpr int kCapacity = 32;
+  struct Entry {
+    uint64_t key = 0;  // 0: free
+    uint64_t id = 0;
+  };
+  std::mutex mu_;
+  Entry ring_[kCapacity];
+  int next_ = 0;  // where the next Put writes (the oldest entry)
+};
+
+// The slot of the kernel being built from `pair` ("TOKEN@NODE"; empty: none) and its
+// node name; null for an empty `pair`.
+std::shared_ptr<PairSlot> PairSlotFor(const std::string& pair, const std::string& node_name);
+
+// The key of the current execution of the op: step id, frame and iteration; never 0.
+uint64_t ExecutionKey(tensorflow::OpKernelContext* ctx);
+
+}  // namespace nvtx_tf
+
+#endif  // NVTX_PLUGINS_TF_RANGE_PAIRING_H_
