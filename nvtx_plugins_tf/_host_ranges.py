@@ -3,7 +3,7 @@
     from nvtx_plugins_tf import _host_ranges
 
     d = _host_ranges.domain("Keras")          # one object per name, process-wide
-    if d.active:                              # False: no tool attached, or NVTX_DISABLE set
+    if d.active:                              # False: nothing to emit to (see below)
         cat = d.category("phase: Train")      # nvtxDomainNameCategoryA, id from 1, once
         rid = d.start("batch 0", 0xFF17BECF, cat, 0)  # nvtxDomainRangeStartEx; int64 payload
         d.end(rid)                            # may be called on another thread
@@ -23,10 +23,17 @@ bounded cache, at most :data:`MAX_CACHED_STRINGS` texts, the oldest dropped firs
 name per step (``"step 12345"``) costs a fixed amount of memory whatever the number of
 steps.
 
-Cost: with no tool attached, or with ``NVTX_DISABLE`` set, :attr:`Domain.active` is false
-and callers skip their calls (one attribute check); every method is also a no-op then.
-With a tool, a range is one dict lookup and one ctypes call to start, one to end (see
-``benchmarks/bench_keras.py`` for the figures).
+TensorFlow's profiler: while ``tf.profiler.experimental`` (or TensorBoard's profiler
+callback) traces, each range and mark is also a TraceMe activity with the same message,
+the domain and payload as its metadata (as the ops' ranges, ``cc_ops/tf_ops/trace_me_bridge.h``),
+so the ``.xplane.pb`` host plane holds them. A range is then handed out as a
+:class:`TracedRange` that :meth:`Domain.end` takes like an id.
+
+Cost: :attr:`Domain.active` is false, and callers skip their calls (one attribute check),
+when no NVTX tool is attached and TensorFlow is not loaded, or with ``NVTX_DISABLE`` set.
+With TensorFlow loaded and no tool, a call checks whether TensorFlow's profiler traces
+(one C++ call). With a tool, a range is one dict lookup and one ctypes call to start, one
+to end (see ``benchmarks/bench_keras.py`` for the figures).
 """
 
 from __future__ import annotations
@@ -34,11 +41,21 @@ from __future__ import annotations
 import collections
 import ctypes
 import os
+import sys
 import threading
 
 from nvtx_plugins_tf._native_libs import INJECTION_ENV as _INJECTION_ENV
 
-__all__ = ["Domain", "domain", "enabled", "tool_attached", "color", "MAX_CACHED_STRINGS", "HostRangesUnavailable"]
+__all__ = [
+    "Domain",
+    "TracedRange",
+    "domain",
+    "enabled",
+    "tool_attached",
+    "color",
+    "MAX_CACHED_STRINGS",
+    "HostRangesUnavailable",
+]
 
 #: Registered strings kept per domain (oldest dropped first beyond this).
 MAX_CACHED_STRINGS = 8192
@@ -184,6 +201,36 @@ def tool_attached() -> bool:
     return bool(_tool_bits & 1)
 
 
+# ----------------------------------------------------------------------------- TraceMe
+def _trace_me_api():
+    """TensorFlow's TraceMe binding, when TensorFlow is loaded (never imported from here)."""
+    if "tensorflow" not in sys.modules:
+        return None
+    try:
+        from tensorflow.python.profiler.internal import _pywrap_traceme
+    except ImportError:
+        return None
+    return _pywrap_traceme
+
+
+class TracedRange:
+    """A range that TensorFlow's profiler also traces: the NVTX range id (0 without a
+    tool) and the TraceMe activity. :meth:`Domain.end` takes it like an id."""
+
+    __slots__ = ("nvtx_id", "trace_me")
+
+    def __init__(self, nvtx_id: int, trace_me):
+        self.nvtx_id = nvtx_id
+        self.trace_me = trace_me
+
+
+def _trace_me_kwargs(domain_name: str | None, payload: int | None) -> dict:
+    """The TraceMe metadata of a range: as the ops' (``trace_me_bridge.cc``)."""
+    if payload is None:
+        return {"domain": domain_name or ""}
+    return {"domain": domain_name or "", "payload": payload}
+
+
 # ----------------------------------------------------------------------------- domains
 class _Message(dict):
     """Cache entry of one text: its registered string (or, when the tool registers none,
@@ -200,14 +247,18 @@ class Domain:
     """One NVTX domain: its handle, its registered-string cache and its categories.
 
     Obtain with :func:`domain` (one instance per name). ``name=None`` is NVTX's default
-    domain. When :attr:`active` is false every method returns at once (``start`` and
-    ``push`` return 0). Thread-safe: ranges may start on one thread and end on another.
+    domain. :attr:`nvtx`: an NVTX tool takes the calls; :attr:`active`: that, or
+    TensorFlow's profiler may trace them (TensorFlow is loaded). When :attr:`active` is
+    false every method returns at once (``start`` and ``push`` return 0). Thread-safe:
+    ranges may start on one thread and end on another.
     """
 
     __slots__ = (
         "name",
         "active",
+        "nvtx",
         "max_strings",
+        "_trace_me",
         "_handle",
         "_strings",
         "_categories",
@@ -223,17 +274,19 @@ class Domain:
         "__weakref__",
     )
 
-    def __init__(self, name: str | None, active: bool, max_strings: int = MAX_CACHED_STRINGS):
+    def __init__(self, name: str | None, active: bool, max_strings: int = MAX_CACHED_STRINGS, trace_me=None):
         if name is not None and "\0" in name:
             raise ValueError("NVTX domain names must not contain NUL characters")
         self.name = name
-        self.active = active
+        self.nvtx = active
+        self._trace_me = trace_me  # TensorFlow's TraceMe binding, or None
+        self.active = active or trace_me is not None
         self.max_strings = max_strings
         self._strings: collections.OrderedDict[str, _Message] = collections.OrderedDict()
         self._categories: dict[str, int] = {}
         self._miss_lock = threading.Lock()
         self._handle = ctypes.c_void_p(None)
-        if active:
+        if self.nvtx:
             lib = _library()
             self._handle = ctypes.c_void_p(lib.nvtx_host_domain_create(None if name is None else name.encode()))
             self._start, self._start_payload = lib.nvtx_host_event_start, lib.nvtx_host_event_start_payload
@@ -242,7 +295,7 @@ class Domain:
             self._end, self._pop = lib.nvtx_host_range_end, lib.nvtx_host_range_pop
 
     def __repr__(self) -> str:
-        state = "active" if self.active else "inactive"
+        state = "active" if self.nvtx else ("TensorFlow's profiler only" if self.active else "inactive")
         return f"<nvtx_plugins_tf host domain {self.name!r} {state}, {len(self._strings)} cached strings>"
 
     # -------------------------------------------------------------- strings, categories
@@ -292,8 +345,8 @@ class Domain:
 
     def category(self, name: str) -> int:
         """The id of the category ``name`` in this domain: 1, 2 ... in order of first use,
-        named once with ``nvtxDomainNameCategoryA``. 0 (no category) when inactive."""
-        if not self.active:
+        named once with ``nvtxDomainNameCategoryA``. 0 (no category) without an NVTX tool."""
+        if not self.nvtx:
             return 0
         found = self._categories.get(name)
         if found is not None:
@@ -308,41 +361,53 @@ class Domain:
         return found
 
     # -------------------------------------------------------------- events
-    def start(self, message: str, color: int = 0, category: int = 0, payload: int | None = None) -> int:
-        """Start a range (``nvtxDomainRangeStartEx``); returns its id for :meth:`end`,
-        which any thread may call. ``color``: ARGB int (see :func:`color`), 0 for none;
-        ``category``: an id from :meth:`category`, 0 for none; ``payload``: int64 or None."""
+    def start(self, message: str, color: int = 0, category: int = 0, payload: int | None = None) -> int | TracedRange:
+        """Start a range (``nvtxDomainRangeStartEx``); returns what :meth:`end` takes, which
+        any thread may call: the NVTX range id, or a :class:`TracedRange` while TensorFlow's
+        profiler traces. ``color``: ARGB int (see :func:`color`), 0 for none; ``category``:
+        an id from :meth:`category`, 0 for none; ``payload``: int64 or None."""
         if not self.active:
             return 0
-        entry = self._strings.get(message)
-        event = None if entry is None else entry.get((color << 32) | category)
-        if event is None:
-            event = self._event(message, color, category)
-        if payload is None:
-            return self._start(event)
-        return self._start_payload(event, payload)
+        range_id = 0
+        if self.nvtx:
+            entry = self._strings.get(message)
+            event = None if entry is None else entry.get((color << 32) | category)
+            if event is None:
+                event = self._event(message, color, category)
+            range_id = self._start(event) if payload is None else self._start_payload(event, payload)
+        trace_me = self._trace_me
+        if trace_me is not None and trace_me.traceme_enabled():
+            return TracedRange(range_id, trace_me.TraceMe(message, **_trace_me_kwargs(self.name, payload)))
+        return range_id
 
-    def end(self, range_id: int) -> None:
+    def end(self, range_id: int | TracedRange) -> None:
         """End a range started by :meth:`start` (``nvtxDomainRangeEnd``)."""
-        if self.active:
+        if range_id.__class__ is TracedRange:
+            range_id.trace_me.Stop()
+            range_id = range_id.nvtx_id
+        if self.nvtx:
             self._end(self._handle, range_id)
 
     def push(self, message: str, color: int = 0, category: int = 0, payload: int | None = None) -> int:
         """Push a range on this thread's stack (``nvtxDomainRangePushEx``); NVTX's result."""
-        if not self.active:
+        if not self.nvtx:
             return 0
         event = self._event(message, color, category)
         return self._push(event) if payload is None else self._push_payload(event, payload)
 
     def pop(self) -> int:
         """Pop this thread's innermost pushed range (``nvtxDomainRangePop``)."""
-        return self._pop(self._handle) if self.active else 0
+        return self._pop(self._handle) if self.nvtx else 0
 
     def mark(self, message: str, color: int = 0, category: int = 0, payload: int | None = None) -> None:
-        """An instantaneous event (``nvtxDomainMarkEx``)."""
-        if self.active:
+        """An instantaneous event (``nvtxDomainMarkEx``); a zero-length TraceMe activity
+        while TensorFlow's profiler traces."""
+        if self.nvtx:
             event = self._event(message, color, category)
             self._mark(event) if payload is None else self._mark_payload(event, payload)
+        trace_me = self._trace_me
+        if trace_me is not None and trace_me.traceme_enabled():
+            trace_me.TraceMe(message, **_trace_me_kwargs(self.name, payload)).Stop()
 
 
 _domains: dict[str | None, Domain] = {}
@@ -351,8 +416,8 @@ _domains: dict[str | None, Domain] = {}
 def domain(name: str | None = None) -> Domain:
     """The process-wide :class:`Domain` called ``name`` (``None``: the default domain).
 
-    Active when a tool is attached and ``NVTX_DISABLE`` is not set (checked when the
-    domain is first asked for). Raises :class:`HostRangesUnavailable` (an ImportError with
+    Active when ``NVTX_DISABLE`` is not set and a tool is attached or TensorFlow is loaded
+    (checked when the domain is first asked for). Raises :class:`HostRangesUnavailable` (an ImportError with
     the command that fixes it) when a tool is attached but ``libnvtx_host.so`` cannot be
     loaded or built.
     """
@@ -362,8 +427,9 @@ def domain(name: str | None = None) -> Domain:
     if name is not None and not isinstance(name, str):
         raise TypeError(f"domain name must be a str or None, got {type(name).__name__}")
     active = tool_attached()
+    trace_me = _trace_me_api() if enabled() else None
     with _lock:
         found = _domains.get(name)
         if found is None:
-            found = _domains[name] = Domain(name, active)
+            found = _domains[name] = Domain(name, active, trace_me=trace_me)
     return found

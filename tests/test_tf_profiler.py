@@ -4,6 +4,7 @@ on the thread that ran them, with domain and payload as metadata."""
 
 import glob
 import os
+from pathlib import Path
 
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
@@ -77,3 +78,74 @@ def test_no_trace_me_state_left_when_profiler_is_off():
             step(tf.ones([2]))
     assert rec.count(message="plain") == STEPS
     assert not rec.open_ranges
+
+
+def _fit_with_callback_profiled(logdir):
+    from nvtx_plugins_tf.keras import keras
+    from nvtx_plugins_tf.keras.callbacks import NVTXCallback
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = tf.ones([8, 4]), tf.ones([8, 1])
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # traced before the profiler starts
+    tf.profiler.experimental.start(str(logdir))
+    model.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[NVTXCallback()])
+    tf.profiler.experimental.stop()
+
+
+def _assert_callback_ranges(events):
+    by_name = {}
+    for name, _line, duration, stats in events:
+        by_name.setdefault(name, []).append((duration, stats))
+    assert len(by_name.get("Train", [])) == 1, sorted(by_name)
+    assert sorted(stats.get("payload") for _, stats in by_name["epoch 0"] + by_name["epoch 1"]) == [0, 1]
+    batches = by_name["batch 0"] + by_name["batch 1"]
+    assert len(batches) == 4  # 2 epochs x 2 batches
+    assert all(stats.get("domain") == "Keras" and duration > 0 for duration, stats in batches)
+
+
+def test_callback_ranges_appear_in_tf_profiler_trace(tmp_path):
+    """NVTXCallback's host ranges, with the recorder attached: TensorFlow's trace has them
+    (domain and payload as metadata) and the recorder still gets every one."""
+    with capture() as rec:
+        _fit_with_callback_profiled(tmp_path)
+    _assert_callback_ranges(_host_events(tmp_path))
+    assert rec.count(message="batch 0", domain="Keras") == 2 and rec.count(message="Train") == 1
+
+
+def test_callback_and_hook_ranges_in_tf_profiler_trace_without_nvtx_tool(tmp_path, child_env):
+    """No NVTX tool at all: TensorFlow's profiler alone still gets the callback's and the
+    hook's ranges."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import tensorflow as tf
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_tf_profiler import _fit_with_callback_profiled
+        from nvtx_plugins_tf import _host_ranges
+        from nvtx_plugins_tf.hooks import NVTXHook
+        _fit_with_callback_profiled({str(tmp_path / "fit")!r})
+        assert not _host_ranges.tool_attached()
+        with tf.Graph().as_default():
+            step = tf.compat.v1.train.get_or_create_global_step()
+            train = tf.compat.v1.assign_add(step, 1)
+            tf.profiler.experimental.start({str(tmp_path / "hook")!r})
+            hook = NVTXHook(skip_n_steps=0, name="Session", step_message="step {{step}}")
+            with tf.compat.v1.train.MonitoredSession(hooks=[hook]) as session:
+                for _ in range(3):
+                    session.run(train)
+            tf.profiler.experimental.stop()
+        print("DONE")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "DONE" in proc.stdout, proc.stdout + proc.stderr
+    _assert_callback_ranges(_host_events(tmp_path / "fit"))
+    hook_events = _host_events(tmp_path / "hook")
+    steps = sorted(stats.get("payload") for name, _, _, stats in hook_events if name.startswith("step "))
+    assert steps == [0, 1, 2]
+    assert [name for name, *_ in hook_events].count("Session") == 1
