@@ -193,3 +193,28 @@ def test_executions_that_fail_inside_a_range_do_not_disturb_later_ones():
     assert len(ranges) == 41
     assert [r.end_ns is not None for r in ranges].count(True) == 1  # the failed ones stay open, as with the edge
     assert ranges[-1].end_ns is not None
+
+
+def test_many_threads_calling_one_function_end_every_range_once():
+    """Eight threads, twenty calls each, with sleeps of different lengths inside the range:
+    executions overlap in every order, through the slot's first entry and its ring."""
+
+    @tf.function
+    def step(x, inside):
+        return _timed_range(x, tf.constant(0.0), inside, "busy")
+
+    one = tf.constant(1.0)
+    step(one, tf.constant(0.0))
+
+    def worker(k):
+        for i in range(20):
+            step(one, tf.constant(((k * 7 + i * 3) % 5) * 0.002))
+
+    with capture() as rec:
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    _assert_each_range_holds_its_sleep(rec.find(message="busy", domain="Pairing"), 160)
+    assert len({r.range_id for r in rec.find(message="busy")}) == 160

@@ -6,12 +6,44 @@
 namespace nvtx_tf {
 
 void PairSlot::Put(uint64_t key, uint64_t id) {
+  uint64_t free = kFree;
+  if (first_key_.compare_exchange_strong(free, kWriting, std::memory_order_acquire)) {
+    first_id_ = id;
+    first_key_.store(key, std::memory_order_release);
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   ring_[next_] = Entry{key, id};
   next_ = (next_ + 1) % kCapacity;
+  // A first entry that outlives kCapacity later executions is most likely left by one that
+  // failed between start and end: move it to the ring, where it ages out, and free the
+  // first entry for the executions to come.
+  const uint64_t held = first_key_.load(std::memory_order_acquire);
+  if (held != stale_key_) {
+    stale_key_ = held;
+    stale_puts_ = 0;
+  } else if (held > kWriting && ++stale_puts_ >= kCapacity) {
+    uint64_t expected = held;
+    if (first_key_.compare_exchange_strong(expected, kWriting, std::memory_order_acquire)) {
+      ring_[next_] = Entry{held, first_id_};
+      next_ = (next_ + 1) % kCapacity;
+      first_key_.store(kFree, std::memory_order_release);
+    }
+    stale_key_ = kFree;
+  }
 }
 
 bool PairSlot::Take(uint64_t key, uint64_t* id) {
+  if (first_key_.load(std::memory_order_acquire) == key) {
+    // No Put writes the first entry while it holds a key. Should a Put be moving it to
+    // the ring right now, the exchange fails and the ring (under the mutex) has it.
+    const uint64_t found = first_id_;
+    uint64_t expected = key;
+    if (first_key_.compare_exchange_strong(expected, kFree, std::memory_order_acq_rel)) {
+      *id = found;
+      return true;
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (int k = 1; k <= kCapacity; ++k) {  // newest first: the usual match is the last Put
     Entry& e = ring_[(next_ - k + kCapacity) % kCapacity];
@@ -54,7 +86,7 @@ uint64_t ExecutionKey(tensorflow::OpKernelContext* ctx) {
   uint64_t k = static_cast<uint64_t>(ctx->step_id()) * 0x9E3779B97F4A7C15ull;
   k ^= fi.frame_id + 0x632BE59BD9B4E019ull + (k << 6) + (k >> 2);
   k ^= static_cast<uint64_t>(fi.iter_id) + 0x632BE59BD9B4E019ull + (k << 6) + (k >> 2);
-  return k == 0 ? 1 : k;
+  return k <= 1 ? k + 2 : k;
 }
 
 }  // namespace nvtx_tf

@@ -17,10 +17,11 @@
 // function inside one step (they share the caller's step id): their ranges still each
 // end exactly once, possibly with each other's end time. A slot holds the last kCapacity
 // ids not yet taken: an execution aborted between start and end leaves one behind until
-// later executions push it out.
+// later executions push it out (its range stays open, as it would with the edge).
 #ifndef NVTX_PLUGINS_TF_RANGE_PAIRING_H_
 #define NVTX_PLUGINS_TF_RANGE_PAIRING_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -38,21 +39,29 @@ class PairSlot {
   bool Take(uint64_t key, uint64_t* id);
 
  private:
+  // One execution at a time (the usual case) uses the first entry, with one atomic
+  // read-modify-write on each side; more at once go to the ring, under the mutex.
+  static constexpr uint64_t kFree = 0, kWriting = 1;  // (an execution key is never 0 or 1)
+  std::atomic<uint64_t> first_key_{kFree};
+  uint64_t first_id_ = 0;
+
   static constexpr int kCapacity = 32;
   struct Entry {
-    uint64_t key = 0;  // 0: free
+    uint64_t key = kFree;
     uint64_t id = 0;
   };
   std::mutex mu_;
   Entry ring_[kCapacity];
-  int next_ = 0;  // where the next Put writes (the oldest entry)
+  int next_ = 0;            // where the next Put writes (the oldest entry)
+  uint64_t stale_key_ = 0;  // the first entry's key as the ring's Puts saw it, and for how many
+  int stale_puts_ = 0;
 };
 
 // The slot of the kernel being built from `pair` ("TOKEN@NODE"; empty: none) and its
 // node name; null for an empty `pair`.
 std::shared_ptr<PairSlot> PairSlotFor(const std::string& pair, const std::string& node_name);
 
-// The key of the current execution of the op: step id, frame and iteration; never 0.
+// The key of the current execution of the op: step id, frame and iteration; never 0 or 1.
 uint64_t ExecutionKey(tensorflow::OpKernelContext* ctx);
 
 }  // namespace nvtx_tf
