@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -23,39 +21,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _floor import build_floor, call_time  # noqa: E402
+
 import nvtx_plugins_tf as nvtx_tf  # noqa: E402
-from nvtx_plugins_tf import _native_libs  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-
-
-def build_floor() -> Path:
-    build = _native_libs.build_module()
-    out = Path(tempfile.mkdtemp(prefix="nvtx_floor_")) / "libfloor.so"
-    info = build.tf_build_info()
-    build._run(
-        [
-            "g++",
-            "-shared",
-            "-std=c++17",
-            "-O2",
-            "-fPIC",
-            *info["compile_flags"],
-            "-w",
-            str(HERE / "floor_op.cc"),
-            "-o",
-            str(out),
-            *info["link_flags"],
-        ]
-    )
-    return out
-
-
-def call_time(fn, arg, reps: int) -> float:
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn(arg)
-    return (time.perf_counter() - t0) / reps
 
 
 def chain(pair, n):

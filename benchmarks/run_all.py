@@ -13,7 +13,14 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["bench_recorder_native.py", "bench_exports.py", "bench_ops.py", "bench_keras.py", "bench_models.py"]
+BENCHMARKS = [
+    "bench_recorder_native.py",
+    "bench_exports.py",
+    "bench_ops.py",
+    "bench_tf_op_ranges.py",
+    "bench_keras.py",
+    "bench_models.py",
+]
 
 
 def main() -> int:
