@@ -18,6 +18,7 @@ EXIT_NO_EVENTS = 5  # the recording holds no NVTX event
 EXIT_DAMAGED = 6  # damaged segments/chunks; what was intact was exported
 EXIT_INPUT_NOT_FOUND = 7  # report: path missing or unreadable
 EXIT_RECORDER_UNAVAILABLE = 8  # libnvtx_recorder.so missing and cannot be built
+EXIT_NO_CAPTURE_WINDOW = 9  # record --capture-range: the named range never opened a window
 
 
 class CliError(Exception):
