@@ -9,6 +9,7 @@
 
 #include <atomic>
 
+#include "recorder/gate.h"
 #include "recorder/registry.h"
 #include "recorder/segment_writer.h"
 #include "recorder/string_table.h"
@@ -200,6 +201,63 @@ NVTXREC_INLINE void Record(ThreadState* ts, uint8_t kind, uint16_t domain, const
 
 inline int32_t& DepthSlot(ThreadState* ts, uint16_t domain) { return ts->depth[domain % kDepthSlots]; }
 
+// ---- gated implementations (a capture range or a domain filter is set; gate.h) ----
+
+__attribute__((noinline)) int GatedPush(ThreadState* ts, uint16_t domain, const Event& ev) {
+  int32_t& d = DepthSlot(ts, domain);
+  if (DomainDisabled(domain)) return d++;
+  bool write = Capturing() || TryOpenWindow(domain, ev.msg_kind, ev.msg, ts, d, 0);
+  if (write) Record(ts, kRangePush, domain, ev, NowNs(), false, 0);
+  if (d >= 0 && d < 64) {
+    uint64_t bit = uint64_t(1) << d;
+    uint64_t& w = ts->written[domain % kDepthSlots];
+    w = write ? (w | bit) : (w & ~bit);
+  }
+  return d++;
+}
+
+__attribute__((noinline)) int GatedPop(ThreadState* ts, uint16_t domain) {
+  int32_t& d = DepthSlot(ts, domain);
+  if (!DomainDisabled(domain)) {
+    const int32_t top = d - 1;
+    uint64_t& w = ts->written[domain % kDepthSlots];
+    const bool write = top >= 0 && top < 64 ? (w >> top) & 1 : Capturing();
+    if (top >= 0 && top < 64) w &= ~(uint64_t(1) << top);
+    if (write) Record(ts, kRangePop, domain, Event(), NowNs(), false, 0);
+    if (top >= 0) NotePop(ts, domain, top);
+  }
+  if (d <= 0) return -1;
+  return --d;
+}
+
+__attribute__((noinline)) nvtxRangeId_t GatedStart(ThreadState* ts, uint16_t domain, const Event& ev) {
+  uint64_t id = ts->range_hi | (++ts->range_counter & (kWrittenRangeBit - 1));
+  if (DomainDisabled(domain)) return id;
+  if (!(g_gate.load(std::memory_order_relaxed) & kGateCapture)) {
+    Record(ts, kRangeStart, domain, ev, NowNs(), true, id);
+    return id;
+  }
+  if (Capturing() || TryOpenWindow(domain, ev.msg_kind, ev.msg, ts, 0, id | kWrittenRangeBit)) {
+    id |= kWrittenRangeBit;
+    Record(ts, kRangeStart, domain, ev, NowNs(), true, id);
+  }
+  return id;
+}
+
+__attribute__((noinline)) void GatedEnd(ThreadState* ts, uint16_t domain, nvtxRangeId_t id) {
+  if (DomainDisabled(domain)) return;
+  if (!(g_gate.load(std::memory_order_relaxed) & kGateCapture)) {
+    Record(ts, kRangeEnd, domain, Event(), NowNs(), true, id);
+    return;
+  }
+  // Written: ranges of ours whose start was written (the fallback ids of exiting threads
+  // carry bit 63 and are never written while a capture range is set).
+  if ((id & kWrittenRangeBit) && !(id >> 63)) {
+    Record(ts, kRangeEnd, domain, Event(), NowNs(), true, id);
+    NoteEnd(id);
+  }
+}
+
 // ---- generic implementations ----
 
 int PushImpl(uint16_t domain, const Event& ev) {
@@ -209,6 +267,7 @@ int PushImpl(uint16_t domain, const Event& ev) {
     CountDrop();
     return NVTX_NO_PUSH_POP_TRACKING;
   }
+  if (GateActive()) return GatedPush(ts, domain, ev);
   uint64_t now = NowNs();
   Record(ts, kRangePush, domain, ev, now, false, 0);
   return DepthSlot(ts, domain)++;
@@ -221,6 +280,7 @@ int PopImpl(uint16_t domain) {
     CountDrop();
     return NVTX_NO_PUSH_POP_TRACKING;
   }
+  if (GateActive()) return GatedPop(ts, domain);
   uint64_t now = NowNs();
   Record(ts, kRangePop, domain, Event(), now, false, 0);
   int32_t& d = DepthSlot(ts, domain);
@@ -235,6 +295,7 @@ nvtxRangeId_t StartImpl(uint16_t domain, const Event& ev) {
     CountDrop();
     return FallbackRangeId();
   }
+  if (GateActive()) return GatedStart(ts, domain, ev);
   uint64_t now = NowNs();
   uint64_t id = ts->range_hi | (++ts->range_counter & ((uint64_t(1) << kRangeCounterBits) - 1));
   Record(ts, kRangeStart, domain, ev, now, true, id);
@@ -248,6 +309,7 @@ void EndImpl(uint16_t domain, nvtxRangeId_t id) {
     CountDrop();
     return;
   }
+  if (GateActive()) return GatedEnd(ts, domain, id);
   uint64_t now = NowNs();
   Record(ts, kRangeEnd, domain, Event(), now, true, id);
 }
@@ -259,6 +321,7 @@ void MarkImpl(uint16_t domain, const Event& ev) {
     CountDrop();
     return;
   }
+  if (GateActive() && (DomainDisabled(domain) || !Capturing())) return;
   uint64_t now = NowNs();
   Record(ts, kMark, domain, ev, now, false, 0);
 }
@@ -336,29 +399,41 @@ nvtxResourceHandle_t NVTX_API DomainResourceCreate(nvtxDomainHandle_t, nvtxResou
 void NVTX_API DomainResourceDestroy(nvtxResourceHandle_t) {}
 
 void NVTX_API DomainNameCategoryA(nvtxDomainHandle_t d, uint32_t category, const char* name) {
+  if (DomainId(d) == kDisabledDomain) return;
   NameCategory(DomainId(d), category, name, SafeLen(name));
 }
 void NVTX_API DomainNameCategoryW(nvtxDomainHandle_t d, uint32_t category, const wchar_t* name) {
+  if (DomainId(d) == kDisabledDomain) return;
   std::string s = Utf32ToUtf8String(name, MaxStringBytes());
   NameCategory(DomainId(d), category, s.data(), s.size());
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t d, const char* s) {
+  if (DomainId(d) == kDisabledDomain) return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocStringId()));
   uint32_t id = RegisterString(DomainId(d), s, SafeLen(s));
   return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(id));
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t d, const wchar_t* s) {
+  if (DomainId(d) == kDisabledDomain) return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocStringId()));
   std::string u = Utf32ToUtf8String(s, MaxStringBytes());
   uint32_t id = RegisterString(DomainId(d), u.data(), u.size());
   return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(id));
 }
-nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) { return DomainHandle(CreateDomain(name, SafeLen(name))); }
+// An excluded domain (gate.h): no handle when the default domain is excluded too (a null
+// handle is the default domain, whose events are dropped), else the disabled handle.
+nvtxDomainHandle_t CreateDomainHandle(const char* name, size_t len) {
+  if (GateActive() && DomainNameExcluded(name ? name : "", name ? len : 0)) {
+    return DefaultDomainExcluded() ? nullptr : DomainHandle(kDisabledDomain);
+  }
+  return DomainHandle(CreateDomain(name, len));
+}
+nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) { return CreateDomainHandle(name, SafeLen(name)); }
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
   std::string u = Utf32ToUtf8String(name, MaxStringBytes());
-  return DomainHandle(CreateDomain(u.data(), u.size()));
+  return CreateDomainHandle(u.data(), u.size());
 }
 void NVTX_API DomainDestroy(nvtxDomainHandle_t d) {
   uint16_t id = DomainId(d);
-  if (id) DestroyDomain(id);
+  if (id && id != kDisabledDomain) DestroyDomain(id);
 }
 void NVTX_API Initialize(const void*) {}
 

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "recorder/config.h"
+#include "recorder/gate.h"
 #include "recorder/recorder_internal.h"
 #include "recorder/segment_writer.h"
 #include "recorder/thread_lifetime.h"
@@ -35,3 +36,17 @@ NVTXREC_EXPORT uint64_t nvtx_recorder_dropped_count(void) { return nvtx_recorder
 // Returns the CLOCK_MONOTONIC time of the switch (segments opened afterwards have a
 // larger start_ns), 0 when there is no output directory.
 NVTXREC_EXPORT uint64_t nvtx_recorder_new_segment(void) { return nvtx_recorder::NewSegment(); }
+
+// Sets the capture range (as NVTX_TF_CAPTURE_RANGE: "NAME", "NAME@DOMAIN" or "NAME@*")
+// and its end mode ("stop" (null), "none", "repeat" or "repeat:N"); from then on only
+// events inside its windows are written (see gate.h). A null or empty `range` clears it:
+// everything is written again. 0 on success, -1 with errno EINVAL on a bad value.
+NVTXREC_EXPORT int nvtx_recorder_set_capture_range(const char* range, const char* end) {
+  return nvtx_recorder::SetCaptureRange(range, end);
+}
+
+// Capture windows opened since the capture range was set.
+NVTXREC_EXPORT uint64_t nvtx_recorder_capture_windows(void) { return nvtx_recorder::CaptureWindowsOpened(); }
+
+// 1 while a capture window is open, else 0 (also 0 when no capture range is set).
+NVTXREC_EXPORT int nvtx_recorder_capture_window_open(void) { return nvtx_recorder::CaptureWindowOpen() ? 1 : 0; }

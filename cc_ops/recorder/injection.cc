@@ -6,6 +6,7 @@
 
 #include "recorder/callbacks.h"
 #include "recorder/config.h"
+#include "recorder/gate.h"
 #include "recorder/recorder_internal.h"
 #include "recorder/segment_writer.h"
 
@@ -18,6 +19,7 @@ NVTXREC_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_
   if (!get_export_table) return 0;
   // No usable recording directory: return 0 so NVTX turns this library's calls into no-ops.
   if (!ConfigureFromEnvironment()) return 0;
+  ConfigureGateFromEnvironment();  // capture range and domain filter, before any event
 
   const NvtxExportTableCallbacks* callbacks =
       static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));

@@ -14,6 +14,7 @@
 //   registry.{h,cc}        domains, registered strings, category and thread names
 //   callbacks.{h,cc}       the NVTX entry points, turning calls into records
 //   injection.cc           InitializeInjectionNvtx2 (fills the NVTX callback tables)
+//   gate.{h,cc}            what is written: capture range windows, the domain filter
 //   control.cc             the exported nvtx_recorder_* control API
 #ifndef NVTX_PLUGINS_TF_RECORDER_INTERNAL_H_
 #define NVTX_PLUGINS_TF_RECORDER_INTERNAL_H_

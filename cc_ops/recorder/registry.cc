@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "recorder/gate.h"
 #include "recorder/string_table.h"
 
 namespace nvtx_recorder {
@@ -123,13 +124,25 @@ uint16_t CreateDomain(const char* name, size_t len) {
     WriteDomainCreate(ts, id, d);
     return id;
   }
-  if (r.domains.size() >= 0xFFFF) return 0;
+  if (r.domains.size() >= kDisabledDomain - 1) return 0;  // kDisabledDomain is never a real id
   DomainInfo d{key, AllocStringId(), NowNs(), 0, 1, false};
   r.domains.push_back(d);
   uint16_t id = uint16_t(r.domains.size());
   r.domain_ids.emplace(key, id);
   WriteDomainCreate(ts, id, r.domains.back());
+  GateNoteDomain(id, key.data(), key.size());
   return id;
+}
+
+uint16_t FindDomain(const char* name, size_t len) {
+  std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
+  auto it = R().domain_ids.find(std::string(name, len));
+  return it == R().domain_ids.end() ? 0 : it->second;
+}
+
+void ForEachRegisteredString(const std::function<void(uint16_t, uint32_t, const std::string&)>& fn) {
+  std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
+  for (const RegisteredString& s : R().strings) fn(s.domain, s.id, s.text);
 }
 
 void DestroyDomain(uint16_t domain) {
@@ -154,6 +167,7 @@ uint32_t RegisterString(uint16_t domain, const char* text, size_t len) {
   if (it != r.string_index.end()) return r.strings[it->second].id;
   uint32_t id = AllocStringId();
   if (ts) WriteStringDef(ts, id, domain, key.second.data(), key.second.size());
+  GateNoteRegisteredString(domain, id, key.second.data(), key.second.size());
   if (r.strings.size() < kMaxRegisteredStrings && r.string_bytes + key.second.size() <= kMaxRegisteredBytes) {
     r.string_bytes += key.second.size();
     r.strings.push_back(RegisteredString{domain, id, key.second});

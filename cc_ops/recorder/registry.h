@@ -18,6 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <functional>
+#include <string>
+
 #include "recorder/segment_writer.h"
 
 namespace nvtx_recorder {
@@ -32,6 +35,10 @@ constexpr size_t kMaxNamedThreads = 4096;
 // another library in the process and not destroyed).
 uint16_t CreateDomain(const char* name, size_t len);
 void DestroyDomain(uint16_t domain);
+// Id of the live or destroyed domain named `name`, 0 if none was created.
+uint16_t FindDomain(const char* name, size_t len);
+// Calls fn(domain, id, text) for every remembered registered string (takes the mutex).
+void ForEachRegisteredString(const std::function<void(uint16_t, uint32_t, const std::string&)>& fn);
 
 // Id of a registered string (same (domain, text) -> same id); 0 on failure.
 uint32_t RegisterString(uint16_t domain, const char* text, size_t len);

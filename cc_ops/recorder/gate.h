@@ -1,0 +1,84 @@
+// What gets written: the capture range (only events inside windows opened and closed by
+// a named NVTX range, as `nsys profile --capture-range=nvtx --nvtx-capture=NAME[@DOMAIN]
+// --capture-range-end=...`) and the domain filter (nsys's --nvtx-domain-include/-exclude).
+//
+// Neither set (the default): g_gate is 0 and the hot path pays one relaxed load and a
+// not-taken branch. Otherwise every event goes through the gated paths in callbacks.cc.
+//
+// Semantics (checked against Nsight Systems 2022.4, tests/test_capture_range.py):
+// * a window opens on a push/pop or start/end range (never a mark) whose message equals
+//   NAME exactly (ASCII or registered string; nsys by default only looks at registered
+//   strings unless NSYS_NVTX_PROFILER_REGISTER_ONLY=0) in the named domain: NAME alone is
+//   the default domain, NAME@* any domain;
+// * the opening range is inside its window; the window closes when that range closes
+//   (a same-named range nested inside does not close it);
+// * only ranges that start inside a window are written, with every thread's events; a
+//   range opened before the window and closed inside is dropped (start and end), one
+//   opened inside keeps its real end even after the window closed (nsys cuts it at the
+//   window's end); marks are written inside windows only;
+// * definitions (domains, registered strings, categories, thread names) are always
+//   written, so events inside a window resolve;
+// * end mode: stop (one window), repeat[:N] (up to N windows, 0: no limit), none (the
+//   window never closes).
+// * Domain filter: an excluded domain gets a null handle from nvtxDomainCreate when the
+//   default domain is excluded too (a null handle is the default domain), else a handle
+//   whose events are dropped; callers that check the handle skip their work.
+#ifndef NVTX_PLUGINS_TF_RECORDER_GATE_H_
+#define NVTX_PLUGINS_TF_RECORDER_GATE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+
+#include "recorder/recorder_internal.h"
+
+namespace nvtx_recorder {
+
+constexpr uint32_t kGateCapture = 1;
+constexpr uint32_t kGateDomains = 2;
+extern std::atomic<uint32_t> g_gate;
+
+// Domain id of the handle handed out for excluded domains (never a real domain's id).
+constexpr uint16_t kDisabledDomain = 0xFFFF;
+// Bit of a start/end range id: the start was written (only while a capture range is set).
+constexpr uint64_t kWrittenRangeBit = uint64_t(1) << 39;
+
+inline bool GateActive() { return NVTXREC_UNLIKELY(g_gate.load(std::memory_order_relaxed) != 0); }
+
+// Reads NVTX_TF_CAPTURE_RANGE, NVTX_TF_CAPTURE_RANGE_END, NVTX_TF_DOMAIN_INCLUDE and
+// NVTX_TF_DOMAIN_EXCLUDE once.
+void ConfigureGateFromEnvironment();
+
+// Control API: sets (spec non-empty) or clears (null/empty) the capture range; end as for
+// NVTX_TF_CAPTURE_RANGE_END (null: stop). 0, or -1 with errno EINVAL on a bad value.
+int SetCaptureRange(const char* spec, const char* end);
+// Windows opened since the capture range was set; whether one is open now.
+uint64_t CaptureWindowsOpened();
+bool CaptureWindowOpen();
+
+// Domain filter: whether a domain named `name` is excluded; whether the default domain is.
+bool DomainNameExcluded(const char* name, size_t len);
+bool DefaultDomainExcluded();
+inline bool DomainDisabled(uint16_t domain) {
+  return domain == kDisabledDomain || (domain == 0 && DefaultDomainExcluded());
+}
+
+// Hooks from the registry (under the recorder mutex).
+void GateNoteDomain(uint16_t id, const char* name, size_t len);
+void GateNoteRegisteredString(uint16_t domain, uint32_t id, const char* text, size_t len);
+
+// ---- capture decisions (callbacks.cc) ----
+// A push/start that is not inside a window: does it open one? (message as in Event)
+bool TryOpenWindow(uint16_t domain, int msg_kind, const void* msg, void* opener, int32_t depth, uint64_t range_id);
+// After a pop at `depth` / an end of `range_id` was handled: closes the window it ends.
+void NotePop(void* thread, uint16_t domain, int32_t depth);
+void NoteEnd(uint64_t range_id);
+
+// Whether an event now is written: no capture range set, or inside a window.
+extern std::atomic<int> g_capturing;
+inline bool Capturing() { return g_capturing.load(std::memory_order_acquire) != 0; }
+
+}  // namespace nvtx_recorder
+
+#endif  // NVTX_PLUGINS_TF_RECORDER_GATE_H_
