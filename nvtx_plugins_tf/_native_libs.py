@@ -32,6 +32,13 @@ OPS_BUILD_COMMAND = f"{BUILD_COMMAND} tf_ops"
 #: recorder reads for its recording folder.
 INJECTION_ENV = "NVTX_INJECTION64_PATH"
 RECORD_DIR_ENV = "NVTX_TF_RECORD_DIR"
+#: What the recorder writes (cc_ops/recorder/gate.h): a capture range ``NAME[@DOMAIN]``
+#: (``record --capture-range``), its end mode ``stop|none|repeat[:N]``, and the domain
+#: filter (nsys's comma list syntax; one of the two).
+CAPTURE_RANGE_ENV = "NVTX_TF_CAPTURE_RANGE"
+CAPTURE_RANGE_END_ENV = "NVTX_TF_CAPTURE_RANGE_END"
+DOMAIN_INCLUDE_ENV = "NVTX_TF_DOMAIN_INCLUDE"
+DOMAIN_EXCLUDE_ENV = "NVTX_TF_DOMAIN_EXCLUDE"
 
 #: Build target (``cc_ops/<target>``) -> file name of its library.
 LIBRARY_NAMES = {

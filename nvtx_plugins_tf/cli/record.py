@@ -8,10 +8,18 @@ import os
 import sys
 from pathlib import Path
 
-from .._native_libs import INJECTION_ENV, RECORD_DIR_ENV
+from .._native_libs import (
+    CAPTURE_RANGE_END_ENV,
+    CAPTURE_RANGE_ENV,
+    DOMAIN_EXCLUDE_ENV,
+    DOMAIN_INCLUDE_ENV,
+    INJECTION_ENV,
+    RECORD_DIR_ENV,
+)
 from ._child import _resolve_command, _run_forwarding_signals
 from ._common import (
     EXIT_DAMAGED,
+    EXIT_NO_CAPTURE_WINDOW,
     EXIT_NO_EVENTS,
     EXIT_OUTPUT_NOT_WRITABLE,
     EXIT_RECORDER_UNAVAILABLE,
@@ -57,6 +65,34 @@ def _png_window(value: str) -> str:
     raise argparse.ArgumentTypeError(f"{value!r}: expected A:B (steps, 0-based) or 'all'")
 
 
+def capture_range(value: str) -> str:
+    """argparse type of --capture-range: ``NAME``, ``NAME@DOMAIN`` or ``NAME@*`` (as nsys's
+    --nvtx-capture; the domain is after the last ``@``)."""
+    name, at, domain = value.rpartition("@") if "@" in value else (value, "", "")
+    if not name or (at and not domain):
+        raise argparse.ArgumentTypeError(f"{value!r}: expected NAME, NAME@DOMAIN or NAME@* (NAME not empty)")
+    return value
+
+
+def capture_range_end(value: str) -> str:
+    """argparse type of --capture-range-end: stop, none, repeat or repeat:N (N >= 1)."""
+    import re
+
+    if value in ("stop", "none", "repeat") or re.fullmatch(r"repeat:[1-9]\d*", value):
+        return value
+    if value in ("stop-shutdown",) or value.startswith("repeat-shutdown"):
+        raise argparse.ArgumentTypeError(f"{value!r}: record never ends the command; use stop or repeat:N")
+    raise argparse.ArgumentTypeError(f"{value!r}: expected stop, none, repeat or repeat:N (N >= 1)")
+
+
+def domain_list(value: str) -> str:
+    """argparse type of --nvtx-domain-include/-exclude: a comma list (nsys syntax: ``default``
+    is the default domain, ``\\`` escapes a comma or a domain literally named default)."""
+    if not value.replace("\\,", "x").strip(", "):
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a comma-separated list of NVTX domains")
+    return value
+
+
 KERAS_LAYERS_ENV = "NVTX_TF_KERAS_LAYERS"
 TF_OP_RANGES_ENV = "NVTX_TF_OP_RANGES"
 
@@ -91,6 +127,10 @@ def cmd_record(args) -> int:
     if not command:
         raise CliError("record: no command given (usage: record -o PREFIX -- COMMAND [ARGS...])", EXIT_USAGE)
     prefix = _output_prefix(args.output)
+    if args.nvtx_domain_include is not None and args.nvtx_domain_exclude is not None:
+        raise CliError("--nvtx-domain-include and --nvtx-domain-exclude cannot be used together", EXIT_USAGE)
+    if args.capture_range_end is not None and args.capture_range is None:
+        raise CliError("--capture-range-end needs --capture-range NAME[@DOMAIN]", EXIT_USAGE)
     # Everything that can fail is checked before anything is created or removed.
     _resolve_command(command)
     try:
@@ -112,6 +152,15 @@ def cmd_record(args) -> int:
     env = dict(os.environ)
     env[INJECTION_ENV] = str(library)
     env[RECORD_DIR_ENV] = str(raw_dir.resolve())
+    for name in (CAPTURE_RANGE_ENV, CAPTURE_RANGE_END_ENV, DOMAIN_INCLUDE_ENV, DOMAIN_EXCLUDE_ENV):
+        env.pop(name, None)  # only this command line decides what is written
+    if args.capture_range is not None:
+        env[CAPTURE_RANGE_ENV] = args.capture_range
+        env[CAPTURE_RANGE_END_ENV] = args.capture_range_end or "stop"
+    if args.nvtx_domain_include is not None:
+        env[DOMAIN_INCLUDE_ENV] = args.nvtx_domain_include
+    if args.nvtx_domain_exclude is not None:
+        env[DOMAIN_EXCLUDE_ENV] = args.nvtx_domain_exclude
     if args.keras_layers or args.tf_ops:
         site = str(Path(__file__).resolve().parent.parent / "_site")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH", "")) if p)
@@ -123,12 +172,20 @@ def cmd_record(args) -> int:
     status = _run_forwarding_signals(command, env, on_started=lambda: _remove_segments(raw_dir, old_segments))
     code = 128 - status if status < 0 else status
     events, damage = write_exports(raw_dir, prefix, args.png or args.png_window is not None, args.png_window or "1:")
+    if events == 0 and not damage.damaged and args.capture_range is not None:
+        # (the range that opens a window is written: no event means no window)
+        message = f"--capture-range {args.capture_range}: no such range opened a capture window, nothing recorded"
+        if code != 0:
+            warn(message)
+            return code
+        raise CliError(message, EXIT_NO_CAPTURE_WINDOW)
     if events == 0 and not damage.damaged:  # (all events dropped, e.g. a full disk, is damage)
         if code != 0:
             warn(f"no NVTX events recorded; {command[0]} exited with status {code}")
             return code
         raise CliError(
             f"no NVTX events recorded in {raw_dir} (does the command make NVTX calls? was {INJECTION_ENV} overridden?)",
+            EXIT_NO_CAPTURE_WINDOW,
             EXIT_NO_EVENTS,
         )
     if damage.damaged:
@@ -168,6 +225,34 @@ def register(subparsers) -> None:
         "--tf-ops",
         action="store_true",
         help="switch on TensorFlow's own per-op NVTX ranges (domain TSL) in the command's Pythons",
+    )
+    p.add_argument(
+        "--capture-range",
+        metavar="NAME[@DOMAIN]",
+        type=capture_range,
+        help="write only the events inside the windows this NVTX range opens and closes (push/pop or "
+        "start/end, message equal to NAME; NAME alone: default domain, NAME@*: any domain), as nsys's "
+        "--capture-range=nvtx --nvtx-capture=NAME[@DOMAIN]",
+    )
+    p.add_argument(
+        "--capture-range-end",
+        metavar="stop|none|repeat[:N]",
+        type=capture_range_end,
+        help="after the window closes: stop (default, one window), repeat (every window of the range), "
+        "repeat:N (the first N), none (the window stays open); as nsys's --capture-range-end",
+    )
+    p.add_argument(
+        "--nvtx-domain-include",
+        metavar="DOMAINS",
+        type=domain_list,
+        help="record only these NVTX domains (comma list, 'default' is the default domain; as nsys's)",
+    )
+    p.add_argument(
+        "--nvtx-domain-exclude",
+        metavar="DOMAINS",
+        type=domain_list,
+        help="record every NVTX domain but these (comma list, 'default' is the default domain; as nsys's); "
+        "NVTX gets a disabled domain handle for them",
     )
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
     p.set_defaults(func=cmd_record)
