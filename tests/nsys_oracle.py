@@ -105,13 +105,15 @@ def _check(proc: subprocess.CompletedProcess, what: str) -> None:
         raise AssertionError(f"{what} failed with exit status {proc.returncode}:\n{tail}")
 
 
-def run_nsys(nsys: Path, command: list[str], prefix: Path, timeout: float = 300, env: dict | None = None) -> Run:
-    """``nsys profile -t nvtx -s none --cpuctxsw=none -o PREFIX COMMAND``, then (if nsys
+def run_nsys(
+    nsys: Path, command: list[str], prefix: Path, timeout: float = 300, env: dict | None = None, args: tuple = ()
+) -> Run:
+    """``nsys profile -t nvtx -s none --cpuctxsw=none [ARGS] -o PREFIX COMMAND``, then (if nsys
     left only ``PREFIX.qdstrm``) ``QdstrmImporter -i PREFIX.qdstrm``, then
     ``nsys export --type sqlite``. Returns ``PREFIX.sqlite`` and the command's stdout."""
     t0 = time.monotonic()
     proc = subprocess.run(
-        [str(nsys), *NSYS_PROFILE_ARGS, "-o", str(prefix), *map(str, command)],
+        [str(nsys), *NSYS_PROFILE_ARGS, *args, "-o", str(prefix), *map(str, command)],
         env=env or clean_env(),
         capture_output=True,
         text=True,
