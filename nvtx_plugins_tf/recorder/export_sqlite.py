@@ -65,7 +65,6 @@ on its main thread, resp. the named thread), nsys's small per-session ``rangeId`
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 import platform
@@ -85,7 +84,7 @@ from ._decoder import (
     KIND_MARK,
     KIND_START_END,
 )
-from ._output import atomic_output
+from .exports import OutputFile, Sink, feed
 from .reader import DamageReport, RecordingReader, reading
 from .recording import (
     EVENT_CATEGORY,
@@ -106,6 +105,7 @@ from .recording import (
 
 __all__ = [
     "export_sqlite",
+    "SqliteSink",
     "global_tid",
     "global_pid",
     "EVENT_MARK",
@@ -295,36 +295,64 @@ def _metadata(reader: RecordingReader, output: Path, damage: DamageReport, secon
 
 def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -> DamageReport:
     """Write ``recording`` to the SQLite file ``output`` (replaced if it exists)."""
-    t0 = time.monotonic()
-    output = Path(output)
-    with (
-        reading(recording, reader) as reader,
-        atomic_output(output) as tmp,
-        contextlib.closing(sqlite3.connect(str(tmp), isolation_level=None)) as con,
-    ):
-        con.execute("PRAGMA journal_mode=OFF")
-        con.execute("PRAGMA synchronous=OFF")
-        con.execute("PRAGMA cache_size=-65536")
-        con.execute("PRAGMA temp.cache_size=-65536")
-        for _, ddl in _nsys_schema.TABLES:
-            con.execute(ddl)
-        con.execute("BEGIN")
-        for name, rows in _nsys_schema.ENUMS.items():
-            con.executemany(f'INSERT INTO "{name}" (id, name, label) VALUES (?, ?, ?)', rows)
-        # Events go to a staging table first, then into NVTX_EVENTS in start order.
-        con.execute("CREATE TEMP TABLE stage AS SELECT * FROM main.NVTX_EVENTS WHERE 0")
+    with reading(recording, reader) as reader, SqliteSink(reader, output) as sink:
+        feed(reader, [sink])
+        return sink.finish()
+
+
+class SqliteSink(Sink):
+    """:func:`export_sqlite` batch by batch (see :mod:`.exports`): the events go to a
+    staging table, sorted into ``NVTX_EVENTS`` by ``finish()``, which returns the
+    :class:`DamageReport`."""
+
+    def __init__(self, reader: RecordingReader, output):
+        self._t0 = time.monotonic()
+        self.reader = reader
+        self.output = Path(output)
+        self._file = OutputFile(self.output)
+        try:
+            self._con = con = sqlite3.connect(str(self._file.tmp), isolation_level=None)
+        except BaseException:
+            self._file.discard()
+            raise
+        try:
+            con.execute("PRAGMA journal_mode=OFF")
+            con.execute("PRAGMA synchronous=OFF")
+            con.execute("PRAGMA cache_size=-65536")
+            con.execute("PRAGMA temp.cache_size=-65536")
+            for _, ddl in _nsys_schema.TABLES:
+                con.execute(ddl)
+            con.execute("BEGIN")
+            for name, rows in _nsys_schema.ENUMS.items():
+                con.executemany(f'INSERT INTO "{name}" (id, name, label) VALUES (?, ?, ?)', rows)
+            # Events go to a staging table first, then into NVTX_EVENTS in start order.
+            con.execute("CREATE TEMP TABLE stage AS SELECT * FROM main.NVTX_EVENTS WHERE 0")
+        except BaseException:
+            self._abort()
+            raise
+        self._text_table = np.empty(0, dtype=object)
+        self._domain_local = np.zeros(1, dtype=np.int64)
+
+    def add(self, rows) -> None:
+        reader, con = self.reader, self._con
+        strings = reader.strings()
+        if len(self._text_table) < len(strings):
+            self._text_table = np.array(strings, dtype=object)
+        domains = reader.domain_table()
+        if len(self._domain_local) < len(domains):
+            self._domain_local = np.array([d.local_id for d in domains], dtype=np.int64)
+        for sql, params in _statements(rows, self._text_table, self._domain_local, reader.origin_ns, "temp.stage"):
+            con.executemany(sql, params)
+
+    def _abort(self) -> None:
+        try:
+            self._con.close()
+        finally:
+            self._file.discard()
+
+    def _finish(self) -> DamageReport:
+        reader, con, output = self.reader, self._con, self.output
         origin = reader.origin_ns
-        text_table = np.empty(0, dtype=object)
-        domain_local = np.zeros(1, dtype=np.int64)
-        for rows in reader.batches():
-            strings = reader.strings()
-            if len(text_table) < len(strings):
-                text_table = np.array(strings, dtype=object)
-            domains = reader.domain_table()
-            if len(domain_local) < len(domains):
-                domain_local = np.array([d.local_id for d in domains], dtype=np.int64)
-            for sql, params in _statements(rows, text_table, domain_local, origin, "temp.stage"):
-                con.executemany(sql, params)
         # Definitions: domains, categories, thread names (times: see the module doc).
         strings = reader.strings()
         domain_names = reader.domain_names()
@@ -388,7 +416,9 @@ def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -
         damage = reader.damage()
         con.executemany(
             "INSERT INTO EXPORT_META_DATA (name, value) VALUES (?, ?)",
-            _metadata(reader, output, damage, time.monotonic() - t0, origin),
+            _metadata(reader, output, damage, time.monotonic() - self._t0, origin),
         )
         con.execute("COMMIT")
-    return damage
+        con.close()
+        self._file.commit()
+        return damage

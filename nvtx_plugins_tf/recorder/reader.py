@@ -157,6 +157,21 @@ class RecordingReader:
                 break
             yield rows
 
+    def events_read(self) -> int:
+        """Events decoded so far by :meth:`batches` (its progress)."""
+        return self._decoder.stats()["events"]
+
+    def estimated_events(self) -> int:
+        """The events of the segments, estimated before reading from their sizes (16 bytes
+        an event; headers, definitions and unused chunk space count as events)."""
+        total = 0
+        for seg in self.segments:
+            try:
+                total += seg.stat().st_size
+            except OSError:
+                pass
+        return total // 16
+
     def _note_damage(self, seg, before: dict, after: dict) -> None:
         d = {k: after[k] - before[k] for k in after}
         what = []

@@ -267,24 +267,45 @@ def is_sqlite(path) -> bool:
 
 
 def _from_recording(path, by_process: bool, reader=None, group: bool = True) -> Summary:
+    from .exports import feed
     from .reader import reading
 
     with reading(path, reader) as reader:
-        durs, msgs, doms, kinds, pids = [], [], [], [], []
-        open_rows = []
-        for rows in reader.batches():
-            is_range = (rows["kind"] == KIND_PUSH_POP) | (rows["kind"] == KIND_START_END)
-            unclosed = (rows["flags"] & FLAG_UNCLOSED) != 0
-            if (is_range & unclosed).any():
-                open_rows.append(rows[is_range & unclosed][["message", "domain", "kind", "pid"]])
-            keep = is_range & ~unclosed
-            r = rows[keep]
-            durs.append(r["end_ns"] - r["start_ns"])
-            msgs.append(r["message"].astype(np.int64))
-            doms.append(r["domain"].astype(np.int64))
-            kinds.append((r["kind"] == KIND_START_END).astype(np.int64))
-            if by_process:
-                pids.append(r["pid"])
+        sink = RecordingSummary(reader, by_process=by_process, group=group)
+        feed(reader, [sink])
+        return sink.finish()
+
+
+class RecordingSummary:
+    """:func:`summarize` of a recording batch by batch (a sink of :mod:`.exports`):
+    ``add(rows)`` per batch, ``finish()`` -> :class:`Summary` once the reader is read."""
+
+    def __init__(self, reader, *, by_process: bool = False, group: bool = True):
+        self.reader, self.by_process, self.group = reader, by_process, group
+        self._lists = ([], [], [], [], [], [])  # durations, messages, domains, kinds, pids, open rows
+
+    def add(self, rows) -> None:
+        by_process = self.by_process
+        durs, msgs, doms, kinds, pids, open_rows = self._lists
+        is_range = (rows["kind"] == KIND_PUSH_POP) | (rows["kind"] == KIND_START_END)
+        unclosed = (rows["flags"] & FLAG_UNCLOSED) != 0
+        if (is_range & unclosed).any():
+            open_rows.append(rows[is_range & unclosed][["message", "domain", "kind", "pid"]])
+        keep = is_range & ~unclosed
+        r = rows[keep]
+        durs.append(r["end_ns"] - r["start_ns"])
+        msgs.append(r["message"].astype(np.int64))
+        doms.append(r["domain"].astype(np.int64))
+        kinds.append((r["kind"] == KIND_START_END).astype(np.int64))
+        if by_process:
+            pids.append(r["pid"])
+
+    def abort(self) -> None:
+        pass
+
+    def finish(self) -> Summary:
+        reader, by_process, group = self.reader, self.by_process, self.group
+        durs, msgs, doms, kinds, pids, open_rows = self._lists
         strings = reader.strings()
         domain_names = reader.domain_names()
         open_groups = Counter()

@@ -29,9 +29,10 @@ import numpy as np
 
 from ._decoder import FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP
 from ._output import atomic_output
+from .exports import Sink, feed
 from .reader import reading
 
-__all__ = ["render_timeline", "layout", "Layout", "Box", "MatplotlibMissing", "FAMILIES"]
+__all__ = ["render_timeline", "TimelineSink", "layout", "Layout", "Box", "MatplotlibMissing", "FAMILIES"]
 
 #: Domain name -> matplotlib colormap of its family.
 FAMILIES = {"Forward": "Blues", "Backward": "Oranges", "Gradient": "Oranges", "Keras": "Greens", "TSL": "Greys"}
@@ -195,31 +196,55 @@ def render_timeline(recording, output, *, max_ranges: int = 20000, window: str =
     Raises :class:`MatplotlibMissing` before reading anything when matplotlib is not
     installed. The file is written through a private temporary file and replaced atomically.
     """
+    with reading(recording, reader) as reader:
+        sink = TimelineSink(reader, output, max_ranges=max_ranges, window=window)
+        feed(reader, [sink])
+        return sink.finish()
+
+
+class TimelineSink(Sink):
+    """:func:`render_timeline` batch by batch (see :mod:`.exports`): keeps the ``max_ranges``
+    longest ranges; ``finish()`` lays them out, draws the PNG and returns its path. Raises
+    :class:`MatplotlibMissing` when made without matplotlib."""
+
+    def __init__(self, reader, output, *, max_ranges: int = 20000, window: str = "1:"):
+        _pyplot()
+        from ._decoder import ROW_DTYPE
+
+        self.reader = reader
+        self.output = Path(output)
+        self.max_ranges = max_ranges
+        self.window = window
+        self._kept = np.empty(0, dtype=ROW_DTYPE)
+        self._last_ns = 0
+
+    def add(self, rows) -> None:
+        max_ranges = self.max_ranges
+        self._last_ns = max(self._last_ns, int(rows["start_ns"].max()), int(rows["end_ns"].max()))
+        kept = np.concatenate([self._kept, rows])
+        if len(kept) > 2 * max_ranges:  # streaming top-k by duration: memory stays bounded
+            dur = np.where(kept["flags"] & FLAG_UNCLOSED, np.iinfo(np.int64).max, kept["end_ns"] - kept["start_ns"])
+            kept = kept[np.argpartition(-dur, max_ranges)[:max_ranges]]
+        self._kept = kept
+
+    def _finish(self) -> Path:
+        reader, kept = self.reader, self._kept
+        thread_names, processes = reader.thread_names, dict(reader.processes)
+        lane_names = {
+            (p, t): f"{processes[p].name if p in processes else 'pid'} {p} / {thread_names.get((p, t), 'thread')} ({t})"
+            for p, t in set(zip(kept["pid"].tolist(), kept["tid"].tolist()))
+        }
+        strings, domain_names = reader.strings(), reader.domain_names()
+        plan = layout(kept, strings, domain_names, lane_names, reader.origin_ns, self._last_ns, self.window)
+        return _draw(plan, self.output, self.window)
+
+
+def _draw(plan: Layout, output, window: str) -> Path:
+    """Draw ``plan`` into the PNG ``output``."""
     plt = _pyplot()
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
-    from ._decoder import ROW_DTYPE
-
-    kept = np.empty(0, dtype=ROW_DTYPE)
-    last_ns = 0
-    with reading(recording, reader) as reader:
-        for rows in reader.batches():
-            last_ns = max(last_ns, int(rows["start_ns"].max()), int(rows["end_ns"].max()))
-            kept = np.concatenate([kept, rows])
-            if len(kept) > 2 * max_ranges:  # streaming top-k by duration: memory stays bounded
-                dur = np.where(kept["flags"] & FLAG_UNCLOSED, np.iinfo(np.int64).max, kept["end_ns"] - kept["start_ns"])
-                kept = kept[np.argpartition(-dur, max_ranges)[:max_ranges]]
-        strings = reader.strings()
-        domain_names = reader.domain_names()
-        thread_names = reader.thread_names
-        processes = dict(reader.processes)
-        origin = reader.origin_ns
-    lane_names = {
-        (p, t): f"{processes[p].name if p in processes else 'pid'} {p} / {thread_names.get((p, t), 'thread')} ({t})"
-        for p, t in set(zip(kept["pid"].tolist(), kept["tid"].tolist()))
-    }
-    plan = layout(kept, strings, domain_names, lane_names, origin, last_ns, window)
     base, lane_top = [], 0.0
     for n in plan.rows_per_lane:
         base.append(lane_top)
