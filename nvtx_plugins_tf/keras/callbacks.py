@@ -66,6 +66,15 @@ class NVTXCallback(keras.callbacks.Callback):
       batch_ranges: ``False`` to record no batch range.
       colors: overrides of :data:`DEFAULT_COLORS` (keys ``train``, ``test``,
         ``predict``, ``epoch``, ``batch``; ARGB ints or color names).
+      profile_batches: ``(first, last)``: a start/end range named ``profile_message``
+        (default ``"profile"``) in the callback's domain around training steps ``first`` to
+        ``last`` (inclusive, counted from 0 across epochs, as TensorBoard's
+        ``profile_batch``), once; it opens around the first batch range and closes after the
+        last. ``python -m nvtx_plugins_tf record --capture-range profile@Keras`` (or
+        ``nsys profile --capture-range=nvtx --nvtx-capture=profile@Keras``; ``profile``
+        alone with ``domain_name=None``) then records only those steps. The text is a
+        registered string, which nsys's default capture-range matching requires.
+      profile_message: the name of that range.
     """
 
     def __init__(
@@ -79,8 +88,23 @@ class NVTXCallback(keras.callbacks.Callback):
         batch_message: str = "batch {batch}",
         batch_ranges: bool = True,
         colors: dict | None = None,
+        profile_batches: tuple[int, int] | None = None,
+        profile_message: str = "profile",
     ):
         super().__init__()
+        if profile_batches is not None:
+            try:
+                first, last = (int(b) for b in profile_batches)
+                ok = len(tuple(profile_batches)) == 2 and 0 <= first <= last
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ValueError(
+                    f"profile_batches must be a pair (first, last) with 0 <= first <= last, got {profile_batches!r}"
+                )
+            profile_batches = (first, last)
+        if not isinstance(profile_message, str) or not profile_message:
+            raise TypeError(f"profile_message must be a non-empty str, got {profile_message!r}")
         for argument, value in (
             ("train_message", train_message),
             ("test_message", test_message),
@@ -105,6 +129,11 @@ class NVTXCallback(keras.callbacks.Callback):
         self._domain = _host_ranges.domain(domain_name)  # one per name; inactive when no tool
         self._active = self._domain.active
         self._batches = self._active and self.batch_ranges  # checked once per batch
+        self.profile_batches = profile_batches
+        self.profile_message = profile_message
+        # (first, last) until the profile range closed; None when there is none to open
+        self._profile = profile_batches if self._active else None
+        self._step = 0  # training steps begun, across epochs
         self._open: dict[str, int] = {}
         self._categories = {}
         if self._active:
@@ -133,7 +162,13 @@ class NVTXCallback(keras.callbacks.Callback):
             self._end(mode + "/batch")
             if mode == "train":
                 self._end("train/epoch")
+                self._end_profile()
             self._end(mode)
+
+    def _end_profile(self) -> None:
+        if "profile" in self._open:
+            self._end("profile")
+            self._profile = None
 
     def _begin_batch(self, mode: str, batch: int) -> None:
         """Start the batch range of ``mode`` (the hot path: one call per batch)."""
@@ -186,12 +221,17 @@ class NVTXCallback(keras.callbacks.Callback):
             self._end("train/epoch")
 
     def on_train_batch_begin(self, batch, logs=None):
+        if self._profile is not None and self._step == self._profile[0] and "profile" not in self._open:
+            self._start("profile", self.profile_message, "train")
+        self._step += 1
         if self._batches:
             self._begin_batch("train", batch)
 
     def on_train_batch_end(self, batch, logs=None):
         if self._active:
             self._end_batch("train")
+            if self._profile is not None and self._step > self._profile[1]:
+                self._end_profile()
 
     def on_test_batch_begin(self, batch, logs=None):
         if self._batches:

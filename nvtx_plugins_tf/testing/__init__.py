@@ -67,6 +67,11 @@ def _bind(lib):
     lib.nvtx_recorder_event_count.argtypes = []
     lib.nvtx_recorder_new_segment.restype = ctypes.c_uint64
     lib.nvtx_recorder_new_segment.argtypes = []
+    if hasattr(lib, "nvtx_recorder_set_capture_range"):  # (an older library has no capture range)
+        lib.nvtx_recorder_set_capture_range.restype = ctypes.c_int
+        lib.nvtx_recorder_set_capture_range.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        lib.nvtx_recorder_capture_windows.restype = ctypes.c_uint64
+        lib.nvtx_recorder_capture_windows.argtypes = []
     return lib
 
 
@@ -147,7 +152,7 @@ class Capture:
     ``nvtx_capture`` fixture usable inside the test body.
     """
 
-    def __init__(self, directory: str, keep: bool = False):
+    def __init__(self, directory: str, keep: bool = False, capture_range=None, capture_range_end: str = "stop"):
         #: the recording folder the window was read from (with ``keep=True``: a folder
         #: holding a copy of the window's segment files)
         self.directory = directory
@@ -158,6 +163,12 @@ class Capture:
         self.recording: Recording | None = None
         self.done = False
         self._previous = ""
+        #: ``NAME[@DOMAIN]``: only the events inside the windows this range opened (as
+        #: ``record --capture-range``); None: everything the block emitted
+        self.capture_range = capture_range
+        self.capture_range_end = capture_range_end
+        #: capture windows the range opened during the block (with ``capture_range``)
+        self.windows = 0
 
     # Results ------------------------------------------------------------------------
     def _recording(self) -> Recording:
@@ -224,9 +235,18 @@ class Capture:
                 _after_dirs.append(scratch)
             self._previous = (lib.nvtx_recorder_output_dir() or b"").decode()
         self.directory = self._previous
+        if self.capture_range is not None and not hasattr(lib, "nvtx_recorder_set_capture_range"):
+            raise RecorderNotAttached("capture_range: the attached recorder library has no capture range; rebuild it")
         begin = lib.nvtx_recorder_new_segment()
         if not begin:
             raise OSError(f"the NVTX recorder could not start a new segment in {self.directory!r}")
+        if self.capture_range is not None:
+            end = self.capture_range_end.encode()
+            if lib.nvtx_recorder_set_capture_range(self.capture_range.encode(), end) != 0:
+                raise ValueError(
+                    f"capture_range={self.capture_range!r}, capture_range_end={self.capture_range_end!r}: expected "
+                    "NAME, NAME@DOMAIN or NAME@* and stop, none, repeat or repeat:N"
+                )
         self._window = (begin, 0)
 
     def _window_segments(self) -> list[str]:
@@ -251,6 +271,9 @@ class Capture:
             return self
         self.done = True
         lib = recorder_library()
+        if self.capture_range is not None:
+            self.windows = int(lib.nvtx_recorder_capture_windows())
+            lib.nvtx_recorder_set_capture_range(None, None)  # everything is written again
         end = lib.nvtx_recorder_new_segment()
         self._window = (self._window[0], end or (1 << 64) - 1)
         self.segments = self._window_segments()
@@ -288,13 +311,19 @@ def _read_header(path: str):
 
 
 class _CaptureContext:
-    def __init__(self, keep: bool):
+    def __init__(self, keep: bool, capture_range=None, capture_range_end: str = "stop"):
+        if capture_range is not None and (not isinstance(capture_range, str) or not capture_range):
+            raise TypeError(f"capture_range must be a non-empty str (NAME[@DOMAIN]), got {capture_range!r}")
+        if not isinstance(capture_range_end, str):
+            raise TypeError(f"capture_range_end must be a str, got {capture_range_end!r}")
         self.keep = keep
+        self.capture_range = capture_range
+        self.capture_range_end = capture_range_end
         self.capture: Capture | None = None
 
     def __enter__(self) -> Capture:
         recorder_library()
-        self.capture = Capture("", self.keep)
+        self.capture = Capture("", self.keep, self.capture_range, self.capture_range_end)
         self.capture._start()
         return self.capture
 
@@ -303,10 +332,16 @@ class _CaptureContext:
         return False
 
 
-def capture(keep: bool = False) -> _CaptureContext:
+def capture(keep: bool = False, capture_range: str | None = None, capture_range_end: str = "stop") -> _CaptureContext:
     """Context manager yielding a :class:`Capture`; ``keep=True`` keeps a copy of the raw
     segment files of the window in ``Capture.directory``.
 
+    ``capture_range="NAME[@DOMAIN]"`` (and ``capture_range_end``: ``stop``, ``none``,
+    ``repeat``, ``repeat:N``) keeps only the events inside the windows that range opens
+    and closes during the block, decided in the recorder as ``record --capture-range``
+    does (nsys's ``--capture-range=nvtx``); ``Capture.windows`` counts them. It replaces
+    the process' own capture range for the block and clears it afterwards.
+
     Raises :class:`RecorderNotAttached` (a RuntimeError) when the recorder is not attached.
     """
-    return _CaptureContext(keep)
+    return _CaptureContext(keep, capture_range, capture_range_end)
