@@ -163,3 +163,5 @@ def feed(reader, sinks: Iterable[Sink], progress: Progress | None = None) -> Non
             sink.add(rows)
         if progress is not None:
             progress.update(reader.events_read())
+    if progress is not None:  # the total is known now
+        progress.total = progress.done = reader.events_read()

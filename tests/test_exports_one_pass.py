@@ -1,0 +1,225 @@
+"""record's exports from one decode (recorder/exports.py) and their progress line on a terminal."""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import _child_env
+from test_exports import _recording
+
+from nvtx_plugins_tf.cli._exports import write_exports
+from nvtx_plugins_tf.recorder import _decoder, timeline
+from nvtx_plugins_tf.recorder.export_json import export_json
+from nvtx_plugins_tf.recorder.export_sqlite import export_sqlite
+from nvtx_plugins_tf.recorder.exports import Progress
+from nvtx_plugins_tf.recorder.reader import DEFAULT_BATCH, RecordingReader
+from nvtx_plugins_tf.recorder.summary import summarize
+
+RANGES = DEFAULT_BATCH + 5000  # push/pop ranges of the big thread: two batches at least
+
+
+def _big_recording(tmp_path):
+    """test_exports' recording (two processes, async ranges ended on another thread, marks,
+    an open range, categories, thread names, a registered string) and a third process with
+    more ranges than one batch holds."""
+    from nvtx_plugins_tf.recorder._synth import SegmentWriter
+
+    rec = _recording(tmp_path)
+    w = SegmentWriter(pid=3000, start_ns=12_000, chunk_size=1 << 16, process_name="loop")
+    th = w.thread(3000)
+    th.string(1, "step").string(2, "loop").domain_create(12_001, 1, 2)
+    t = 40_000
+    for i in range(RANGES):
+        th.push(t, 1, domain=1, color=0xFF000000 | i).pop(t + 100 + i % 700, domain=1)
+        t += 1_000
+    w.write(rec)
+    return rec
+
+
+def _tables(path):
+    """Every table's rows, without the metadata that names the output or the time of the export."""
+    con = sqlite3.connect(path)
+    try:
+        out = {}
+        for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
+            rows = con.execute(f'SELECT * FROM "{name}"').fetchall()
+            if name == "EXPORT_META_DATA":
+                rows = [r for r in rows if not r[0].startswith(("EXPORT_TIME", "EXPORT_OUTUPT"))]
+            out[name] = rows
+        return out
+    finally:
+        con.close()
+
+
+def test_write_exports_decodes_once_and_writes_what_the_separate_exports_write(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    rec = _big_recording(tmp_path / "in")
+    passes, opened, layouts = [], [], []
+    batches, open_segment, layout = RecordingReader.batches, _decoder.Decoder.open_segment, timeline.layout
+
+    def counting_batches(self, *args, **kwargs):
+        passes.append(self.path)
+        yield from batches(self, *args, **kwargs)
+
+    def counting_open(self, path):
+        opened.append(os.path.basename(path))
+        return open_segment(self, path)
+
+    monkeypatch.setattr(RecordingReader, "batches", counting_batches)
+    monkeypatch.setattr(_decoder.Decoder, "open_segment", counting_open)
+    monkeypatch.setattr(timeline, "layout", lambda *a, **k: layouts.append(layout(*a, **k)) or layouts[-1])
+
+    prefix = tmp_path / "out" / "run"
+    prefix.parent.mkdir()
+    events, damage = write_exports(rec, prefix, png=True, png_window="all")
+    printed = capsys.readouterr().out
+    assert len(passes) == 1
+    segments = sorted(p.name for p in rec.iterdir())
+    assert len(segments) == 3 and sorted(opened) == segments  # each segment decoded once
+    assert events == damage.events > 2 * RANGES
+
+    # The same recording through the four functions, one decode each.
+    passes.clear()
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    assert export_json(rec, alone / "run.json") == damage
+    export_sqlite(rec, alone / "run.sqlite")
+    summary = summarize(rec)
+    timeline.render_timeline(rec, alone / "run.png", window="all")
+    assert len(passes) == 4
+
+    assert (prefix.parent / "run.json").read_bytes() == (alone / "run.json").read_bytes()
+    ours, theirs = _tables(prefix.parent / "run.sqlite"), _tables(alone / "run.sqlite")
+    assert len(ours["NVTX_EVENTS"]) > RANGES and ours == theirs
+    assert f"NVTX range summary ({rec}):\n{summary.format()}\n" in printed
+    assert "loop:step" in summary.format() and summary.open_count == 1
+    assert len(layouts) == 2 and layouts[0] == layouts[1] and len(layouts[0].boxes) > 0
+    assert (prefix.parent / "run.png").read_bytes() == (alone / "run.png").read_bytes()
+
+
+def test_no_events_leaves_no_exports_and_no_temporary_files(tmp_path, capsys):
+    from nvtx_plugins_tf.recorder._synth import SegmentWriter
+
+    rec = tmp_path / "empty.nvtxrec"
+    w = SegmentWriter(pid=5, start_ns=1_000)
+    w.thread(5).string(1, "never used")
+    w.write(rec)
+    for suffix in (".json", ".sqlite"):  # exports of an older run
+        (tmp_path / f"run{suffix}").write_text("old")
+    events, damage = write_exports(rec, tmp_path / "run", png=False)
+    assert events == 0 and not damage.damaged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.nvtxrec"]
+    assert capsys.readouterr().out == ""
+
+
+def test_an_error_while_finishing_keeps_the_exports_already_written(tmp_path):
+    rec = _recording(tmp_path)
+    (tmp_path / "run.sqlite").mkdir()  # the SQLite file cannot replace a directory
+    from nvtx_plugins_tf.cli._common import CliError
+
+    with pytest.raises(CliError, match="run.sqlite"):
+        write_exports(rec, tmp_path / "run", png=False)
+    assert (tmp_path / "run.json").stat().st_size > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.nvtxrec", "run.json", "run.sqlite"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_line_on_a_terminal_only():
+    term = _Terminal()
+    progress = Progress(10_000_000, term, interval=0)
+    progress.update(4_200_000)
+    progress.update(10_000_000, "writing run.sqlite", force=True)
+    progress.close()
+    assert term.getvalue() == (
+        "\rnvtx-tf: exporting 4.2M/10.0M events (42 %)\x1b[K"
+        "\rnvtx-tf: exporting 10.0M/10.0M events (100 %), writing run.sqlite\x1b[K"
+        "\r\x1b[K"
+    )
+    # Throttled: nothing within the first interval, then at most one line per interval.
+    term = _Terminal()
+    progress = Progress(1000, term, interval=3600)
+    for done in range(0, 1000, 10):
+        progress.update(done, force=True)
+    progress.close()
+    assert term.getvalue() == ""
+    # Not a terminal: nothing, ever.
+    pipe = io.StringIO()
+    progress = Progress(1000, pipe, interval=0)
+    progress.update(500)
+    progress.close()
+    assert pipe.getvalue() == ""
+
+
+LOOP = """
+import nvtx
+for i in range({n}):
+    nvtx.push_range("step")
+    nvtx.pop_range()
+"""
+
+
+def _record(tmp_path, stderr_fd=None):
+    """``record`` of a loop of push/pop ranges; stderr to ``stderr_fd`` (a pty) or a pipe."""
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent(LOOP.format(n=RANGES)))
+    env = _child_env(NVTX_TF_PROGRESS_INTERVAL="0")
+    cmd = [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", tmp_path / "run", "--", sys.executable, script]
+    return subprocess.Popen(
+        list(map(str, cmd)),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if stderr_fd is None else stderr_fd,
+        env=env,
+    )
+
+
+def _read_all(fd) -> bytes:
+    out = b""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError as exc:  # EIO: the other side is closed
+            if exc.errno == errno.EIO:
+                return out
+            raise
+        if not data:
+            return out
+        out += data
+
+
+def test_record_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
+    (tmp_path / "tty").mkdir()
+    master, slave = os.openpty()
+    try:
+        proc = _record(tmp_path / "tty", slave)
+        os.close(slave)
+        slave = None
+        err = _read_all(master).decode()
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        os.close(master)
+        if slave is not None:
+            os.close(slave)
+    assert proc.returncode == 0, err
+    lines = [ln for ln in err.split("\r") if ln.startswith("nvtx-tf: exporting ")]
+    assert len(lines) >= 2, err
+    assert any(" events (100 %), writing run.sqlite" in ln for ln in lines), err
+    assert err.endswith("\r\x1b[K")  # the line is cleared at the end
+    assert b"NVTX range summary" in out and b"wrote " in out
+
+    (tmp_path / "pipe").mkdir()
+    proc = _record(tmp_path / "pipe")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert err == b"" and b"NVTX range summary" in out
