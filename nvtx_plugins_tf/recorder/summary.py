@@ -252,6 +252,16 @@ def summarize_arrays(durations, labels, label_ids, styles, pids=None, group: boo
     return Summary(rows, by_process)
 
 
+#: How ``--domain`` names NVTX's default domain (as nsys's ``--nvtx-domain-include`` does).
+DEFAULT_DOMAIN = "default"
+
+
+def selects_domain(domains, name: str | None) -> bool:
+    """Whether a domain selection (a set of names, None = all) keeps the domain ``name``;
+    NVTX's default domain ('' or None) is selected as :data:`DEFAULT_DOMAIN`."""
+    return domains is None or (name or DEFAULT_DOMAIN) in domains
+
+
 def range_label(domain: str | None, message: str | None) -> str:
     """A range's name in the reports: ``domain:message``, or the message in NVTX's default domain."""
     message = message or ""
@@ -266,28 +276,34 @@ def is_sqlite(path) -> bool:
         return False
 
 
-def _from_recording(path, by_process: bool, reader=None, group: bool = True) -> Summary:
+def _from_recording(path, by_process: bool, reader=None, group: bool = True, domains=None) -> Summary:
     from .exports import feed
     from .reader import reading
 
     with reading(path, reader) as reader:
-        sink = RecordingSummary(reader, by_process=by_process, group=group)
+        sink = RecordingSummary(reader, by_process=by_process, group=group, domains=domains)
         feed(reader, [sink])
         return sink.finish()
 
 
 class RecordingSummary:
     """:func:`summarize` of a recording batch by batch (a sink of :mod:`.exports`):
-    ``add(rows)`` per batch, ``finish()`` -> :class:`Summary` once the reader is read."""
+    ``add(rows)`` per batch, ``finish()`` -> :class:`Summary` once the reader is read;
+    ``domains``: only the ranges of these domains (see :func:`selects_domain`)."""
 
-    def __init__(self, reader, *, by_process: bool = False, group: bool = True):
+    def __init__(self, reader, *, by_process: bool = False, group: bool = True, domains=None):
         self.reader, self.by_process, self.group = reader, by_process, group
+        self.domains = None if domains is None else set(domains)
         self._lists = ([], [], [], [], [], [])  # durations, messages, domains, kinds, pids, open rows
 
     def add(self, rows) -> None:
         by_process = self.by_process
         durs, msgs, doms, kinds, pids, open_rows = self._lists
         is_range = (rows["kind"] == KIND_PUSH_POP) | (rows["kind"] == KIND_START_END)
+        if self.domains is not None:
+            names = self.reader.domain_names()
+            kept = np.array([selects_domain(self.domains, n) for n in names] + [False], dtype=bool)
+            is_range &= kept[np.minimum(rows["domain"].astype(np.int64), len(names))]
         unclosed = (rows["flags"] & FLAG_UNCLOSED) != 0
         if (is_range & unclosed).any():
             open_rows.append(rows[is_range & unclosed][["message", "domain", "kind", "pid"]])
@@ -361,7 +377,7 @@ def _open_list(groups: Counter, group: bool = True) -> list[OpenRanges]:
     return [OpenRanges(count=n, style=STYLE_NAMES[style], range=label, pid=pid) for (label, style, pid), n in items]
 
 
-def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
+def _from_sqlite(path, by_process: bool, group: bool = True, domains=None) -> Summary:
     con = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
     con.execute("PRAGMA temp_store=MEMORY")
     try:
@@ -369,9 +385,9 @@ def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
         if not cols:
             raise ValueError(f"{path}: no NVTX_EVENTS table (not an Nsight Systems export?)")
         has_strings = bool(con.execute("SELECT 1 FROM sqlite_master WHERE name='StringIds'").fetchone())
-        domains = {}
+        domain_names = {}
         for dom_id, gtid, name in con.execute("SELECT domainId, globalTid, text FROM NVTX_EVENTS WHERE eventType = 75"):
-            domains[(dom_id, ((gtid or 0) >> 24) & 0xFFFFFF)] = name
+            domain_names[(dom_id, ((gtid or 0) >> 24) & 0xFFFFFF)] = name
         text_expr = "coalesce(e.text, s.value)" if has_strings and "textId" in cols else "e.text"
         join = "LEFT JOIN StringIds s ON e.textId = s.id" if has_strings and "textId" in cols else ""
         where = f"WHERE e.eventType IN ({EVENT_PUSH_POP}, {EVENT_START_END}) AND e.end IS NOT NULL"
@@ -403,15 +419,18 @@ def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
         g_label = np.zeros(max_gid + 1, dtype=np.int64)
         g_style = np.zeros(max_gid + 1, dtype=np.int64)
         g_pid = np.zeros(max_gid + 1, dtype=np.int64)
+        g_kept = np.ones(max_gid + 1, dtype=bool)
         for gid, text, dom_id, pid, dpid, etype in groups:
-            dname = domains.get((dom_id, dpid)) if dom_id else None
+            dname = domain_names.get((dom_id, dpid)) if dom_id else None
             if dom_id and dname is None:
-                dname = next((n for (d, _), n in domains.items() if d == dom_id), None)
+                dname = next((n for (d, _), n in domain_names.items() if d == dom_id), None)
+            g_kept[gid] = selects_domain(domains, dname)
             label = range_label(dname, text)
             g_label[gid] = label_ids.setdefault(label, len(label_ids))
             g_style[gid] = 0 if etype == EVENT_PUSH_POP else 1
             g_pid[gid] = pid
-        gids = data[:, 1]
+        gids = data[:, 1][g_kept[data[:, 1]]]
+        data = data[g_kept[data[:, 1]]]
         summary = summarize_arrays(
             data[:, 0], list(label_ids), g_label[gids], g_style[gids], g_pid[gids] if by_process else None, group=group
         )
@@ -424,9 +443,11 @@ def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
             f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN ({EVENT_PUSH_POP}, {EVENT_START_END}) AND e.end IS NULL "
             "GROUP BY 1, 2, 3, 4"
         ):
-            dname = domains.get((dom_id, dpid)) if dom_id else None
+            dname = domain_names.get((dom_id, dpid)) if dom_id else None
             if dom_id and dname is None:
-                dname = next((nm for (d, _), nm in domains.items() if d == dom_id), None)
+                dname = next((nm for (d, _), nm in domain_names.items() if d == dom_id), None)
+            if not selects_domain(domains, dname):
+                continue
             open_groups[
                 (range_label(dname, text), 0 if etype == EVENT_PUSH_POP else 1, dpid if by_process else None)
             ] += n
@@ -436,9 +457,10 @@ def _from_sqlite(path, by_process: bool, group: bool = True) -> Summary:
         con.close()
 
 
-def summarize(source, *, by_process: bool = False, reader=None, group: bool = True) -> Summary:
+def summarize(source, *, by_process: bool = False, reader=None, group: bool = True, domains=None) -> Summary:
     """Summary of a recording dir/segment or an SQLite export (``.sqlite``); ``group``:
-    numbered names and TraceMe metadata share rows (see :func:`group_names`)."""
+    numbered names and TraceMe metadata share rows (see :func:`group_names`); ``domains``:
+    only the ranges of these domain names (``"default"``: NVTX's default domain; None: all)."""
     if reader is None and Path(source).is_file() and is_sqlite(source):
-        return _from_sqlite(source, by_process, group)
-    return _from_recording(source, by_process, reader, group)
+        return _from_sqlite(source, by_process, group, domains)
+    return _from_recording(source, by_process, reader, group, domains)
