@@ -311,9 +311,11 @@ KERAS_SCRIPT = REPO / "tests" / "capture" / "keras_profile_script.py"
 KERAS_EXPECTED = {("Keras", m, "startend") for m in ("profile", "batch 2", "batch 3", "batch 0", "epoch 1")}
 
 
-def test_keras_profile_batches_with_record(tmp_path):
+def test_keras_profile_batches_with_record_and_nsys(nsys, tmp_path):
     """NVTXCallback(profile_batches=(2, 4)) opens 'profile' in its domain around those training
-    steps: record --capture-range profile@Keras keeps those steps' ranges and what began inside."""
+    steps: record --capture-range profile@Keras keeps those steps' ranges and what began inside,
+    and so does nsys --capture-range=nvtx --nvtx-capture=profile@Keras with its defaults (the
+    range's text is a registered string)."""
     proc = subprocess.run(
         [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "ours"), "--capture-range",
          "profile@Keras", "--", sys.executable, str(KERAS_SCRIPT), "2,4"],
@@ -322,6 +324,11 @@ def test_keras_profile_batches_with_record(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     our = nsys_oracle.load(tmp_path / "ours.sqlite")
     assert keys(our) == Counter(KERAS_EXPECTED), keys(our)
+    their, _ = theirs(nsys, Path(sys.executable), [str(KERAS_SCRIPT), "2,4"], tmp_path / "nsys",
+                      "--capture-range=nvtx", "--nvtx-capture=profile@Keras", "--capture-range-end=stop",
+                      env={"PYTHONPATH": str(REPO)})  # fmt: skip
+    assert keys(their) == keys(our)
+    assert nsys_oracle.compare(our, their) == []
 
 
 def test_keras_profile_batches_arguments():

@@ -4,7 +4,7 @@
  * Each argument is one operation, run in order on the main thread; "w:OP" runs OP on a
  * second thread (the main thread waits for it to finish):
  *   push:MSG[@DOM]   nvtxRangePushA (default domain) / nvtxDomainRangePushEx
- *   rpush:MSG[@DOM]  the same with a registered string message
+ *   rpush:MSG[@DOM]  the same with a registered string message (rstart, rmark likewise)
  *   pop[@DOM]        nvtxRangePop / nvtxDomainRangePop
  *   start:MSG[@DOM]  nvtxRangeStartA / nvtxDomainRangeStartEx (id kept on a stack)
  *   end              ends the most recently started range still open (any thread)
@@ -82,10 +82,11 @@ static void run_op(const char* op_in) {
   } else if (strncmp(op, "enabled", 7) == 0 && arg) {
     printf("%s enabled=%d\n", arg, domain(arg) != NULL);
   } else if (arg && (strcmp(op, "push") == 0 || strcmp(op, "rpush") == 0 || strcmp(op, "start") == 0 ||
-                     strcmp(op, "mark") == 0)) {
+                     strcmp(op, "rstart") == 0 || strcmp(op, "mark") == 0 || strcmp(op, "rmark") == 0)) {
     char* dom = split_domain(arg);
     nvtxDomainHandle_t d = domain(dom);
     int registered = op[0] == 'r';
+    if (registered) memmove(op, op + 1, strlen(op));
     if (!dom && !registered) {
       if (op[0] == 'p') nvtxRangePushA(arg);
       if (op[0] == 'm') nvtxMarkA(arg);
@@ -95,7 +96,7 @@ static void run_op(const char* op_in) {
       }
     } else {
       nvtxEventAttributes_t a = attrs(d, arg, registered);
-      if (op[0] == 'p' || op[0] == 'r') nvtxDomainRangePushEx(d, &a);
+      if (op[0] == 'p') nvtxDomainRangePushEx(d, &a);
       if (op[0] == 'm') nvtxDomainMarkEx(d, &a);
       if (op[0] == 's' && g_nids < 256) {
         g_id_domains[g_nids] = d;
