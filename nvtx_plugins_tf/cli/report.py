@@ -1,16 +1,76 @@
-"""``report``: the range summary (or backward/forward pairs) of a recording or an SQLite file."""
+"""``report``: the range summary, nsys's other NVTX reports (``--type``), or the backward/forward
+pairs of a recording or an SQLite file."""
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
 from ._common import EXIT_DAMAGED, EXIT_INPUT_NOT_FOUND, EXIT_NO_EVENTS, EXIT_OK, EXIT_USAGE, CliError
 
+_STYLE_WORDS = {
+    "pushpop_trace": "push/pop ranges",
+    "pushpop_sum": "push/pop ranges",
+    "startend_sum": "start/end ranges",
+}
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return value
+
+
+def _selected_domains(values) -> set[str] | None:
+    """``--domain`` values (repeated, or comma lists) as a set of names; None without the flag."""
+    if not values:
+        return None
+    names = {name.strip() for value in values for name in value.split(",")}
+    if "" in names:
+        raise CliError("--domain: empty domain name (use 'default' for NVTX's default domain)", EXIT_USAGE)
+    return names
+
+
+def _check_domains(domains: set[str] | None, known, path: Path) -> None:
+    """One line naming ``--domain`` when a selected domain is not in the file."""
+    from ..recorder.nsys_reports import DEFAULT_DOMAIN
+
+    if domains is None:
+        return
+    known = {DEFAULT_DOMAIN} | {d for d in known if d}
+    unknown = sorted(domains - known)
+    if unknown:
+        listing = ", ".join([DEFAULT_DOMAIN] + sorted(known - {DEFAULT_DOMAIN}))
+        raise CliError(
+            f"--domain: no domain {', '.join(map(repr, unknown))} in {path} (its domains: {listing})", EXIT_USAGE
+        )
+
+
+def _check_combinations(args) -> str:
+    """The report type, after the flags that do not go together."""
+    report_type = args.type or "sum"
+    if args.pairs and (args.type or args.domain or args.top):
+        raise CliError("--pairs cannot be combined with --type, --domain or --top", EXIT_USAGE)
+    if report_type != "sum" and (args.by_process or args.keep_numbered):
+        flag = "--by-process" if args.by_process else "--keep-numbered"
+        raise CliError(f"{flag} applies to --type sum, not --type {report_type}", EXIT_USAGE)
+    if report_type == "pushpop_trace" and args.top:
+        raise CliError(
+            "--top applies to summaries (--type sum, pushpop_sum, startend_sum), not pushpop_trace", EXIT_USAGE
+        )
+    return report_type
+
 
 def cmd_report(args) -> int:
     from ..recorder.summary import is_sqlite, summarize
 
+    report_type = _check_combinations(args)
+    domains = _selected_domains(args.domain)
     path = Path(args.path)
     if not path.exists() and path.with_name(path.name + ".nvtxrec").is_dir():
         path = path.with_name(path.name + ".nvtxrec")
@@ -23,28 +83,49 @@ def cmd_report(args) -> int:
     if path.is_file() and is_sqlite(path):
         import sqlite3
 
+        from ..recorder.nsys_reports import load_ranges, sqlite_domain_names
+
         try:
-            summary = summarize(path, by_process=args.by_process, group=not args.keep_numbered)
+            if report_type != "sum":
+                ranges = load_ranges(path)
+            _check_domains(domains, sqlite_domain_names(path) if domains else (), path)
+            if report_type == "sum":
+                summary = summarize(path, by_process=args.by_process, group=not args.keep_numbered, domains=domains)
         except (sqlite3.Error, ValueError) as exc:
             raise CliError(f"cannot read {path}: {exc}", EXIT_INPUT_NOT_FOUND) from exc
+        if report_type != "sum":
+            return _print_nsys_report(ranges, report_type, domains, args, path)
         if not summary.rows and not summary.open_ranges:
-            raise CliError(f"no NVTX ranges in {path}", EXIT_NO_EVENTS)
-        _print_summary(summary, args.format)
+            raise CliError(f"no NVTX ranges in {path}{_in_domains(domains)}", EXIT_NO_EVENTS)
+        _print_summary(summary, args.format, args.top)
         return EXIT_OK
     if path.is_file() and not path.name.endswith(".nvtxseg"):
         raise CliError(
             f"{path} is neither a recording directory, a .nvtxseg segment nor an SQLite file", EXIT_INPUT_NOT_FOUND
         )
+    from ..recorder.nsys_reports import load_ranges
     from ..recorder.reader import RecordingReader
 
     with RecordingReader(path) as reader:
-        summary = summarize(path, by_process=args.by_process, reader=reader, group=not args.keep_numbered)
+        if report_type == "sum":
+            summary = summarize(
+                path, by_process=args.by_process, reader=reader, group=not args.keep_numbered, domains=domains
+            )
+        else:
+            ranges = load_ranges(path, reader=reader)
         damage = reader.damage()
+        known = reader.domain_names()
     if damage.events == 0:
         if damage.damaged:
             raise CliError(f"no intact NVTX events in {path}: {damage.describe()}", EXIT_DAMAGED)
         raise CliError(f"no NVTX events recorded in {path}", EXIT_NO_EVENTS)
-    _print_summary(summary, args.format)
+    _check_domains(domains, known, path)
+    if report_type != "sum":
+        _print_nsys_report(ranges, report_type, domains, args, path)
+    else:
+        if domains is not None and not summary.rows and not summary.open_ranges:
+            raise CliError(f"no NVTX ranges in {path}{_in_domains(domains)}", EXIT_NO_EVENTS)
+        _print_summary(summary, args.format, args.top)
     if damage.damaged:
         raise CliError(
             f"damaged recording {path}: {damage.describe()}; summary of the intact events shown", EXIT_DAMAGED
@@ -52,9 +133,41 @@ def cmd_report(args) -> int:
     return EXIT_OK
 
 
-def _print_summary(summary, fmt: str) -> None:
-    """The summary as ``report --format`` asks: the table, or CSV (which ends its own lines)."""
+def _in_domains(domains) -> str:
+    return f" in domain{'s' if len(domains) > 1 else ''} {', '.join(sorted(domains))}" if domains else ""
+
+
+def _print_summary(summary, fmt: str, top: int | None = None) -> None:
+    """The summary as ``report --format`` asks: the table, or CSV (which ends its own lines);
+    ``top``: its first N rows (of each process with ``--by-process``)."""
+    if top is not None:
+        import dataclasses
+
+        kept, seen = [], {}
+        for row in summary.rows:
+            seen[row.pid] = seen.get(row.pid, 0) + 1
+            if seen[row.pid] <= top:
+                kept.append(row)
+        summary = dataclasses.replace(summary, rows=kept)
     print(summary.to_csv() if fmt == "csv" else summary.format(), end="" if fmt == "csv" else "\n")
+
+
+def _print_nsys_report(ranges, report_type: str, domains, args, path: Path) -> int:
+    """``--type pushpop_trace|pushpop_sum|startend_sum`` (:mod:`..recorder.nsys_reports`)."""
+    from ..recorder.nsys_reports import pushpop_trace, range_summary
+
+    if domains is not None:
+        ranges = ranges.only_domains(domains)
+    if report_type == "pushpop_trace":
+        report = pushpop_trace(ranges)
+    else:
+        report = range_summary(ranges, report_type.split("_")[0])
+    if not report.rows:
+        raise CliError(f"no {_STYLE_WORDS[report_type]} in {path}{_in_domains(domains)}", EXIT_NO_EVENTS)
+    if args.top is not None:
+        report = report.top(args.top)
+    print(report.to_csv() if args.format == "csv" else report.format(), end="" if args.format == "csv" else "\n")
+    return EXIT_OK
 
 
 def _report_pairs(path: Path) -> int:
@@ -75,9 +188,10 @@ def _report_pairs(path: Path) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "report",
-        help="print the NVTX range summary of a recording or an SQLite export",
+        help="print the NVTX range summary (or nsys's other NVTX reports) of a recording or an SQLite export",
         description="Summary like `nsys stats --report nvtx_sum` of a recording directory "
-        "(PREFIX.nvtxrec), a segment file, or an SQLite file (ours or `nsys export`).",
+        "(PREFIX.nvtxrec), a segment file, or an SQLite file (ours or `nsys export`); --type gives "
+        "nsys's other NVTX reports, with nsys's columns.",
     )
     p.add_argument("path", help="recording directory, .nvtxseg file or .sqlite file")
     p.add_argument("--by-process", action="store_true", help="one group per process, with its command line")
@@ -85,6 +199,23 @@ def register(subparsers) -> None:
         "--keep-numbered",
         action="store_true",
         help="one row per name: no 'batch *' rows for numbered names, TraceMe metadata kept",
+    )
+    p.add_argument(
+        "--type",
+        choices=("sum", "pushpop_trace", "pushpop_sum", "startend_sum"),
+        default=None,
+        help="nsys's report: sum (nvtx_sum, the default), pushpop_trace (nvtx_pushpop_trace: every push/pop "
+        "range with its child and exclusive time, level, parent, stack), pushpop_sum (nvtx_pushpop_sum), "
+        "startend_sum (nvtx_startend_sum)",
+    )
+    p.add_argument(
+        "--domain",
+        action="append",
+        metavar="NAME",
+        help="only the ranges of this domain (repeat, or NAME,NAME; 'default' = NVTX's default domain)",
+    )
+    p.add_argument(
+        "--top", type=_positive_int, metavar="N", help="the first N rows of a summary (most total time first)"
     )
     p.add_argument("--format", choices=("table", "csv"), default="table", help="table (names shortened) or CSV")
     p.add_argument(
