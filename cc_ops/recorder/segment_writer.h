@@ -77,11 +77,12 @@ struct ThreadState {
   char* scratch;  // UTF-32 -> UTF-8 conversion buffer
   size_t scratch_cap;
   int32_t depth[kDepthSlots];
-  // Only with a capture range (gate.h): bit d of written[slot] is set when the push at
-  // depth d was written, so that its pop is written too (and no other pop).
-  uint64_t written[kDepthSlots];
   PointerCacheEntry ptr_cache[kPointerCacheSize];
   StringCacheEntry cache[kStringCacheSize];
+  // Only with a capture range (gate.h), last so the hot fields keep their places: bit d of
+  // written[slot] is set when the push at depth d was written, so that its pop is written
+  // too (and no other pop).
+  uint64_t written[kDepthSlots];
 };
 
 constexpr int kRangeCounterBits = 40;
