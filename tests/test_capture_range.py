@@ -338,3 +338,31 @@ def test_keras_profile_batches_arguments():
         with pytest.raises(ValueError, match="profile_batches"):
             NVTXCallback(profile_batches=bad)
     assert NVTXCallback(profile_batches=[1, 1]).profile_batches == (1, 1)
+
+
+def test_windows_opening_and_closing_under_tsan(tmp_path_factory, tmp_path):
+    """4 threads push/pop 'stress-<t>' concurrently; every 'stress-0' opens and closes a window
+    (repeat) while the other threads write or skip their events: no data race reported, and
+    the recording holds every window's range and other threads' ranges begun inside."""
+    from test_tsan import _tsan_available, tsan_build
+
+    if not _tsan_available(tmp_path):
+        pytest.skip("this compiler has no working ThreadSanitizer runtime")
+    lib, exe = tsan_build.__wrapped__(tmp_path_factory)
+    env = dict(
+        nsys_oracle.clean_env(),
+        NVTX_INJECTION64_PATH=str(lib),
+        NVTX_TF_RECORD_DIR=str(tmp_path / "rec"),
+        NVTX_TF_CAPTURE_RANGE="stress-0",
+        NVTX_TF_CAPTURE_RANGE_END="repeat",
+        TSAN_OPTIONS=f"halt_on_error=0 exitcode=66 suppressions={REPO / 'tests' / 'native' / 'tsan.supp'}",
+    )
+    proc = subprocess.run([str(exe), "stress", "4", "2000"], env=env, capture_output=True, text=True, timeout=300)
+    assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-4000:]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    from nvtx_plugins_tf.recorder.recording import load
+
+    rec = load(tmp_path / "rec")
+    counts = Counter(r.message for r in rec.closed_ranges)
+    assert counts["stress-0"] == 2000 and not rec.open_ranges and not rec.damage.damaged
+    assert set(counts) <= {f"stress-{t}" for t in range(4)}
