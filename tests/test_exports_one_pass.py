@@ -14,8 +14,9 @@ import pytest
 from conftest import _child_env
 from test_exports import _recording
 
+from nvtx_plugins_tf.cli import _exports
 from nvtx_plugins_tf.cli._exports import write_exports
-from nvtx_plugins_tf.recorder import _decoder, timeline
+from nvtx_plugins_tf.recorder import _decoder, exports, timeline
 from nvtx_plugins_tf.recorder.export_json import export_json
 from nvtx_plugins_tf.recorder.export_sqlite import export_sqlite
 from nvtx_plugins_tf.recorder.exports import Progress
@@ -43,6 +44,26 @@ def _big_recording(tmp_path):
     return rec
 
 
+@pytest.fixture(params=[False, True], ids=["in-process", "sqlite-in-a-child"])
+def parallel(request, monkeypatch):
+    """write_exports with the SQLite file written in this process, or by a child process;
+    yields the list of ChildSinks made."""
+    made = []
+    if request.param:
+        if len(os.sched_getaffinity(0)) < 2:
+            pytest.skip("one core: write_exports writes everything in its own process")
+        init = exports.ChildSink.__init__
+
+        def spy(self, *args, **kwargs):
+            made.append(args[1].__name__)
+            init(self, *args, **kwargs)
+
+        monkeypatch.setattr(exports.ChildSink, "__init__", spy)
+    monkeypatch.setattr(_exports, "PARALLEL_MIN_EVENTS", 0 if request.param else 1 << 62)
+    yield made
+    assert made == (["SqliteSink"] if request.param else [])
+
+
 def _tables(path):
     """Every table's rows, without the metadata that names the output or the time of the export."""
     con = sqlite3.connect(path)
@@ -58,7 +79,7 @@ def _tables(path):
         con.close()
 
 
-def test_write_exports_decodes_once_and_writes_what_the_separate_exports_write(tmp_path, monkeypatch, capsys):
+def test_write_exports_decodes_once_and_writes_what_the_separate_exports_write(tmp_path, monkeypatch, capsys, parallel):
     pytest.importorskip("matplotlib")
     rec = _big_recording(tmp_path / "in")
     passes, opened, layouts = [], [], []
@@ -104,7 +125,7 @@ def test_write_exports_decodes_once_and_writes_what_the_separate_exports_write(t
     assert (prefix.parent / "run.png").read_bytes() == (alone / "run.png").read_bytes()
 
 
-def test_no_events_leaves_no_exports_and_no_temporary_files(tmp_path, capsys):
+def test_no_events_leaves_no_exports_and_no_temporary_files(tmp_path, capsys, parallel):
     from nvtx_plugins_tf.recorder._synth import SegmentWriter
 
     rec = tmp_path / "empty.nvtxrec"
@@ -119,7 +140,7 @@ def test_no_events_leaves_no_exports_and_no_temporary_files(tmp_path, capsys):
     assert capsys.readouterr().out == ""
 
 
-def test_an_error_while_finishing_keeps_the_exports_already_written(tmp_path):
+def test_an_error_while_finishing_keeps_the_exports_already_written(tmp_path, parallel):
     rec = _recording(tmp_path)
     (tmp_path / "run.sqlite").mkdir()  # the SQLite file cannot replace a directory
     from nvtx_plugins_tf.cli._common import CliError
@@ -128,6 +149,38 @@ def test_an_error_while_finishing_keeps_the_exports_already_written(tmp_path):
         write_exports(rec, tmp_path / "run", png=False)
     assert (tmp_path / "run.json").stat().st_size > 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.nvtxrec", "run.json", "run.sqlite"]
+
+
+class _FullDisk(exports.Sink):
+    """Writes its output and runs out of space at the second batch."""
+
+    def __init__(self, reader, output):
+        self.file, self.batches = exports.OutputFile(output), 0
+
+    def add(self, rows):
+        self.file.tmp.write_bytes(rows.tobytes())
+        self.batches += 1
+        if self.batches == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.file.tmp))
+
+    def _finish(self):
+        self.file.commit()
+
+    def _abort(self):
+        self.file.discard()
+
+
+def test_an_error_in_the_child_process_is_raised_here_and_its_output_removed(tmp_path):
+    rec = _big_recording(tmp_path / "in")
+    with RecordingReader(rec) as reader, exports.ChildSink(reader, _FullDisk, tmp_path / "out.bin") as sink:
+        with pytest.raises(OSError) as info:
+            exports.feed(reader, [sink])
+            sink.finish()
+    assert info.value.errno == errno.ENOSPC and info.value.filename.startswith(str(tmp_path / ".out.bin."))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+    # A sink the child cannot make: its error, at once.
+    with RecordingReader(rec) as reader, pytest.raises(FileNotFoundError):
+        exports.ChildSink(reader, _FullDisk, tmp_path / "no" / "dir" / "out.bin")
 
 
 class _Terminal(io.StringIO):

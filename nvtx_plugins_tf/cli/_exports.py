@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 from pathlib import Path
 
 from ._common import EXIT_OUTPUT_NOT_WRITABLE, CliError, warn
+
+#: Events (estimated) from which the SQLite file is written by a child process (two cores or more).
+PARALLEL_MIN_EVENTS = 1_000_000
 
 # SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN (primary result codes)
 _SQLITE_WRITE_ERRORS = (8, 10, 13, 14)
@@ -22,7 +26,7 @@ def write_exports(raw_dir: Path, prefix: Path, png: bool, png_window: str = "1:"
 
     from ..recorder.export_json import JsonSink
     from ..recorder.export_sqlite import SqliteSink
-    from ..recorder.exports import Progress, feed
+    from ..recorder.exports import ChildSink, Progress, feed
     from ..recorder.reader import RecordingReader
     from ..recorder.summary import RecordingSummary
 
@@ -33,9 +37,14 @@ def write_exports(raw_dir: Path, prefix: Path, png: bool, png_window: str = "1:"
     no_png = None
     try:
         with RecordingReader(raw_dir) as reader, contextlib.ExitStack() as unfinished:
-            # A sink left unfinished (an error, no events) removes what it wrote.
-            json_sink = unfinished.enter_context(JsonSink(reader, json_path))
-            sqlite_sink = unfinished.enter_context(SqliteSink(reader, sqlite_path))
+            # A sink left unfinished (an error, no events) removes what it wrote. With two cores
+            # or more, a large recording's SQLite file is written by a child process meanwhile.
+            if reader.estimated_events() >= PARALLEL_MIN_EVENTS and len(os.sched_getaffinity(0)) > 1:
+                sqlite_sink = unfinished.enter_context(ChildSink(reader, SqliteSink, sqlite_path))
+                json_sink = unfinished.enter_context(JsonSink(reader, json_path))
+            else:
+                json_sink = unfinished.enter_context(JsonSink(reader, json_path))
+                sqlite_sink = unfinished.enter_context(SqliteSink(reader, sqlite_path))
             summary_sink = RecordingSummary(reader)
             sinks = [json_sink, sqlite_sink, summary_sink]
             timeline = None
@@ -56,16 +65,20 @@ def write_exports(raw_dir: Path, prefix: Path, png: bool, png_window: str = "1:"
                     for stale in (json_path, sqlite_path, png_path):
                         stale.unlink(missing_ok=True)
                     return 0, damage
+                sqlite_sink.start_finish()  # (a child process sorts the rows meanwhile)
                 progress.update(progress.done, f"writing {json_path.name}", force=True)
                 json_sink.finish()
                 written.append(json_path)
-                progress.update(progress.done, f"writing {sqlite_path.name}", force=True)
-                sqlite_sink.finish()
-                written.append(sqlite_path)
                 summary = summary_sink.finish()
+                try:
+                    if timeline is not None:
+                        progress.update(progress.done, f"drawing {png_path.name}", force=True)
+                        timeline.finish()
+                finally:
+                    progress.update(progress.done, f"writing {sqlite_path.name}", force=True)
+                    sqlite_sink.finish()
+                    written.append(sqlite_path)
                 if timeline is not None:
-                    progress.update(progress.done, f"drawing {png_path.name}", force=True)
-                    timeline.finish()
                     written.append(png_path)
         if no_png is not None:
             warn(f"--png: {no_png}; no PNG written")

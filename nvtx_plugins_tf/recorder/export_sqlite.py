@@ -373,7 +373,7 @@ class SqliteSink(Sink):
             extra.append((process_start(pid), EVENT_CATEGORY, category, name, global_tid(pid, pid), d.local_id))
         names = {}
         overrides = set()
-        for t in reader._decoder.thread_names():
+        for t in reader.thread_name_records():
             names[(t.pid, t.tid)] = t.name
             if t.override:
                 overrides.add((t.pid, t.tid))

@@ -14,20 +14,30 @@ each, ``record`` (cli/_exports.py) feeds all of its exports from one :func:`feed
 :class:`Progress` shows how far a long export is on stderr, and only when stderr is a
 terminal: one line, updated a few times a second (``NVTX_TF_PROGRESS_INTERVAL``
 seconds, default 0.25; none before the first interval), cleared at the end.
+
+:class:`ChildSink` runs a sink in a forked child process, fed over a pipe (the batches and
+the reader's tables; nothing is decoded twice): on a machine with two cores or more,
+``record`` writes the SQLite file there while it writes the JSON file itself.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+import queue
+import signal
 import sys
+import threading
 import time
+from types import SimpleNamespace
 from typing import Iterable
 
 from ._output import atomic_output
 
-__all__ = ["Sink", "OutputFile", "Progress", "feed", "PROGRESS_INTERVAL_ENV"]
+__all__ = ["Sink", "ChildSink", "OutputFile", "Progress", "feed", "PROGRESS_INTERVAL_ENV"]
 
 PROGRESS_INTERVAL_ENV = "NVTX_TF_PROGRESS_INTERVAL"
+CHILD_QUEUE = 4  # batches a ChildSink's child process holds at most, besides the one it works on
 
 
 class Sink:
@@ -52,6 +62,9 @@ class Sink:
         except BaseException:
             self._abort()
             raise
+
+    def start_finish(self) -> None:
+        """Let :meth:`finish` begin where it can run meanwhile (a :class:`ChildSink`)."""
 
     def abort(self) -> None:
         if not self._closed:
@@ -165,3 +178,212 @@ def feed(reader, sinks: Iterable[Sink], progress: Progress | None = None) -> Non
             progress.update(reader.events_read())
     if progress is not None:  # the total is known now
         progress.total = progress.done = reader.events_read()
+
+
+def _records(items, fields) -> list:
+    """ctypes records (Domain, ThreadName) as plain picklable objects with the same fields."""
+    return [SimpleNamespace(**{f: getattr(item, f) for f in fields}) for item in items]
+
+
+_DOMAIN_FIELDS = ("pid", "create_ns", "local_id", "name")
+_THREAD_NAME_FIELDS = ("pid", "tid", "name", "override")
+
+
+class _Tables:
+    """A :class:`~.reader.RecordingReader` as a sink in a child process sees it: the tables the
+    parent sent. During the batches: ``strings()``, ``domain_table()``, ``domain_names()``,
+    ``origin_ns``, ``path``; at ``finish()`` everything else."""
+
+    def __init__(self, path, origin_ns: int):
+        self.path, self.origin_ns = path, origin_ns
+        self._strings: list[str] = []
+        self._domains: list = []
+        self._domain_names: list[str] = []
+        self._final: dict = {}
+
+    def strings(self) -> list[str]:
+        return self._strings
+
+    def string(self, index: int) -> str:
+        return self._strings[index]
+
+    def domain_table(self) -> list:
+        return self._domains
+
+    def domain_names(self) -> list[str]:
+        return self._domain_names
+
+    def category_names(self) -> dict:
+        return self._final["category_names"]
+
+    def category_name(self, domain: int, category: int):
+        return self.category_names().get((domain, category))
+
+    def thread_name_records(self) -> list:
+        return self._final["thread_name_records"]
+
+    @property
+    def thread_names(self) -> dict:
+        return self._final["thread_names"]
+
+    @property
+    def processes(self) -> dict:
+        return self._final["processes"]
+
+    def damage(self):
+        return self._final["damage"]
+
+
+def _send_error(conn, exc: BaseException) -> None:
+    try:
+        pickle.dumps(exc)
+    except Exception:  # noqa: BLE001 - sent as text instead
+        exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+    try:
+        conn.send(("error", exc))
+    except OSError:
+        pass
+
+
+def _child_main(conn, path, origin_ns, factory, args, kwargs) -> None:
+    tables = _Tables(path, origin_ns)
+    try:
+        sink = factory(tables, *args, **kwargs)
+    except BaseException as exc:  # noqa: BLE001 - the parent raises it
+        _send_error(conn, exc)
+        return
+    conn.send(("ok", None))
+    # A thread receives the next batches while the sink works: the parent runs up to
+    # CHILD_QUEUE batches ahead.
+    messages = queue.Queue(maxsize=CHILD_QUEUE)
+
+    def receive():
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                message = None
+            messages.put(message)
+            if message is None or message[0] != "add":
+                return
+
+    threading.Thread(target=receive, daemon=True).start()
+    error = None
+    with sink:  # left unfinished (the parent aborted or went away, an error): discarded
+        try:
+            while True:
+                message = messages.get()
+                if message is None or message[0] not in ("add", "finish"):
+                    return
+                op, payload, strings, domains = message
+                tables._strings.extend(strings)
+                if domains is not None:
+                    tables._domains, tables._domain_names = domains
+                if op == "add":
+                    sink.add(payload)
+                else:
+                    tables._final = payload
+                    result = sink.finish()
+                    conn.send(("ok", result))
+                    return
+        except BaseException as exc:  # noqa: BLE001 - the parent raises it
+            error = exc
+    _send_error(conn, error)  # (once the partial output is gone)
+
+
+class ChildSink(Sink):
+    """``factory(reader, *args, **kwargs)`` (a sink class) run by a forked child process:
+    each batch and the new entries of the reader's tables go to it over a pipe (bounded: a
+    batch at a time), its work runs on another core. Errors in the child (making the sink
+    included) are raised here; ``finish()`` returns the child sink's result."""
+
+    def __init__(self, reader, factory, *args, **kwargs):
+        import multiprocessing.connection
+
+        self.reader = reader
+        ours, theirs = multiprocessing.connection.Pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into the caller's code, flushes nothing of its buffers
+            code = 1
+            try:
+                ours.close()
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C: then the pipe closes
+                _child_main(theirs, reader.path, reader.origin_ns, factory, args, kwargs)
+                code = 0
+            finally:
+                os._exit(code)
+        theirs.close()
+        self._pid, self._conn = pid, ours
+        self._strings_sent = 0
+        self._domains_sent = -1
+        self._finishing = False
+        try:
+            self._receive()
+        except BaseException:
+            self._abort()
+            raise
+
+    def _send(self, message) -> None:
+        try:
+            if self._conn.poll():  # the child reported an error
+                self._receive()
+            self._conn.send(message)
+        except (BrokenPipeError, ConnectionResetError, EOFError):
+            self._receive()
+
+    def _receive(self):
+        try:
+            status, value = self._conn.recv()
+        except (EOFError, OSError):
+            raise RuntimeError("nvtx_plugins_tf: an export's child process ended unexpectedly") from None
+        if status == "error":
+            raise value
+        return value
+
+    def _new_strings(self) -> list[str]:
+        strings = self.reader.strings()
+        new = strings[self._strings_sent :]
+        self._strings_sent = len(strings)
+        return new
+
+    def _new_domains(self):
+        """(domain table, domain names) if the table grew since it was sent, else None."""
+        table = self.reader.domain_table()
+        if len(table) == self._domains_sent:
+            return None
+        self._domains_sent = len(table)
+        return _records(table, _DOMAIN_FIELDS), list(self.reader.domain_names())
+
+    def add(self, rows) -> None:
+        self._send(("add", rows, self._new_strings(), self._new_domains()))
+
+    def start_finish(self) -> None:
+        if self._finishing:
+            return
+        self._finishing = True
+        reader = self.reader
+        final = {
+            "category_names": reader.category_names(),
+            "thread_name_records": _records(reader.thread_name_records(), _THREAD_NAME_FIELDS),
+            "thread_names": reader.thread_names,
+            "processes": dict(reader.processes),
+            "damage": reader.damage(),
+        }
+        self._send(("finish", final, self._new_strings(), self._new_domains()))
+
+    def _finish(self):
+        self.start_finish()
+        try:
+            return self._receive()
+        finally:
+            self._wait()
+
+    def _abort(self) -> None:
+        self._wait()
+
+    def _wait(self) -> None:
+        """Close the pipe (an unfinished child then discards its output) and reap the child."""
+        self._conn.close()
+        if self._pid:
+            pid, self._pid = self._pid, 0
+            os.waitpid(pid, 0)

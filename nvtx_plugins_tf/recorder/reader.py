@@ -227,6 +227,10 @@ class RecordingReader:
         strings = self._decoder.strings()
         return {(t.pid, t.tid): strings[t.name] for t in self._decoder.thread_names()}
 
+    def thread_name_records(self) -> list:
+        """The thread names as the decoder holds them (pid, tid, name = string index, override)."""
+        return self._decoder.thread_names()
+
     def damage(self) -> DamageReport:
         s = self._decoder.stats()
         return DamageReport(
