@@ -366,3 +366,10 @@ def test_windows_opening_and_closing_under_tsan(tmp_path_factory, tmp_path):
     counts = Counter(r.message for r in rec.closed_ranges)
     assert counts["stress-0"] == 2000 and not rec.open_ranges and not rec.damage.damaged
     assert set(counts) <= {f"stress-{t}" for t in range(4)}
+
+
+def test_filter_that_leaves_nothing_is_no_events(sample, tmp_path):
+    """Every domain excluded: 'no NVTX events recorded' (exit 5), not the capture-range error."""
+    proc = record(sample, ["push:x", "pop", "push:a@A", "pop@A"], tmp_path / "o", "--nvtx-domain-include", "B")
+    assert proc.returncode == cli.EXIT_NO_EVENTS == 5, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("nvtx-tf: error: no NVTX events recorded in ")

@@ -185,7 +185,6 @@ def cmd_record(args) -> int:
             return code
         raise CliError(
             f"no NVTX events recorded in {raw_dir} (does the command make NVTX calls? was {INJECTION_ENV} overridden?)",
-            EXIT_NO_CAPTURE_WINDOW,
             EXIT_NO_EVENTS,
         )
     if damage.damaged:
