@@ -56,6 +56,17 @@ FRAGMENTS = {
         False,
     ),
     "train-script": ("", "", {"train.py": TRAIN_SCRIPT}, False),
+    # the capture-range block: 8 steps, the callback's profile range around steps 2 to 3
+    "profile-script": (
+        "",
+        "",
+        {
+            "train.py": TRAIN_SCRIPT.replace("NVTXCallback()", "NVTXCallback(profile_batches=(2, 3))").replace(
+                "verbose=0,", "verbose=0, batch_size=4,"
+            )
+        },
+        False,
+    ),
     "capture": (
         textwrap.dedent(
             """
