@@ -2,8 +2,10 @@
 
 Generates (with numpy, straight in the on-disk format of cc_ops/format/record_format.h)
 one segment with two threads: 4M push/pop pairs on one, 1M start/end pairs on the other
-(10M events, 5M ranges, 20 messages), then times decoding, SQLite export, JSON export
-and the summary. Targets: each <= 30 s on a 2-core machine.
+(10M events, 5M ranges, 20 messages), then times decoding, SQLite export, JSON export,
+the summary, and ``record``'s exports (JSON + SQLite + summary from one decode, the SQLite
+file by a child process on two cores or more: cli/_exports.py). Targets: each <= 30 s on a
+2-core machine.
 
     python benchmarks/bench_exports.py [--events 10000000] [--keep DIR]
 """
@@ -11,6 +13,8 @@ and the summary. Targets: each <= 30 s on a 2-core machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import shutil
 import sys
 import tempfile
@@ -101,6 +105,14 @@ def generate(directory: Path, events: int = 10_000_000, pid: int = 4242, start_n
     return path
 
 
+def _record_exports(rec: Path, prefix: Path):
+    """What ``record`` does once the command ended: PREFIX.json, PREFIX.sqlite, the summary."""
+    from nvtx_plugins_tf.cli._exports import write_exports
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return write_exports(rec, prefix, png=False)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000_000)
@@ -126,6 +138,7 @@ def main(argv=None) -> int:
         timed("export JSON", lambda: export_json(rec, work / "bench.json"))
         s = timed("summary (recording)", lambda: summarize(rec))
         timed("summary (SQLite)", lambda: summarize(work / "bench.sqlite"))
+        timed("record's exports (all)", lambda: _record_exports(rec, work / "record"))
         print()
         print(
             f"events: {args.events:,}  ranges: {rows:,}  segment: {size / 1e6:.0f} MB  "
