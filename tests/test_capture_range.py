@@ -373,3 +373,38 @@ def test_filter_that_leaves_nothing_is_no_events(sample, tmp_path):
     proc = record(sample, ["push:x", "pop", "push:a@A", "pop@A"], tmp_path / "o", "--nvtx-domain-include", "B")
     assert proc.returncode == cli.EXIT_NO_EVENTS == 5, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("nvtx-tf: error: no NVTX events recorded in ")
+
+
+PACKAGE_SCRIPT = """
+import nvtx
+for name in ("A", "B", None):
+    print(name, type(nvtx.get_domain(name)).__name__)
+for name in ("A", "B", None):
+    nvtx.push_range("r", domain=name)
+    nvtx.pop_range(domain=name)
+"""
+
+
+@pytest.mark.parametrize(
+    "flags, dummies, recorded",
+    [
+        ([], set(), {"A", "B", ""}),
+        (["--nvtx-domain-exclude", "B"], {"B"}, {"A", ""}),
+        (["--nvtx-domain-exclude", "default,B"], {"B", "None"}, {"A"}),
+        (["--nvtx-domain-include", "A"], {"B", "None"}, {"A"}),
+    ],
+)
+def test_nvtx_package_skips_excluded_domains_at_the_source(tmp_path, flags, dummies, recorded):
+    """The recorder answers nvtxDomainIsEnabled (NVTX's payload extension): the `nvtx` package's
+    get_domain() hands out its no-op DummyDomain for an excluded domain, so no call is made."""
+    script = tmp_path / "pk.py"
+    script.write_text(PACKAGE_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "o"), *flags, "--",
+         sys.executable, str(script)],
+        env=nsys_oracle.clean_env(PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    kinds = dict(line.split() for line in proc.stdout.splitlines() if line.endswith("Domain"))
+    assert {name for name, kind in kinds.items() if kind == "DummyDomain"} == dummies, kinds
+    assert {k[0] for k in keys(nsys_oracle.load(tmp_path / "o.sqlite"))} == recorded

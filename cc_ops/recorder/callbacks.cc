@@ -444,6 +444,8 @@ inline void Set(NvtxFunctionTable table, unsigned int size, unsigned int id, F f
 
 }  // namespace
 
+uint8_t NVTX_API DomainIsEnabled(nvtxDomainHandle_t d) { return GateActive() && DomainDisabled(DomainId(d)) ? 0 : 1; }
+
 void InstallCoreCallbacks(NvtxFunctionTable t, unsigned int n) {
   Set(t, n, NVTX_CBID_CORE_MarkEx, MarkEx);
   Set(t, n, NVTX_CBID_CORE_MarkA, MarkA);

@@ -14,6 +14,10 @@ namespace nvtx_recorder {
 void InstallCoreCallbacks(NvtxFunctionTable table, unsigned int size);
 void InstallCore2Callbacks(NvtxFunctionTable table, unsigned int size);
 
+// nvtxDomainIsEnabled (payload extension): 0 for a domain the domain filter excludes
+// (a null handle: the default domain), 1 otherwise.
+uint8_t NVTX_API DomainIsEnabled(nvtxDomainHandle_t domain);
+
 }  // namespace nvtx_recorder
 
 #endif  // NVTX_PLUGINS_TF_RECORDER_CALLBACKS_H_

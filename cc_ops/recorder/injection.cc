@@ -5,6 +5,9 @@
 #include <atomic>
 
 #include "recorder/callbacks.h"
+// After callbacks.h (NVTX_NO_IMPL): the payload extension's ids and module types only.
+#include <nvtx3/nvToolsExtPayload.h>
+
 #include "recorder/config.h"
 #include "recorder/gate.h"
 #include "recorder/recorder_internal.h"
@@ -43,5 +46,26 @@ NVTXREC_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_
     version->SetInjectionNvtxVersion(NVTX_VERSION);
   }
   g_attach_count.fetch_add(1, std::memory_order_relaxed);
+  return 1;
+}
+
+// InitializeInjectionNvtxExtension: NVTX's extension modules call it (after the core's
+// initialization) with their function slots. We answer one function of the payload
+// extension, nvtxDomainIsEnabled, so that callers that ask (the `nvtx` Python package's
+// get_domain returns a no-op domain for a disabled one) skip the work for domains the
+// domain filter excludes (gate.h). Slots we leave unset become no-ops, as without this
+// function. Always 1: 0 would make NVTX unload the library.
+NVTXREC_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* info) {
+  using namespace nvtx_recorder;
+  if (!info || info->structSize < sizeof(nvtxExtModuleInfo_t) || info->moduleId != NVTX_EXT_PAYLOAD_MODULEID) return 1;
+  // The slot numbering is that of the compatibility id our headers define.
+  if (info->compatId != NVTX_EXT_PAYLOAD_COMPATID || !ConfigureFromEnvironment()) return 1;
+  ConfigureGateFromEnvironment();
+  for (size_t i = 0; i < info->segmentsCount && info->segments; ++i) {
+    nvtxExtModuleSegment_t& segment = info->segments[i];
+    if (segment.functionSlots && segment.slotCount > NVTX3EXT_CBID_nvtxDomainIsEnabled) {
+      segment.functionSlots[NVTX3EXT_CBID_nvtxDomainIsEnabled] = reinterpret_cast<intptr_t>(DomainIsEnabled);
+    }
+  }
   return 1;
 }
