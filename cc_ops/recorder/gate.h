@@ -22,7 +22,8 @@
 //   window never closes).
 // * Domain filter: an excluded domain gets a null handle from nvtxDomainCreate when the
 //   default domain is excluded too (a null handle is the default domain), else a handle
-//   whose events are dropped; callers that check the handle skip their work.
+//   whose events are dropped; callers that check the handle skip their work, and
+//   nvtxDomainIsEnabled (injection.cc) says 0 for it.
 #ifndef NVTX_PLUGINS_TF_RECORDER_GATE_H_
 #define NVTX_PLUGINS_TF_RECORDER_GATE_H_
 
