@@ -20,6 +20,8 @@
 //   written, so events inside a window resolve;
 // * end mode: stop (one window), repeat[:N] (up to N windows, 0: no limit), none (the
 //   window never closes).
+// * Windows are per process. A forked child inherits the state of the moment; a push/pop
+//   window opened there by a thread other than the forking one stays open in the child.
 // * Domain filter: an excluded domain gets a null handle from nvtxDomainCreate when the
 //   default domain is excluded too (a null handle is the default domain), else a handle
 //   whose events are dropped; callers that check the handle skip their work, and
