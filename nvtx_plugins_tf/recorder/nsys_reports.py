@@ -46,6 +46,8 @@ from .summary import DEFAULT_DOMAIN, _shorten, is_sqlite, range_label, selects_d
 __all__ = [
     "REPORT_TYPES",
     "NSYS_REPORTS",
+    "TRACE_COLUMNS",
+    "SUM_COLUMNS",
     "DEFAULT_DOMAIN",
     "Ranges",
     "Report",
