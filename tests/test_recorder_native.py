@@ -2,169 +2,39 @@
 
 A C program using the NVTX v3 header API (tests/native/nvtx_sample.c) runs with
 NVTX_INJECTION64_PATH pointing at libnvtx_recorder.so; the segments it writes are decoded
-here by a small decoder written from cc_ops/format/record_format.h alone, independent
-of the project's reader.
+here by tests/native/segment_oracle.py, a small decoder written from
+cc_ops/format/record_format.h alone, independent of the project's reader.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import struct
 import subprocess
 import sys
 import textwrap
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from native.segment_oracle import (
+    F_CATEGORY,
+    F_REGISTERED,
+    K_CATEGORY,
+    K_DOMAIN_CREATE,
+    K_DOMAIN_DESTROY,
+    K_END,
+    K_MARK,
+    K_POP,
+    K_PUSH,
+    K_START,
+    Segment,
+    decode_dir,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_SRC = REPO / "tests" / "native" / "nvtx_sample.c"
-
-# ---- record_format.h, transcribed ------------------------------------------------------
-SEGMENT_MAGIC = b"NVTXREC1"
-SEGMENT_HEADER_SIZE = 4096
-CHUNK_MAGIC = 0x4B4E4843
-CHUNK_HEADER_SIZE = 64
-K_PUSH, K_POP, K_START, K_END, K_MARK = 1, 2, 3, 4, 5
-K_STRING, K_DOMAIN_CREATE, K_DOMAIN_DESTROY, K_CATEGORY, K_THREAD = 16, 17, 18, 19, 20
-EVENT_KINDS = {K_PUSH, K_POP, K_START, K_END, K_MARK}
-F_COLOR, F_CATEGORY, F_REGISTERED, F_THREAD_OVERRIDE = 1, 2, 4, 8
-PAYLOAD_FORMATS = {1: "<Q", 2: "<q", 3: "<d", 4: "<I", 5: "<i", 6: "<f"}
-
-
-@dataclass
-class Rec:
-    kind: int
-    flags: int
-    domain: int
-    msg: int
-    tid: int
-    thread_index: int
-    ts: int | None = None
-    range_id: int | None = None
-    color: int | None = None
-    category: int | None = None
-    payload: object = None
-    text: str | None = None  # resolved message / name
-    extra: int | None = None  # kCategoryName category, kThreadName tid
-
-
-@dataclass
-class Segment:
-    path: Path
-    pid: int
-    ppid: int
-    chunk_size: int
-    process_name: str
-    cmdline: str
-    start_ns: int
-    records: list[Rec] = field(default_factory=list)
-    strings: dict[int, str] = field(default_factory=dict)
-    string_domains: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def events(self) -> list[Rec]:
-        return [r for r in self.records if r.kind in EVENT_KINDS]
-
-    def domains(self) -> dict[int, str]:
-        return {r.domain: self.strings[r.msg] for r in self.records if r.kind == K_DOMAIN_CREATE}
-
-    def thread_names(self) -> dict[int, list[tuple[bool, str]]]:
-        out: dict[int, list[tuple[bool, str]]] = {}
-        for r in self.records:
-            if r.kind == K_THREAD:
-                out.setdefault(r.extra, []).append((bool(r.flags & F_THREAD_OVERRIDE), self.strings[r.msg]))
-        return out
-
-
-def _decode_chunk(seg: Segment, data: bytes, base: int, chunk_index: int) -> list[Rec]:
-    magic, thread_index, tid, seq = struct.unpack_from("<IIqQ", data, base)
-    if magic != CHUNK_MAGIC:
-        return []
-    out = []
-    pos, end = base + CHUNK_HEADER_SIZE, base + seg.chunk_size
-    while pos + 8 <= end:
-        (word0,) = struct.unpack_from("<Q", data, pos)
-        if word0 == 0:
-            break
-        kind, flags, domain, msg = word0 & 0xFF, (word0 >> 8) & 0xFF, (word0 >> 16) & 0xFFFF, word0 >> 32
-        rec = Rec(kind, flags, domain, msg, tid, thread_index)
-        pos += 8
-        if kind == K_STRING:
-            length, zero = struct.unpack_from("<II", data, pos)
-            assert zero == 0
-            raw = data[pos + 8 : pos + 8 + length]
-            rec.text = raw.decode("utf-8")  # must be valid UTF-8
-            assert msg not in seg.strings or seg.strings[msg] == rec.text, "string id redefined"
-            seg.strings[msg] = rec.text
-            seg.string_domains[msg] = domain
-            pos += 8 + (length + 7) // 8 * 8
-        elif kind in (K_DOMAIN_CREATE, K_DOMAIN_DESTROY):
-            (rec.ts,) = struct.unpack_from("<Q", data, pos)
-            pos += 8
-        elif kind == K_CATEGORY:
-            rec.extra, _ = struct.unpack_from("<II", data, pos)
-            pos += 8
-        elif kind == K_THREAD:
-            (rec.extra,) = struct.unpack_from("<q", data, pos)
-            pos += 8
-        elif kind in EVENT_KINDS:
-            (rec.ts,) = struct.unpack_from("<Q", data, pos)
-            pos += 8
-            if kind in (K_START, K_END):
-                (rec.range_id,) = struct.unpack_from("<Q", data, pos)
-                pos += 8
-            if flags & (F_COLOR | F_CATEGORY):
-                color, category = struct.unpack_from("<II", data, pos)
-                rec.color = color if flags & F_COLOR else None
-                rec.category = category if flags & F_CATEGORY else None
-                pos += 8
-            ptype = (flags & 0xF0) >> 4
-            if ptype:
-                rec.payload = struct.unpack_from(PAYLOAD_FORMATS[ptype], data, pos)[0]
-                pos += 8
-        else:
-            raise AssertionError(f"unknown record kind {kind} in {seg.path} chunk {chunk_index}")
-        assert pos <= end, "record overruns its chunk"
-        out.append(rec)
-    return [(thread_index, seq, out)]
-
-
-def decode_segment(path: Path) -> Segment:
-    data = path.read_bytes()
-    assert data[:8] == SEGMENT_MAGIC
-    version, header_size, chunk_size, _ = struct.unpack_from("<IIII", data, 8)
-    assert (version, header_size) == (1, SEGMENT_HEADER_SIZE)
-    assert chunk_size % 4096 == 0
-    pid, ppid, start_ns, _start_rt = struct.unpack_from("<qqQQ", data, 24)
-    name = data[56:120].split(b"\0")[0].decode()
-    cmdline = data[120:1144].split(b"\0")[0].decode()
-    seg = Segment(path, pid, ppid, chunk_size, name, cmdline, start_ns)
-    chunks = []
-    for k in range((len(data) - SEGMENT_HEADER_SIZE) // chunk_size):
-        chunks += _decode_chunk(seg, data, SEGMENT_HEADER_SIZE + k * chunk_size, k)
-    # Per thread, chunks in seq order (0, 1, 2, ... without gaps) give program order.
-    by_thread: dict[int, list] = {}
-    for thread_index, seq, recs in chunks:
-        by_thread.setdefault(thread_index, []).append((seq, recs))
-    for _thread_index, items in sorted(by_thread.items()):
-        items.sort(key=lambda item: item[0])
-        assert [s for s, _ in items] == list(range(len(items))), "missing chunk"
-        for _, recs in items:
-            seg.records.extend(recs)
-    for r in seg.records:
-        if r.kind in EVENT_KINDS and r.msg:
-            assert r.msg in seg.strings, f"undefined string id {r.msg}"
-            r.text = seg.strings[r.msg]
-    return seg
-
-
-def decode_dir(path: Path) -> list[Segment]:
-    return [decode_segment(p) for p in sorted(path.glob("*.nvtxseg"))]
-
 
 # ---- fixtures ---------------------------------------------------------------------------
 
@@ -224,35 +94,73 @@ def _run(exe, args, env, timeout=60) -> dict[str, str]:
 # ---- tests ------------------------------------------------------------------------------
 
 
-def test_basic_events(recorder_lib, sample, tmp_path):
-    out = _run(sample, ["basic"], _env(recorder_lib, tmp_path))
-    tid_main, tid_thread = int(out["tid_main"]), int(out["tid_thread"])
+@dataclass
+class BasicRun:
+    """One run of ``nvtx_sample basic``: what it printed and its one segment, decoded."""
+
+    out: dict[str, str]
+    seg: Segment
+    tid_main: int
+    tid_thread: int
+
+    @property
+    def events(self):
+        return self.seg.events
+
+    @property
+    def main(self):
+        return [e for e in self.seg.events if e.tid == self.tid_main]
+
+    @property
+    def domain(self) -> int:
+        return next(iter(self.seg.domains()))
+
+    def one(self, text, kind=None):
+        found = [e for e in self.events if e.text == text and (kind is None or e.kind == kind)]
+        assert len(found) == 1, (text, found)
+        return found[0]
+
+
+@pytest.fixture(scope="module")
+def basic(recorder_lib, sample, tmp_path_factory) -> BasicRun:
+    record_dir = tmp_path_factory.mktemp("basic")
+    out = _run(sample, ["basic"], _env(recorder_lib, record_dir))
+    [seg] = decode_dir(record_dir)
+    return BasicRun(out, seg, int(out["tid_main"]), int(out["tid_thread"]))
+
+
+def test_basic_levels_returned_to_the_program(basic):
+    out = basic.out
     assert out["push_levels"] == "0,1" and out["pop_levels"] == "1,0"
     assert out["domain_levels"] == "0,0" and out["empty_pop"] == "-1"
     assert out["same_domain"] == "1"
 
-    [seg] = decode_dir(tmp_path)
+
+def test_basic_segment_identity(basic):
+    seg = basic.seg
     assert seg.path.name.startswith(f"{seg.pid}-") and seg.path.name.endswith(".nvtxseg")
     assert seg.process_name == "nvtx_sample"
     assert seg.cmdline.endswith("nvtx_sample basic")
-    events = seg.events
+
+
+def test_basic_event_counts_and_timestamps(basic):
+    events = basic.events
     assert Counter(e.kind for e in events) == {K_MARK: 14, K_PUSH: 5, K_POP: 6, K_START: 4, K_END: 5}
-    assert {e.tid for e in events} == {tid_main, tid_thread}
-    assert all(e.ts >= seg.start_ns for e in events)
-    main = [e for e in events if e.tid == tid_main]
-    assert [e.ts for e in main] == sorted(e.ts for e in main)
+    assert {e.tid for e in events} == {basic.tid_main, basic.tid_thread}
+    assert all(e.ts >= basic.seg.start_ns for e in events)
+    assert [e.ts for e in basic.main] == sorted(e.ts for e in basic.main)
 
-    def one(text, kind=None):
-        found = [e for e in events if e.text == text and (kind is None or e.kind == kind)]
-        assert len(found) == 1, (text, found)
-        return found[0]
 
+def test_basic_thread_names(basic):
     # Thread names: comm at first chunk claim + the nvtxNameOsThread override.
-    names = seg.thread_names()
-    assert (False, "nvtx_sample") in names[tid_main]
-    assert (True, "main-renamed") in names[tid_main]
-    assert (False, "nvtx_sample") in names[tid_thread]
-    # Categories.
+    names = basic.seg.thread_names()
+    assert (False, "nvtx_sample") in names[basic.tid_main]
+    assert (True, "main-renamed") in names[basic.tid_main]
+    assert (False, "nvtx_sample") in names[basic.tid_thread]
+
+
+def test_basic_categories_and_domains(basic):
+    seg = basic.seg
     cats = {(r.domain, r.extra): seg.strings[r.msg] for r in seg.records if r.kind == K_CATEGORY}
     domains = seg.domains()
     assert list(domains.values()) == ["my-domain"]  # created twice, defined once
@@ -260,55 +168,66 @@ def test_basic_events(recorder_lib, sample, tmp_path):
     assert dom != 0
     assert cats == {(0, 7): "cat-seven", (dom, 3): "dom-cat"}
 
+
+def test_basic_push_pop_nesting(basic):
     # Push/pop nesting in program order.
-    kinds = [(e.kind, e.text) for e in main if e.kind in (K_PUSH, K_POP) and e.domain == 0][:4]
+    kinds = [(e.kind, e.text) for e in basic.main if e.kind in (K_PUSH, K_POP) and e.domain == 0][:4]
     assert kinds == [(K_PUSH, "push-outer"), (K_PUSH, "push-inner"), (K_POP, None), (K_POP, None)]
 
-    start = one("start-ex", K_START)
+
+def test_basic_start_end_attributes_and_payload_types(basic):
+    start = basic.one("start-ex", K_START)
     assert (start.color, start.category, start.payload) == (0xFF00FF00, 7, 42)
-    assert start.range_id == int(out["range_start_ex"]) != 0
-    ends = [e for e in events if e.kind == K_END and e.range_id == start.range_id]
-    assert len(ends) == 1 and ends[0].tid == tid_main
+    assert start.range_id == int(basic.out["range_start_ex"]) != 0
+    ends = [e for e in basic.events if e.kind == K_END and e.range_id == start.range_id]
+    assert len(ends) == 1 and ends[0].tid == basic.tid_main
 
-    assert one("p-i64").payload == -5
-    assert one("p-dbl").payload == 2.5
-    assert one("p-u32").payload == 7
-    assert one("p-i32").payload == -7
-    assert one("p-flt").payload == 1.5
-    assert all(one(t).color is None and one(t).category is None for t in ("p-i64", "p-flt"))
+    assert basic.one("p-i64").payload == -5
+    assert basic.one("p-dbl").payload == 2.5
+    assert basic.one("p-u32").payload == 7
+    assert basic.one("p-i32").payload == -7
+    assert basic.one("p-flt").payload == 1.5
+    assert all(basic.one(t).color is None and basic.one(t).category is None for t in ("p-i64", "p-flt"))
 
-    # Domain events with a registered string.
+
+def test_basic_registered_string_in_domain(basic):
+    seg, events, dom = basic.seg, basic.events, basic.domain
     dpush = [e for e in events if e.kind == K_PUSH and e.domain == dom]
     assert len(dpush) == 1
     assert dpush[0].flags & F_REGISTERED and dpush[0].text == "reg-msg" and dpush[0].color == 0xFFFF0000
     assert seg.string_domains[dpush[0].msg] == dom
     assert [e.kind for e in events if e.domain == dom] == [K_PUSH, K_POP, K_MARK, K_START, K_END]
-    dmark = one("dom-mark")
+    dmark = basic.one("dom-mark")
     assert dmark.domain == dom and dmark.category == 3
     assert sum(r.kind == K_DOMAIN_DESTROY and r.domain == dom for r in seg.records) == 1
 
-    # Unicode (UTF-32 wchar_t -> UTF-8).
-    assert one("wide-\u00fc\u20ac\U0001f600", K_PUSH).tid == tid_main
-    one("mark-w", K_MARK)
-    one("start-w", K_START)
 
-    # A range started on one thread and ended on another.
-    cross = one("cross-thread", K_START)
-    assert cross.tid == tid_main and cross.range_id == int(out["range_cross"])
-    [cross_end] = [e for e in events if e.kind == K_END and e.range_id == cross.range_id]
-    assert cross_end.tid == tid_thread
-    assert one("in-thread").tid == tid_thread
-    range_ids = [e.range_id for e in events if e.kind == K_START]
+def test_basic_unicode(basic):
+    # UTF-32 wchar_t -> UTF-8.
+    assert basic.one("wide-\u00fc\u20ac\U0001f600", K_PUSH).tid == basic.tid_main
+    basic.one("mark-w", K_MARK)
+    basic.one("start-w", K_START)
+
+
+def test_basic_range_across_threads(basic):
+    cross = basic.one("cross-thread", K_START)
+    assert cross.tid == basic.tid_main and cross.range_id == int(basic.out["range_cross"])
+    [cross_end] = [e for e in basic.events if e.kind == K_END and e.range_id == cross.range_id]
+    assert cross_end.tid == basic.tid_thread
+    assert basic.one("in-thread").tid == basic.tid_thread
+    range_ids = [e.range_id for e in basic.events if e.kind == K_START]
     assert len(set(range_ids)) == len(range_ids) and 0 not in range_ids
 
-    # Robustness cases: recorded, without the broken parts.
+
+def test_basic_broken_calls_recorded_without_their_broken_parts(basic):
+    events = basic.events
     bare_marks = [e for e in events if e.kind == K_MARK and e.msg == 0 and e.flags == 0]
     assert len(bare_marks) == 3  # MarkA(NULL), MarkEx(NULL), size=3
-    bad = one("bad-types")
+    bad = basic.one("bad-types")
     assert bad.flags == 0 and bad.color is None and bad.payload is None
     [cat_only] = [e for e in events if e.kind == K_MARK and e.category == 5]
     assert cat_only.msg == 0 and cat_only.flags == F_CATEGORY  # messageType 99: no message
-    assert [e for e in events if e.kind == K_END and e.range_id == 0xDEADBEEF][0].tid == tid_main
+    assert [e for e in events if e.kind == K_END and e.range_id == 0xDEADBEEF][0].tid == basic.tid_main
 
 
 def test_threads_every_event_once(recorder_lib, sample, tmp_path):

@@ -1,0 +1,310 @@
+"""An independent decoder of the recording format (cc_ops/format/record_format.h).
+
+Written from the format header alone, sharing no code with the project's reader
+(cc_ops/reader, nvtx_plugins_tf/recorder): the tests judge the recorder's segments and the
+reader's results with it.
+
+* ``decode_segment`` / ``decode_dir``: strict; a segment written by the recorder must decode
+  without a single surprise (UTF-8 strings, records inside their chunk, no missing chunk,
+  every string id defined), or an ``AssertionError`` says what is wrong.
+* ``scan_segment``: lenient, for damaged bytes; what any reader keeping the format's
+  promises recovers from them and whether it must report damage (see its docstring).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# ---- record_format.h, transcribed ------------------------------------------------------
+SEGMENT_MAGIC = b"NVTXREC1"
+SEGMENT_HEADER_SIZE = 4096
+CHUNK_MAGIC = 0x4B4E4843
+CHUNK_HEADER_SIZE = 64
+K_PUSH, K_POP, K_START, K_END, K_MARK = 1, 2, 3, 4, 5
+K_STRING, K_DOMAIN_CREATE, K_DOMAIN_DESTROY, K_CATEGORY, K_THREAD = 16, 17, 18, 19, 20
+EVENT_KINDS = {K_PUSH, K_POP, K_START, K_END, K_MARK}
+F_COLOR, F_CATEGORY, F_REGISTERED, F_THREAD_OVERRIDE = 1, 2, 4, 8
+PAYLOAD_FORMATS = {1: "<Q", 2: "<q", 3: "<d", 4: "<I", 5: "<i", 6: "<f"}
+
+
+@dataclass
+class Rec:
+    kind: int
+    flags: int
+    domain: int
+    msg: int
+    tid: int
+    thread_index: int
+    ts: int | None = None
+    range_id: int | None = None
+    color: int | None = None
+    category: int | None = None
+    payload: object = None
+    text: str | None = None  # resolved message / name
+    extra: int | None = None  # kCategoryName category, kThreadName tid
+
+
+@dataclass
+class Segment:
+    path: Path
+    pid: int
+    ppid: int
+    chunk_size: int
+    process_name: str
+    cmdline: str
+    start_ns: int
+    records: list[Rec] = field(default_factory=list)
+    strings: dict[int, str] = field(default_factory=dict)
+    string_domains: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def events(self) -> list[Rec]:
+        return [r for r in self.records if r.kind in EVENT_KINDS]
+
+    def domains(self) -> dict[int, str]:
+        return {r.domain: self.strings[r.msg] for r in self.records if r.kind == K_DOMAIN_CREATE}
+
+    def thread_names(self) -> dict[int, list[tuple[bool, str]]]:
+        out: dict[int, list[tuple[bool, str]]] = {}
+        for r in self.records:
+            if r.kind == K_THREAD:
+                out.setdefault(r.extra, []).append((bool(r.flags & F_THREAD_OVERRIDE), self.strings[r.msg]))
+        return out
+
+
+def _decode_chunk(seg: Segment, data: bytes, base: int, chunk_index: int) -> list[Rec]:
+    magic, thread_index, tid, seq = struct.unpack_from("<IIqQ", data, base)
+    if magic != CHUNK_MAGIC:
+        return []
+    out = []
+    pos, end = base + CHUNK_HEADER_SIZE, base + seg.chunk_size
+    while pos + 8 <= end:
+        (word0,) = struct.unpack_from("<Q", data, pos)
+        if word0 == 0:
+            break
+        kind, flags, domain, msg = word0 & 0xFF, (word0 >> 8) & 0xFF, (word0 >> 16) & 0xFFFF, word0 >> 32
+        rec = Rec(kind, flags, domain, msg, tid, thread_index)
+        pos += 8
+        if kind == K_STRING:
+            length, zero = struct.unpack_from("<II", data, pos)
+            assert zero == 0
+            raw = data[pos + 8 : pos + 8 + length]
+            rec.text = raw.decode("utf-8")  # must be valid UTF-8
+            assert msg not in seg.strings or seg.strings[msg] == rec.text, "string id redefined"
+            seg.strings[msg] = rec.text
+            seg.string_domains[msg] = domain
+            pos += 8 + (length + 7) // 8 * 8
+        elif kind in (K_DOMAIN_CREATE, K_DOMAIN_DESTROY):
+            (rec.ts,) = struct.unpack_from("<Q", data, pos)
+            pos += 8
+        elif kind == K_CATEGORY:
+            rec.extra, _ = struct.unpack_from("<II", data, pos)
+            pos += 8
+        elif kind == K_THREAD:
+            (rec.extra,) = struct.unpack_from("<q", data, pos)
+            pos += 8
+        elif kind in EVENT_KINDS:
+            (rec.ts,) = struct.unpack_from("<Q", data, pos)
+            pos += 8
+            if kind in (K_START, K_END):
+                (rec.range_id,) = struct.unpack_from("<Q", data, pos)
+                pos += 8
+            if flags & (F_COLOR | F_CATEGORY):
+                color, category = struct.unpack_from("<II", data, pos)
+                rec.color = color if flags & F_COLOR else None
+                rec.category = category if flags & F_CATEGORY else None
+                pos += 8
+            ptype = (flags & 0xF0) >> 4
+            if ptype:
+                rec.payload = struct.unpack_from(PAYLOAD_FORMATS[ptype], data, pos)[0]
+                pos += 8
+        else:
+            raise AssertionError(f"unknown record kind {kind} in {seg.path} chunk {chunk_index}")
+        assert pos <= end, "record overruns its chunk"
+        out.append(rec)
+    return [(thread_index, seq, out)]
+
+
+def decode_segment(path: Path) -> Segment:
+    data = path.read_bytes()
+    assert data[:8] == SEGMENT_MAGIC
+    version, header_size, chunk_size, _ = struct.unpack_from("<IIII", data, 8)
+    assert (version, header_size) == (1, SEGMENT_HEADER_SIZE)
+    assert chunk_size % 4096 == 0
+    pid, ppid, start_ns, _start_rt = struct.unpack_from("<qqQQ", data, 24)
+    name = data[56:120].split(b"\0")[0].decode()
+    cmdline = data[120:1144].split(b"\0")[0].decode()
+    seg = Segment(path, pid, ppid, chunk_size, name, cmdline, start_ns)
+    chunks = []
+    for k in range((len(data) - SEGMENT_HEADER_SIZE) // chunk_size):
+        chunks += _decode_chunk(seg, data, SEGMENT_HEADER_SIZE + k * chunk_size, k)
+    # Per thread, chunks in seq order (0, 1, 2, ... without gaps) give program order.
+    by_thread: dict[int, list] = {}
+    for thread_index, seq, recs in chunks:
+        by_thread.setdefault(thread_index, []).append((seq, recs))
+    for _thread_index, items in sorted(by_thread.items()):
+        items.sort(key=lambda item: item[0])
+        assert [s for s, _ in items] == list(range(len(items))), "missing chunk"
+        for _, recs in items:
+            seg.records.extend(recs)
+    for r in seg.records:
+        if r.kind in EVENT_KINDS and r.msg:
+            assert r.msg in seg.strings, f"undefined string id {r.msg}"
+            r.text = seg.strings[r.msg]
+    return seg
+
+
+def decode_dir(path: Path) -> list[Segment]:
+    return [decode_segment(p) for p in sorted(path.glob("*.nvtxseg"))]
+
+
+# ---- damaged bytes --------------------------------------------------------------------
+# The rules a reader follows on damaged input, as the format states them (record_format.h)
+# and as the reader's damage report promises them (DamageReport in recorder/recording.py):
+#   * a header must have the magic, version 1, a header_size that is a multiple of 8 in
+#     [end of the first writers' header, 1 MiB], a chunk_size that is a multiple of 8 in
+#     [4096, 1 GiB], and the file must hold header_size bytes; else the segment is damaged
+#     and nothing of it is read;
+#   * chunk_count and dropped_events are read only from headers at least as long as the
+#     full SegmentHeader: a file shorter than header_size + chunk_count * chunk_size is
+#     truncated; dropped events are damage;
+#   * the body is cut into chunk_size pieces (the last one may be short): a piece whose
+#     chunk header is cut short is unpublished when all its bytes are zero, else damaged;
+#     magic 0 = unpublished, another magic than CHUNK_MAGIC = damaged chunk;
+#   * a thread's chunks have the seq numbers 0, 1, 2, ...; anything else is damage;
+#   * in a chunk, records follow the header up to a zero word; a record of an unknown kind
+#     or payload type, or one that does not fit in the bytes of the chunk present, ends
+#     the chunk as damage; so do bytes running out before a zero word in a chunk cut short
+#     (a complete chunk may be full without a zero word);
+#   * an event naming a string id (not 0) that no string definition of the segment defines
+#     is damage (the event is kept).
+HEADER_V1_END = 1144  # offsetof(SegmentHeader, chunk_count)
+HEADER_STRUCT_SIZE = 1192  # sizeof(SegmentHeader)
+
+
+@dataclass
+class Scan:
+    """What ``scan_segment`` found: the event records a reader decodes (``Rec``; ts as a
+    signed 64-bit number, as the reader's rows hold it; ``extra`` = the file index of the
+    chunk) and the damage it must report (empty: none)."""
+
+    events: list[Rec] = field(default_factory=list)
+    damage: list[str] = field(default_factory=list)
+    segment_damaged: bool = False  # the header was refused: nothing read
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.damage)
+
+    def events_in_chunks(self, indexes) -> list[Rec]:
+        indexes = set(indexes)
+        return [e for e in self.events if e.extra in indexes]
+
+
+def record_length(data: bytes, pos: int, end: int) -> int:
+    """Bytes of the record at ``pos`` (its first word not zero), 0 when it is not a record
+    of the format or does not end by ``end``."""
+    (word0,) = struct.unpack_from("<Q", data, pos)
+    kind, flags = word0 & 0xFF, (word0 >> 8) & 0xFF
+    if kind in EVENT_KINDS:
+        ptype = flags >> 4
+        if ptype and ptype not in PAYLOAD_FORMATS:
+            return 0
+        n = 16 + 8 * (kind in (K_START, K_END)) + 8 * bool(flags & (F_COLOR | F_CATEGORY)) + 8 * bool(ptype)
+    elif kind == K_STRING:
+        if end - pos < 16:
+            return 0
+        (length,) = struct.unpack_from("<I", data, pos + 8)
+        n = 16 + (length + 7) // 8 * 8
+    elif kind in (K_DOMAIN_CREATE, K_DOMAIN_DESTROY, K_CATEGORY, K_THREAD):
+        n = 16
+    else:
+        return 0
+    return n if pos + n <= end else 0
+
+
+def scan_segment(data: bytes) -> Scan:
+    """The events and the damage of the bytes of one segment file (rules above)."""
+    scan = Scan()
+
+    def refuse(why: str) -> Scan:
+        scan.damage.append(why)
+        scan.segment_damaged = True
+        return scan
+
+    if len(data) < HEADER_V1_END:
+        return refuse("segment header truncated")
+    if data[:8] != SEGMENT_MAGIC:
+        return refuse("bad segment magic")
+    version, header_size, chunk_size = struct.unpack_from("<III", data, 8)
+    if version != 1:
+        return refuse("unsupported version")
+    if not (HEADER_V1_END <= header_size <= 1 << 20 and header_size % 8 == 0):
+        return refuse("bad header size")
+    if not (4096 <= chunk_size <= 1 << 30 and chunk_size % 8 == 0):
+        return refuse("bad chunk size")
+    if len(data) < header_size:
+        return refuse("segment header truncated")
+    chunk_count = dropped = 0
+    if header_size >= HEADER_STRUCT_SIZE:
+        chunk_count, dropped = struct.unpack_from("<QQ", data, HEADER_V1_END)
+    if dropped:
+        scan.damage.append(f"{dropped} dropped events")
+    body = len(data) - header_size
+    if chunk_count and body < chunk_count * chunk_size:
+        scan.damage.append(f"truncated: {chunk_count} chunks announced")
+
+    chunks = []  # (file index, thread index, seq, offset, bytes present)
+    for k in range((body + chunk_size - 1) // chunk_size):
+        off = header_size + k * chunk_size
+        present = min(chunk_size, len(data) - off)
+        if present < CHUNK_HEADER_SIZE:
+            if any(data[off : off + present]):
+                scan.damage.append(f"chunk {k}: header cut short")
+            continue
+        magic, thread_index, _tid, seq = struct.unpack_from("<IIqQ", data, off)
+        if magic == 0:
+            continue
+        if magic != CHUNK_MAGIC:
+            scan.damage.append(f"chunk {k}: bad magic")
+            continue
+        chunks.append((k, thread_index, seq, off, present))
+    by_thread: dict[int, list] = {}
+    for chunk in chunks:
+        by_thread.setdefault(chunk[1], []).append(chunk)
+    for thread_index, items in by_thread.items():
+        items.sort(key=lambda c: c[2])
+        if [c[2] for c in items] != list(range(len(items))):
+            scan.damage.append(f"thread {thread_index}: seq numbers {[c[2] for c in items]}")
+
+    defined: set[int] = set()
+    for k, thread_index, _seq, off, present in chunks:
+        pos, end = off + CHUNK_HEADER_SIZE, off + present
+        while True:
+            if pos + 8 > end:
+                if present < chunk_size:
+                    scan.damage.append(f"chunk {k}: cut inside its records")
+                break
+            (word0,) = struct.unpack_from("<Q", data, pos)
+            if word0 == 0:
+                break
+            n = record_length(data, pos, end)
+            if n == 0:
+                scan.damage.append(f"chunk {k}: bad record at {pos - off}")
+                break
+            kind, flags, domain, msg = word0 & 0xFF, (word0 >> 8) & 0xFF, (word0 >> 16) & 0xFFFF, word0 >> 32
+            if kind == K_STRING:
+                defined.add(msg)
+            elif kind in EVENT_KINDS:
+                (ts,) = struct.unpack_from("<q", data, pos + 8)
+                rec = Rec(kind, flags, domain, msg, 0, thread_index, ts=ts, extra=k)
+                if kind in (K_START, K_END):
+                    (rec.range_id,) = struct.unpack_from("<Q", data, pos + 16)
+                scan.events.append(rec)
+            pos += n
+    unknown = sum(1 for e in scan.events if e.msg and e.msg not in defined)
+    if unknown:
+        scan.damage.append(f"{unknown} events name undefined strings")
+    return scan
