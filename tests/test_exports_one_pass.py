@@ -18,7 +18,7 @@ from nvtx_plugins_tf.cli import _exports
 from nvtx_plugins_tf.cli._exports import write_exports
 from nvtx_plugins_tf.recorder import _decoder, exports, timeline
 from nvtx_plugins_tf.recorder.export_json import export_json
-from nvtx_plugins_tf.recorder.export_sqlite import export_sqlite
+from nvtx_plugins_tf.recorder.export_sqlite import SqliteSink, export_sqlite
 from nvtx_plugins_tf.recorder.exports import Progress
 from nvtx_plugins_tf.recorder.reader import DEFAULT_BATCH, RecordingReader
 from nvtx_plugins_tf.recorder.summary import summarize
@@ -181,6 +181,17 @@ def test_an_error_in_the_child_process_is_raised_here_and_its_output_removed(tmp
     # A sink the child cannot make: its error, at once.
     with RecordingReader(rec) as reader, pytest.raises(FileNotFoundError):
         exports.ChildSink(reader, _FullDisk, tmp_path / "no" / "dir" / "out.bin")
+
+
+def test_a_child_sink_left_unfinished_removes_its_output(tmp_path):
+    rec = _big_recording(tmp_path / "in")
+    with RecordingReader(rec) as reader, exports.ChildSink(reader, SqliteSink, tmp_path / "out.sqlite") as sink:
+        batches = reader.batches()
+        sink.add(next(batches))
+        sink.add(next(batches))
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out.sqlite.")]  # being written
+        # (an error, Ctrl-C, no events: the sink is left without finish())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
 
 
 class _Terminal(io.StringIO):

@@ -291,10 +291,13 @@ def _child_main(conn, path, origin_ns, factory, args, kwargs) -> None:
     _send_error(conn, error)  # (once the partial output is gone)
 
 
+_IGNORED_IN_CHILD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
 class ChildSink(Sink):
     """``factory(reader, *args, **kwargs)`` (a sink class) run by a forked child process:
-    each batch and the new entries of the reader's tables go to it over a pipe (bounded: a
-    batch at a time), its work runs on another core. Errors in the child (making the sink
+    each batch and the new entries of the reader's tables go to it over a pipe (bounded: at
+    most CHILD_QUEUE batches ahead of it), its work runs on another core. Errors in the child (making the sink
     included) are raised here; ``finish()`` returns the child sink's result."""
 
     def __init__(self, reader, factory, *args, **kwargs):
@@ -307,7 +310,10 @@ class ChildSink(Sink):
             code = 1
             try:
                 ours.close()
-                signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C: then the pipe closes
+                # Signals are the parent's to handle (a process group's Ctrl-C or kill reaches both):
+                # the child ends when the pipe closes, after removing its partial output.
+                for sig in _IGNORED_IN_CHILD:
+                    signal.signal(sig, signal.SIG_IGN)
                 _child_main(theirs, reader.path, reader.origin_ns, factory, args, kwargs)
                 code = 0
             finally:
@@ -329,7 +335,8 @@ class ChildSink(Sink):
                 self._receive()
             self._conn.send(message)
         except (BrokenPipeError, ConnectionResetError, EOFError):
-            self._receive()
+            self._receive()  # its error, if it sent one
+            raise RuntimeError("nvtx_plugins_tf: an export's child process stopped reading") from None
 
     def _receive(self):
         try:
