@@ -17,7 +17,7 @@ all: test
 $(INSTALLED): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,plot]'
+	$(PY) -m pip install -q -e '.[test,plot,view]'
 	touch $@
 
 $(NATIVE): $(INSTALLED) $(NATIVE_SOURCES)
