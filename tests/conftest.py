@@ -21,8 +21,12 @@ def _child_env(recording=None, **extra) -> dict:
     from nvtx_plugins_tf import recorder
 
     env = dict(os.environ)
+    from nvtx_plugins_tf import _native_libs as libs
+
     for name in (recorder.INJECTION_ENV, recorder.RECORD_DIR_ENV, "NVTX_TF_KERAS_LAYERS", "NVTX_TF_OP_RANGES"):
         env.pop(name, None)  # the session's recorder settings and record's start-up switches
+    for name in (libs.CAPTURE_RANGE_ENV, libs.CAPTURE_RANGE_END_ENV, libs.DOMAIN_INCLUDE_ENV, libs.DOMAIN_EXCLUDE_ENV):
+        env.pop(name, None)  # and what it writes (a session under record --capture-range ...)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if recording is not None:
         env.update(recorder.environment(recording))
