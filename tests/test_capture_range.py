@@ -408,3 +408,33 @@ def test_nvtx_package_skips_excluded_domains_at_the_source(tmp_path, flags, dumm
     kinds = dict(line.split() for line in proc.stdout.splitlines() if line.endswith("Domain"))
     assert {name for name, kind in kinds.items() if kind == "DummyDomain"} == dummies, kinds
     assert {k[0] for k in keys(nsys_oracle.load(tmp_path / "o.sqlite"))} == recorded
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"NVTX_TF_CAPTURE_RANGE": "@"},
+        {"NVTX_TF_CAPTURE_RANGE": "profile", "NVTX_TF_CAPTURE_RANGE_END": "repeat:x"},
+        {"NVTX_TF_DOMAIN_INCLUDE": ",,\\"},
+        {"NVTX_TF_DOMAIN_INCLUDE": "A", "NVTX_TF_DOMAIN_EXCLUDE": "B"},
+    ],
+)
+def test_bad_variables_never_change_the_programs_fate(sample, tmp_path, variables):
+    """Set by hand (record validates its flags): the program runs as without the recorder; a
+    capture range the recorder cannot read is ignored (everything written), include wins
+    over exclude."""
+    env = dict(nsys_oracle.clean_env(), NVTX_INJECTION64_PATH=str(REPO / "nvtx_plugins_tf" / "_native" /
+               "libnvtx_recorder.so"), NVTX_TF_RECORD_DIR=str(tmp_path / "rec"), **variables)  # fmt: skip
+    proc = subprocess.run(
+        [str(sample), "push:x", "pop", "push:a@A", "pop@A", "push:b@B", "pop@B", "enabled:B"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    from nvtx_plugins_tf.recorder.recording import load
+
+    messages = {r.message for r in load(tmp_path / "rec").closed_ranges}
+    if "NVTX_TF_DOMAIN_INCLUDE" in variables:
+        assert messages == ({"a"} if variables["NVTX_TF_DOMAIN_INCLUDE"] == "A" else set())
+        assert proc.stdout.strip() == "B enabled=0"
+    else:
+        assert messages == {"x", "a", "b"}
