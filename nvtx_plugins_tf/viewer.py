@@ -72,13 +72,12 @@ class TraceSource:
 
     @property
     def needs_export(self) -> bool:
-        """True when :attr:`json` is missing or older than a file of :attr:`recording`."""
+        """True when :attr:`json` is not a file or is older than a file of :attr:`recording`."""
         if self.recording is None:
             return False
-        try:
-            written = self.json.stat().st_mtime_ns
-        except FileNotFoundError:
+        if not self.json.is_file():
             return True
+        written = self.json.stat().st_mtime_ns
         newest = max((p.stat().st_mtime_ns for p in self.recording.iterdir() if p.is_file()), default=0)
         return written < newest
 

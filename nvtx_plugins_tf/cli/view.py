@@ -7,6 +7,7 @@ import contextlib
 import errno
 import signal
 import socket
+from pathlib import Path
 
 from ._common import (
     EXIT_DAMAGED,
@@ -44,6 +45,10 @@ def _source(path: str):
         raise CliError(str(exc), EXIT_INPUT_NOT_FOUND) from exc
     except PermissionError as exc:
         raise CliError(f"cannot read {exc.filename or path}: permission denied", EXIT_INPUT_NOT_FOUND) from exc
+    if source.recording is None and source.json.name.endswith(".json"):
+        beside = source.json.with_name(source.json.name[: -len(".json")] + ".nvtxrec")
+        if beside.is_dir() and viewer.TraceSource(source.json, beside).needs_export:
+            warn(f"{beside} is newer than {source.json}; `view {beside}` exports it again")
     if source.needs_export:
         from ..recorder.exports import Progress
 
@@ -51,8 +56,10 @@ def _source(path: str):
             with Progress(0) as progress:
                 damage = viewer.export_trace(source, progress)
         except OSError as exc:
+            if exc.filename and Path(exc.filename).parent != source.json.parent:  # a segment, not the output
+                raise CliError(f"cannot read {exc.filename}: {exc.strerror}", EXIT_INPUT_NOT_FOUND) from exc
             raise CliError(
-                f"cannot write {exc.filename or source.json} (the JSON the viewer serves): {exc.strerror}",
+                f"cannot write {source.json} (the JSON the viewer serves): {exc.strerror}",
                 EXIT_OUTPUT_NOT_WRITABLE,
             ) from exc
         if damage.events == 0:
