@@ -131,11 +131,12 @@ def _trace_contents(json_path: Path) -> dict:
 
 
 class ViewCommand:
-    """``nvtx-tf view ARGS --port 0 --no-open`` in a child process; :attr:`url` from its first line."""
+    """``nvtx-tf view ARGS --port 0 --no-open`` in a child process; :attr:`url` from its first line.
+    ``open_flag``: ``--open``, or None for the default."""
 
-    def __init__(self, *args, env=None):
+    def __init__(self, *args, env=None, open_flag: str | None = "--no-open"):
         self.proc = subprocess.Popen(
-            _nvtx_tf("view", *args, "--port", "0", "--no-open"),
+            _nvtx_tf("view", *args, "--port", "0", *filter(None, [open_flag])),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -247,6 +248,34 @@ def test_stale_json_is_rewritten_but_a_named_json_is_served_as_it_is(recording, 
     try:
         assert view.lines[0] == f"wrote {json_path} (from {rec})"
         assert _trace_contents(json_path) == _trace_contents(recording.with_suffix(".json"))
+    finally:
+        view.kill()
+
+
+@pytest.mark.parametrize(
+    "open_flag, desktop, opened",
+    [
+        (None, {}, False),  # no display: a headless box
+        (None, {"DISPLAY": ":0", "SSH_CONNECTION": "10.0.0.1 50000 10.0.0.2 22"}, False),  # over SSH
+        (None, {"DISPLAY": ":0"}, True),  # a desktop session
+        ("--open", {}, True),
+        ("--no-open", {"DISPLAY": ":0"}, False),
+    ],
+)
+def test_browser_opened_only_on_a_desktop_or_when_asked(recording, tmp_path, open_flag, desktop, opened):
+    # $BROWSER is the browser webbrowser runs (and waits for): here a script writing down the URL.
+    seen = tmp_path / "opened"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\necho "$1" > {seen}\n')
+    browser.chmod(0o755)
+    env = _child_env(BROWSER=f"{browser} %s", **desktop)
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "SSH_CONNECTION"):
+        if name not in desktop:
+            env.pop(name, None)
+    view = ViewCommand(recording, env=env, open_flag=open_flag)
+    try:
+        assert _get(view.url + "vizviewer_info")[0] == 200  # serving: the browser step is over
+        assert (seen.read_text() if seen.exists() else None) == (view.url + "\n" if opened else None)
     finally:
         view.kill()
 
