@@ -276,3 +276,21 @@ def test_merge_errors(tmp_path):
     proc = nvtx_tf("merge", good, "-o", tmp_path / "taken")
     assert proc.returncode == cli.EXIT_OUTPUT_NOT_WRITABLE, proc.stderr
     assert "taken.nvtxrec" in _one_line_error(proc)
+
+
+@needs_recorder
+def test_report_on_several_recordings(tmp_path):
+    """report A B: the recordings merged first; --by-process names each process with its host."""
+    _synthetic(tmp_path / "h1.nvtxrec", 4242, 1_000_000, 5_000_000_000_000, "one")
+    _synthetic(tmp_path / "h2.nvtxrec", 4242, 2_000_000, 5_000_000_000_000 + 1000 * 10**9, "two")
+    proc = nvtx_tf("report", tmp_path / "h1.nvtxrec", tmp_path / "h2", "--by-process", "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    assert "h1:4242 worker one" in proc.stdout and "h2:4242 worker two" in proc.stdout
+    assert "one" in proc.stdout and "two" in proc.stdout
+    single = nvtx_tf("report", tmp_path / "h1.nvtxrec", "--format", "csv")
+    assert single.returncode == 0 and "two" not in single.stdout
+    proc = nvtx_tf("report", tmp_path / "h1.nvtxrec", tmp_path / "missing.nvtxrec")
+    assert proc.returncode == cli.EXIT_INPUT_NOT_FOUND and "missing.nvtxrec" in _one_line_error(proc)
+    (tmp_path / "x.sqlite").write_bytes(b"SQLite format 3\0" + b"\0" * 100)
+    proc = nvtx_tf("report", tmp_path / "h1.nvtxrec", tmp_path / "x.sqlite")
+    assert proc.returncode == cli.EXIT_USAGE and "x.sqlite" in proc.stderr.splitlines()[-1]

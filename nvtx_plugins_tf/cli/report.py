@@ -66,16 +66,42 @@ def _check_combinations(args) -> str:
     return report_type
 
 
+def _merged(values: list[str], tmp: Path) -> str:
+    """Several recordings (hosts) merged as ``nvtx-tf merge`` does, into ``tmp``."""
+    from ..recorder.merge import MergeError, merge
+    from ..recorder.summary import is_sqlite
+    from .merge import _input_path
+
+    paths = [_input_path(v) for v in values]
+    for value, path in zip(values, paths):
+        if path.is_file() and is_sqlite(path):
+            raise CliError(f"{value}: several paths are recordings to merge, not SQLite files", EXIT_USAGE)
+    try:
+        merge(paths, tmp / "merged.nvtxrec")
+    except MergeError as exc:
+        raise CliError(str(exc), EXIT_INPUT_NOT_FOUND) from exc
+    return str(tmp / "merged.nvtxrec")
+
+
 def cmd_report(args) -> int:
+    if len(args.path) > 1:  # recordings of several hosts: one timeline (nvtx-tf merge)
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="nvtx-tf-report-") as tmp:
+            return _report(args, _merged(args.path, Path(tmp)))
+    return _report(args, args.path[0])
+
+
+def _report(args, value: str) -> int:
     from ..recorder.summary import is_sqlite, summarize
 
     report_type = _check_combinations(args)
     domains = _selected_domains(args.domain)
-    path = Path(args.path)
+    path = Path(value)
     if not path.exists() and path.with_name(path.name + ".nvtxrec").is_dir():
         path = path.with_name(path.name + ".nvtxrec")
     if not path.exists():
-        raise CliError(f"no such recording or SQLite file: {args.path}", EXIT_INPUT_NOT_FOUND)
+        raise CliError(f"no such recording or SQLite file: {value}", EXIT_INPUT_NOT_FOUND)
     if not os.access(path, os.R_OK):
         raise CliError(f"cannot read {path}: permission denied", EXIT_INPUT_NOT_FOUND)
     if args.pairs:
@@ -193,7 +219,11 @@ def register(subparsers) -> None:
         "(PREFIX.nvtxrec), a segment file, or an SQLite file (ours or `nsys export`); --type gives "
         "nsys's other NVTX reports, with nsys's columns.",
     )
-    p.add_argument("path", help="recording directory, .nvtxseg file or .sqlite file")
+    p.add_argument(
+        "path",
+        nargs="+",
+        help="recording directory, .nvtxseg file or .sqlite file; several recordings (hosts) are merged first",
+    )
     p.add_argument("--by-process", action="store_true", help="one group per process, with its command line")
     p.add_argument(
         "--keep-numbered",
