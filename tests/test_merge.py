@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
@@ -294,3 +295,57 @@ def test_report_on_several_recordings(tmp_path):
     (tmp_path / "x.sqlite").write_bytes(b"SQLite format 3\0" + b"\0" * 100)
     proc = nvtx_tf("report", tmp_path / "h1.nvtxrec", tmp_path / "x.sqlite")
     assert proc.returncode == cli.EXIT_USAGE and "x.sqlite" in proc.stderr.splitlines()[-1]
+
+
+@needs_recorder
+def test_clocks_within_a_millisecond_are_one_clock(tmp_path):
+    """Offsets 0.5 ms apart: one clock, nothing shifted; 2 ms apart: two clocks, shifted by 2 ms.
+    A recording whose processes ran on different clocks (a time namespace) is aligned per process."""
+    base = 7_000_000_000_000
+    _synthetic(tmp_path / "a.nvtxrec", 10, 1_000_000, base, "a")
+    _synthetic(tmp_path / "near.nvtxrec", 11, 1_000_000, base + 500_000, "near")
+    _synthetic(tmp_path / "far.nvtxrec", 12, 1_000_000, base + 2_000_000, "far")
+    m = merge_mod.merge([tmp_path / "a.nvtxrec", tmp_path / "near.nvtxrec", tmp_path / "far.nvtxrec"], tmp_path / "m")
+    assert [s["shift_ns"] for s in m["sources"]] == [0, 0, 2_000_000]
+    rec = load(tmp_path / "m")
+    assert [rec.find(name)[0].start_ns for name in ("a", "near", "far")] == [1_000_100, 1_000_100, 3_000_100]
+    # one recording, two processes on clocks 1000 s apart
+    _synthetic(tmp_path / "mixed.nvtxrec", 20, 1_000_000, base, "p20")
+    _synthetic(tmp_path / "mixed.nvtxrec", 21, 5_000_000, base + 1000 * 10**9 + 4_000_000, "p21")
+    m = merge_mod.merge([tmp_path / "mixed.nvtxrec"], tmp_path / "m2")
+    assert m["sources"][0]["shift_ns"] == [0, 1000 * 10**9]
+    rec = load(tmp_path / "m2")
+    assert rec.find("p21")[0].start_ns - rec.find("p20")[0].start_ns == 1000 * 10**9 + 4_000_000
+
+
+def test_rewrite_chunk_skips_whole_records():
+    """Every record kind is stepped over by its length (strings, the payload extension's schema
+    records and extended payload blocks included): only timestamps change."""
+    from nvtx_plugins_tf.recorder import _synth
+
+    body = (
+        _synth.chunk_header(0, 99, 0)
+        + _synth.string_def(1, "a text of 21 bytes...")
+        + _synth.word0(21) + struct.pack("<II", 13, 0) + b"schema bytes!" + b"\0" * 3  # kPayloadSchema
+        + _synth.word0(_synth.K_PUSH, 7 << 4, 0, 1) + struct.pack("<QQ", 1000, 20) + b"\x07" * 20 + b"\0" * 4  # ext
+        + _synth.event(_synth.K_START, 2000, msg=1, range_id=5, color=0xFF00FF00, payload=("double", 1.5))
+        + _synth.word0(_synth.K_THREAD_NAME, 0, 0, 1) + struct.pack("<q", 99)
+        + _synth.word0(_synth.K_DOMAIN_CREATE, 0, 1, 1) + struct.pack("<Q", 3000)
+    )  # fmt: skip
+    chunk = bytearray(body.ljust(4096, b"\0"))
+    merge_mod._rewrite_chunk(chunk, 10**9, 99, 5_000_000)
+    expect = bytearray(body.ljust(4096, b"\0"))
+    struct.pack_into("<q", expect, 8, 5_000_000)  # the main thread's tid (== pid)
+    ts_offsets = []
+    pos = 64 + len(_synth.string_def(1, "a text of 21 bytes...")) + 32
+    ts_offsets.append(pos + 8)  # the ext-payload push
+    pos += 16 + 8 + 24
+    ts_offsets.append(pos + 8)  # the start
+    pos += len(_synth.event(_synth.K_START, 2000, msg=1, range_id=5, color=0xFF00FF00, payload=("double", 1.5)))
+    struct.pack_into("<q", expect, pos + 8, 5_000_000)  # the thread name of the main thread
+    pos += 16
+    ts_offsets.append(pos + 8)  # the domain's creation
+    for off in ts_offsets:
+        struct.pack_into("<Q", expect, off, struct.unpack_from("<Q", expect, off)[0] + 10**9)
+    assert chunk == expect
+    assert [struct.unpack_from("<Q", chunk, off)[0] for off in ts_offsets] == [10**9 + 1000, 10**9 + 2000, 10**9 + 3000]
