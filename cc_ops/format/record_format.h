@@ -54,6 +54,18 @@
 //     kCategoryName:  word0(domain, msg = name string id), u32 category, u32 0
 //     kThreadName:    word0(msg = name string id, flags = kFlagThreadNameOverride when set
 //                     by nvtxNameOsThread), i64 tid
+//     kPayloadSchema: word0(domain = domain it was registered in), u32 byte_length, u32 0,
+//                     then byte_length bytes (padded to 8) of a PayloadSchemaDef (below),
+//                     in the stream of the thread that called nvtxPayloadSchemaRegister or
+//                     nvtxPayloadEnumRegister (format 1, added with the payload extension;
+//                     collected, like kStringDef, for the whole segment before events).
+// Extended payloads (NVTX payload extension, NVTX_PAYLOAD_TYPE_EXT): an event record whose
+// payload type is kPayloadExt holds in its u64 payload the byte length L of the payload
+// block that follows the record's fixed fields (L padded to 8 is part of the record). The
+// block is a run of PayloadEntryHeader + stored bytes (padded to 8): kPayloadEntryData
+// (the bytes of one nvtxPayloadData_t, at most kMaxExtPayloadBytes per event in all) and
+// kPayloadEntryString (the C string a pointer field of a schema points to, copied at the
+// call, at most kMaxPayloadStringBytes each).
 #ifndef NVTX_PLUGINS_TF_FORMAT_RECORD_FORMAT_H_
 #define NVTX_PLUGINS_TF_FORMAT_RECORD_FORMAT_H_
 
@@ -125,6 +137,7 @@ enum RecordKind : uint8_t {
   kDomainDestroy = 18,
   kCategoryName = 19,
   kThreadName = 20,
+  kPayloadSchema = 21,
 };
 
 enum RecordFlags : uint8_t {
@@ -144,7 +157,51 @@ enum PayloadType : uint8_t {
   kPayloadU32 = 4,
   kPayloadI32 = 5,
   kPayloadFloat = 6,
+  kPayloadExt = 7,  // extended payloads (the block described above)
 };
+
+// ---- payload extension ----
+constexpr uint32_t kMaxExtPayloadBytes = 4096;    // payload block of one event, headers included
+constexpr uint32_t kMaxPayloadStringBytes = 256;  // one copied C string
+constexpr uint32_t kMaxPayloadsPerEvent = 16;     // nvtxPayloadData_t entries kept per event
+
+enum PayloadEntryKind : uint16_t { kPayloadEntryData = 1, kPayloadEntryString = 2 };
+
+struct PayloadEntryHeader {  // 24 bytes, followed by `stored` bytes padded to 8
+  uint64_t key;              // kPayloadEntryData: schema id; kPayloadEntryString: byte offset,
+                             // within payload `index`, of the pointer field
+  uint64_t size;             // data: nvtxPayloadData_t::size; string: its length, or
+                             // UINT64_MAX when no terminator was found within what was read
+  uint32_t stored;           // bytes that follow (less than size: truncated)
+  uint16_t kind;             // PayloadEntryKind
+  uint16_t index;            // payload index in the event's nvtxPayloadData_t array
+};
+static_assert(sizeof(PayloadEntryHeader) == 24, "payload entry header is 24 bytes");
+
+// kPayloadSchema body. The writer computes the layout (offsets and sizes as x86_64 C
+// would lay the struct out, packAlign honored) so readers need no alignment rules.
+struct PayloadSchemaDef {  // 48 bytes, then name_len bytes of name padded to 8, then entries
+  uint64_t schema_id;
+  uint64_t schema_type;  // NVTX_PAYLOAD_SCHEMA_TYPE_*; kPayloadDefEnum for an enum
+  uint64_t flags;        // schema flags; for an enum: sizeOfEnum
+  uint64_t static_size;  // bytes of the payload (computed when not given; 0 = unknown)
+  uint32_t num_entries;
+  uint32_t name_len;
+  uint64_t reserved;
+};
+constexpr uint64_t kPayloadDefEnum = 0xE;
+// One schema entry: 48 bytes then name_len bytes of name padded to 8. For an enum value:
+// flags = isFlag, type = 0, detail = the value, offset = 0, size = 0.
+struct PayloadSchemaEntryDef {
+  uint64_t flags;   // NVTX_PAYLOAD_ENTRY_FLAG_*
+  uint64_t type;    // NVTX_PAYLOAD_ENTRY_TYPE_*, or a schema or enum id
+  uint64_t detail;  // arrayOrUnionDetail
+  uint64_t offset;  // byte offset in the payload; UINT64_MAX = unknown (layout not computable)
+  uint64_t size;    // bytes of the whole entry (all array elements); 0 = unknown
+  uint32_t name_len;
+  uint32_t reserved;
+};
+static_assert(sizeof(PayloadSchemaDef) == 48 && sizeof(PayloadSchemaEntryDef) == 48, "schema defs");
 
 // The layout is fixed: readers in other languages (tests/test_recorder_native.py,
 // nvtx_plugins_tf/recorder/_synth.py) transcribe these offsets, and the C++ reader reads

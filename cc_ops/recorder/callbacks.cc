@@ -10,6 +10,7 @@
 #include <atomic>
 
 #include "recorder/gate.h"
+#include "recorder/payload_ext.h"
 #include "recorder/registry.h"
 #include "recorder/segment_writer.h"
 #include "recorder/string_table.h"
@@ -29,6 +30,8 @@ struct Event {
   uint32_t category = 0;
   uint64_t payload = 0;
   const void* msg = nullptr;
+  const void* ext = nullptr;  // nvtxPayloadData_t array (NVTX_PAYLOAD_TYPE_EXT), ext_count entries
+  int32_t ext_count = 0;
 };
 
 std::atomic<uint64_t> g_fallback_range_ids{1};
@@ -92,6 +95,10 @@ NVTXREC_INLINE void ParseAttributes(const nvtxEventAttributes_t* a, Event* ev) {
         break;
       }
       default:
+        if (a->payloadType == kNvtxPayloadTypeExt && a->payload.ullValue != 0) {
+          ev->ext = reinterpret_cast<const void*>(uintptr_t(a->payload.ullValue));
+          ev->ext_count = a->reserved0;
+        }
         break;
     }
     ev->flags |= uint8_t(type << kPayloadShift);
@@ -165,11 +172,15 @@ NVTXREC_INLINE uint32_t ResolveMessage(ThreadState* ts, const Event& ev, uint8_t
 NVTXREC_INLINE void Record(ThreadState* ts, uint8_t kind, uint16_t domain, const Event& ev, uint64_t now,
                            bool has_range_id, uint64_t range_id) {
   const bool has_cc = (ev.flags & (kFlagColor | kFlagCategory)) != 0;
-  const bool has_payload = (ev.flags & kPayloadMask) != 0;
-  const uint32_t n = 16 + (has_range_id ? 8 : 0) + (has_cc ? 8 : 0) + (has_payload ? 8 : 0);
+  // Extended payloads (rare): their block follows the record's fixed fields.
+  const uint8_t* block = nullptr;
+  uint32_t block_len = 0;
+  if (NVTXREC_UNLIKELY(ev.ext != nullptr)) block_len = BuildPayloadBlock(domain, ev.ext, ev.ext_count, &block);
+  const bool has_payload = (ev.flags & kPayloadMask) != 0 || block != nullptr;
+  const uint32_t n = 16 + (has_range_id ? 8 : 0) + (has_cc ? 8 : 0) + (has_payload ? 8 : 0) + block_len;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const uint32_t gen = ts->gen;
-    uint8_t flags = ev.flags;
+    uint8_t flags = block ? uint8_t((ev.flags & ~kPayloadMask) | (kPayloadExt << kPayloadShift)) : ev.flags;
     uint32_t msg = ResolveMessage(ts, ev, &flags);
     // No id: the message could not be defined (no space); never record it nameless.
     if (NVTXREC_UNLIKELY(msg == 0) && ev.msg_kind != kMsgNone) break;
@@ -191,7 +202,13 @@ NVTXREC_INLINE void Record(ThreadState* ts, uint8_t kind, uint16_t domain, const
       memcpy(q, cc, 8);
       q += 8;
     }
-    if (has_payload) memcpy(q, &ev.payload, 8);
+    if (NVTXREC_UNLIKELY(block != nullptr)) {
+      const uint64_t len = block_len;
+      memcpy(q, &len, 8);
+      if (block_len) memcpy(q + 8, block, block_len);
+    } else if (has_payload) {
+      memcpy(q, &ev.payload, 8);
+    }
     Commit(ts, p, MakeWord0(kind, flags, domain, msg), n);
     CountEvent(ts);
     return;

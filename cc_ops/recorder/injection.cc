@@ -10,6 +10,7 @@
 
 #include "recorder/config.h"
 #include "recorder/gate.h"
+#include "recorder/payload_ext.h"
 #include "recorder/recorder_internal.h"
 #include "recorder/segment_writer.h"
 
@@ -65,6 +66,13 @@ NVTXREC_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* info) {
     nvtxExtModuleSegment_t& segment = info->segments[i];
     if (segment.functionSlots && segment.slotCount > NVTX3EXT_CBID_nvtxDomainIsEnabled) {
       segment.functionSlots[NVTX3EXT_CBID_nvtxDomainIsEnabled] = reinterpret_cast<intptr_t>(DomainIsEnabled);
+    }
+    // Schema and enum registration (payload_ext.h): kPayloadSchema records. Extended
+    // payloads themselves arrive through the core's *Ex calls (NVTX_PAYLOAD_TYPE_EXT).
+    if (segment.functionSlots && segment.slotCount > NVTX3EXT_CBID_nvtxPayloadEnumRegister) {
+      segment.functionSlots[NVTX3EXT_CBID_nvtxPayloadSchemaRegister] =
+          reinterpret_cast<intptr_t>(PayloadSchemaRegister);
+      segment.functionSlots[NVTX3EXT_CBID_nvtxPayloadEnumRegister] = reinterpret_cast<intptr_t>(PayloadEnumRegister);
     }
   }
   return 1;
