@@ -54,6 +54,8 @@ void Decoder::CollectDefinitions() {
       tables_.DefineString(proc_, r.msg, tables_.Intern(r.text));
     } else if (r.kind == kDomainCreate) {
       creates.emplace_back(r.domain, r.msg);
+    } else if (r.kind == kPayloadSchema) {
+      schemas_.Define(proc_, r.domain, r.text);
     }
   });
   for (const auto& cr : creates) {
@@ -108,6 +110,9 @@ bool Decoder::MatchEvent(const Record& r, NvtxrRow* row) {
   }
   b.message = message;
   b.payload_type = r.payload_type;
+  if (r.payload_type == kPayloadExt) {  // the payload's JSON text, a string of the tables
+    b.payload = tables_.Intern(schemas_.ToJson(proc_, r.domain, r.block, r.payload));
+  }
   switch (r.kind) {
     case kMark:
       b.kind = kNvtxrMark;
@@ -141,7 +146,7 @@ void Decoder::ApplyDefinition(const Record& r) {
         tables_.NameThread(cursor_.info().pid, r.tid, name, (r.flags & kFlagThreadNameOverride) != 0);
       }
       break;
-    default:  // kStringDef: collected by CollectDefinitions; kDomainDestroy: nothing to do
+    default:  // kStringDef, kPayloadSchema: collected by CollectDefinitions; kDomainDestroy: nothing to do
       break;
   }
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "reader/decode.h"
+#include "reader/payload_json.h"
 #include "reader/range_matcher.h"
 #include "reader/record_parse.h"
 #include "reader/segment_cursor.h"
@@ -49,6 +50,7 @@ class Decoder {
 
   NvtxrStats stats_{};
   Tables tables_;
+  PayloadSchemas schemas_;  // payload extension: schemas and enums per process and domain
   SegmentCursor cursor_;
   RangeMatcher matcher_;
   Phase phase_ = kIdle;

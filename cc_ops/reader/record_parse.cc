@@ -20,11 +20,17 @@ uint64_t RecordLength(const uint8_t* p, uint64_t remaining) {
   uint64_t len = 0;
   if (IsEventKind(kind)) {
     uint8_t payload_type = PayloadTypeOf(flags);
-    if (payload_type > kPayloadFloat) return 0;
+    if (payload_type > kPayloadExt) return 0;
     bool has_range_id = kind == kRangeStart || kind == kRangeEnd;
     bool has_attrs = (flags & (kFlagColor | kFlagCategory)) != 0;
     len = 16 + (has_range_id ? 8 : 0) + (has_attrs ? 8 : 0) + (payload_type ? 8 : 0);
-  } else if (kind == kStringDef) {
+    if (payload_type == kPayloadExt) {  // the payload block follows (its length in payload)
+      if (len > remaining) return 0;
+      uint64_t block = Load64(p + len - 8);
+      if (block > remaining - len || Pad8(block) > remaining - len) return 0;
+      len += Pad8(block);
+    }
+  } else if (kind == kStringDef || kind == kPayloadSchema) {
     if (remaining < 16) return 0;
     len = 16 + Pad8(Load32(p + 8));
   } else if (kind == kDomainCreate || kind == kDomainDestroy || kind == kCategoryName || kind == kThreadName) {
@@ -57,10 +63,12 @@ Record ParseRecord(const uint8_t* p) {
       q += 8;
     }
     if (r.payload_type) r.payload = Load64(q);
+    if (r.payload_type == kPayloadExt) r.block = q + 8;
     return r;
   }
   switch (r.kind) {
     case kStringDef:
+    case kPayloadSchema:
       r.text = std::string_view(reinterpret_cast<const char*>(p + 16), Load32(q));
       break;
     case kDomainCreate:

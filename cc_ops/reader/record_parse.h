@@ -37,9 +37,10 @@ struct Record {
   uint32_t color = 0;
   uint32_t category = 0;  // also kCategoryName's category number
   uint64_t payload = 0;
-  uint8_t payload_type = 0;  // PayloadType
+  uint8_t payload_type = 0;        // PayloadType
+  const uint8_t* block = nullptr;  // kPayloadExt: the payload block, `payload` bytes
   // Definitions.
-  std::string_view text;  // kStringDef
+  std::string_view text;  // kStringDef, kPayloadSchema (its body)
   int64_t tid = 0;        // kThreadName
 };
 

@@ -23,6 +23,9 @@ FLAG_REGISTERED = 1 << 3
 FLAG_UNKNOWN_STRING = 1 << 4
 
 PAYLOAD_NONE, PAYLOAD_U64, PAYLOAD_I64, PAYLOAD_DOUBLE, PAYLOAD_U32, PAYLOAD_I32, PAYLOAD_FLOAT = range(7)
+# Extended payloads (NVTX payload extension): the row's payload is the global index of
+# their JSON text in the strings table (cc_ops/reader/payload_json.h).
+PAYLOAD_EXT = 7
 
 #: numpy mirror of ``NvtxrRow`` (80 bytes).
 ROW_DTYPE = np.dtype(

@@ -11,6 +11,7 @@ words: ``events`` (every range and mark), ``closed_ranges``, ``open_ranges``, ``
 
 from __future__ import annotations
 
+import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from ._decoder import (
     KIND_PUSH_POP,
     KIND_START_END,
     PAYLOAD_DOUBLE,
+    PAYLOAD_EXT,
     PAYLOAD_FLOAT,
     PAYLOAD_I32,
     PAYLOAD_I64,
@@ -54,6 +56,7 @@ __all__ = [
     "PAYLOAD_U32",
     "PAYLOAD_I32",
     "PAYLOAD_FLOAT",
+    "PAYLOAD_EXT",
     "PAYLOAD_TYPE_NAMES",
     "EVENT_CATEGORY",
     "EVENT_MARK",
@@ -86,8 +89,10 @@ _PAYLOADS = {
     PAYLOAD_I32: ("i32", np.dtype("<i4"), "<i"),
     PAYLOAD_FLOAT: ("float", np.dtype("<f4"), "<f"),
 }
-#: payload type code -> name ("u64", "i64", "double", "u32", "i32", "float")
+#: payload type code -> name ("u64", "i64", "double", "u32", "i32", "float"; "json": the
+#: NVTX payload extension, whose value is the decoded JSON of the event's payloads)
 PAYLOAD_TYPE_NAMES = {code: spec[0] for code, spec in _PAYLOADS.items()}
+PAYLOAD_TYPE_NAMES[PAYLOAD_EXT] = "json"
 
 
 def decode_payload(payload_type: int, raw: int) -> int | float | None:
@@ -115,7 +120,9 @@ class Range:
 
     ``end_ns`` is None for a range that was still open when the recording ended
     (``unclosed``); for a mark it equals ``start_ns``. ``color`` is 0xAARRGGBB or None,
-    ``category`` the category number or None, ``payload`` an int/float or None.
+    ``category`` the category number or None, ``payload`` an int/float or None, or for
+    extended payloads (``payload_type == "json"``, the NVTX payload extension) the decoded
+    JSON: a dict of field name -> value (a list of dicts for several payloads).
     """
 
     message: str
@@ -130,7 +137,7 @@ class Range:
     category: int | None = None
     category_name: str | None = None
     color: int | None = None
-    payload: int | float | None = None
+    payload: int | float | dict | list | None = None
     payload_type: str | None = None
     range_id: int = 0
 
@@ -255,6 +262,8 @@ def ranges_from_rows(
         mask = ptype == code
         if mask.any():
             payload[mask] = np.array(payload_array(code, raw[mask]).tolist(), dtype=object)
+    for i in np.flatnonzero(ptype == PAYLOAD_EXT).tolist():
+        payload[i] = json.loads(strings[int(raw[i])])
     dom = rows["domain"]
     cat = rows["category"]
     cat_names = [None] * n
