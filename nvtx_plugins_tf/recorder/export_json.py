@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 
-from ._decoder import FLAG_HAS_CATEGORY, FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP
+from ._decoder import FLAG_HAS_CATEGORY, FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, PAYLOAD_EXT
 from .exports import OutputFile, Sink, feed
 from .reader import DamageReport, RecordingReader, reading
 from .recording import decode_payload
@@ -117,7 +117,9 @@ class JsonSink(Sink):
                     args += ',"category_name":' + _dumps(cname, ensure_ascii=False)
             if flags & FLAG_HAS_COLOR:
                 args += f',"color":"#{color & 0xFFFFFF:06x}"'
-            if ptype:
+            if ptype == PAYLOAD_EXT:  # extended payloads: their decoded JSON
+                args += ',"payload":' + strings[payload]
+            elif ptype:
                 value = decode_payload(ptype, payload)
                 if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
                     value = repr(value)

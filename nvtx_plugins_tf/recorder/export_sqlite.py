@@ -83,6 +83,7 @@ from ._decoder import (
     FLAG_UNCLOSED,
     KIND_MARK,
     KIND_START_END,
+    PAYLOAD_EXT,
 )
 from .exports import OutputFile, Sink, feed
 from .reader import DamageReport, RecordingReader, reading
@@ -222,7 +223,10 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
             names.append("text")
             cols.append(text_table[r["message"]].tolist())
         pt = code >> 9
-        if pt:
+        if pt == PAYLOAD_EXT:  # extended payloads: their JSON text, as nsys
+            names.append("jsonText")
+            cols.append(text_table[payload[idx].astype(np.int64)].tolist())
+        elif pt:
             values = payload_array(pt, payload[idx])
             if values.dtype == np.uint64:  # SQLite stores integers as signed 64-bit
                 values = values.view(np.int64)
