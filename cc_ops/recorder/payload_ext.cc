@@ -35,7 +35,7 @@ struct SchemaInfo {
   std::vector<uint64_t> string_ptrs;  // offsets of pointer C-string fields (nested included)
 };
 
-std::mutex g_mutex;
+// Guarded by RecorderMutex() (held across fork by thread_lifetime.cc's handlers).
 std::map<std::pair<uint16_t, uint64_t>, SchemaInfo>* g_schemas = nullptr;  // never freed
 uint64_t g_next_dynamic_id = NVTX_PAYLOAD_SCHEMA_ID_DYNAMIC_START;
 
@@ -196,7 +196,7 @@ uint64_t NVTX_API PayloadSchemaRegister(nvtxDomainHandle_t domain_handle, const 
   const uint64_t pack = (mask & NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_ALIGNMENT) ? attr->packAlign : 0;
   const uint64_t wanted = (mask & NVTX_PAYLOAD_SCHEMA_ATTR_FIELD_SCHEMA_ID) ? attr->schemaId : 0;
 
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
   if (!g_schemas) g_schemas = new std::map<std::pair<uint16_t, uint64_t>, SchemaInfo>();
   const uint64_t id = AssignId(domain, wanted);
   SchemaInfo info;
@@ -312,7 +312,7 @@ uint64_t NVTX_API PayloadEnumRegister(nvtxDomainHandle_t domain_handle, const vo
   uint64_t size = (mask & NVTX_PAYLOAD_ENUM_ATTR_FIELD_SIZE) ? attr->sizeOfEnum : 4;
   if (size != 1 && size != 2 && size != 4 && size != 8) size = 0;
   const uint64_t wanted = (mask & NVTX_PAYLOAD_ENUM_ATTR_FIELD_SCHEMA_ID) ? attr->schemaId : 0;
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
   if (!g_schemas) g_schemas = new std::map<std::pair<uint16_t, uint64_t>, SchemaInfo>();
   const uint64_t id = AssignId(domain, wanted);
   SchemaInfo info;
@@ -376,7 +376,7 @@ uint32_t BuildPayloadBlock(uint16_t domain, const void* data, int32_t count, con
   for (uint32_t i = 0; i < n; ++i) {
     std::vector<uint64_t> ptrs;
     {
-      std::lock_guard<std::mutex> lock(g_mutex);
+      std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
       if (!g_schemas) break;
       auto it = g_schemas->find({domain, pd[i].schemaId});
       if (it == g_schemas->end()) continue;
