@@ -89,10 +89,10 @@ _PAYLOADS = {
     PAYLOAD_I32: ("i32", np.dtype("<i4"), "<i"),
     PAYLOAD_FLOAT: ("float", np.dtype("<f4"), "<f"),
 }
-#: payload type code -> name ("u64", "i64", "double", "u32", "i32", "float"; "json": the
-#: NVTX payload extension, whose value is the decoded JSON of the event's payloads)
+#: payload type code -> name ("u64", "i64", "double", "u32", "i32", "float"); the scalar
+#: types only: PAYLOAD_EXT (the NVTX payload extension, a JSON text) is named "json" in
+#: :attr:`Range.payload_type`.
 PAYLOAD_TYPE_NAMES = {code: spec[0] for code, spec in _PAYLOADS.items()}
-PAYLOAD_TYPE_NAMES[PAYLOAD_EXT] = "json"
 
 
 def decode_payload(payload_type: int, raw: int) -> int | float | None:
@@ -272,6 +272,7 @@ def ranges_from_rows(
             cat_names[i] = category_names.get((int(dom[i]), int(cat[i])))
     kind_names = np.array(["?", *(KIND_NAMES[k] for k in (KIND_PUSH_POP, KIND_START_END, KIND_MARK))], dtype=object)
     ptype_names = np.array([PAYLOAD_TYPE_NAMES.get(code) for code in range(16)], dtype=object)
+    ptype_names[PAYLOAD_EXT] = "json"
     dom_safe = np.where(dom < len(domains), dom, 0)
     columns = (
         strings[rows["message"]].tolist(),
