@@ -24,9 +24,11 @@ CHUNK_MAGIC = 0x4B4E4843
 CHUNK_HEADER_SIZE = 64
 K_PUSH, K_POP, K_START, K_END, K_MARK = 1, 2, 3, 4, 5
 K_STRING, K_DOMAIN_CREATE, K_DOMAIN_DESTROY, K_CATEGORY, K_THREAD = 16, 17, 18, 19, 20
+K_PAYLOAD_SCHEMA = 21  # body: a PayloadSchemaDef (kept as bytes here)
 EVENT_KINDS = {K_PUSH, K_POP, K_START, K_END, K_MARK}
 F_COLOR, F_CATEGORY, F_REGISTERED, F_THREAD_OVERRIDE = 1, 2, 4, 8
 PAYLOAD_FORMATS = {1: "<Q", 2: "<q", 3: "<d", 4: "<I", 5: "<i", 6: "<f"}
+P_EXT = 7  # payload extension: the u64 payload is the length of the block that follows
 
 
 @dataclass
@@ -96,6 +98,11 @@ def _decode_chunk(seg: Segment, data: bytes, base: int, chunk_index: int) -> lis
             seg.strings[msg] = rec.text
             seg.string_domains[msg] = domain
             pos += 8 + (length + 7) // 8 * 8
+        elif kind == K_PAYLOAD_SCHEMA:
+            length, zero = struct.unpack_from("<II", data, pos)
+            assert zero == 0
+            rec.payload = data[pos + 8 : pos + 8 + length]
+            pos += 8 + (length + 7) // 8 * 8
         elif kind in (K_DOMAIN_CREATE, K_DOMAIN_DESTROY):
             (rec.ts,) = struct.unpack_from("<Q", data, pos)
             pos += 8
@@ -117,7 +124,11 @@ def _decode_chunk(seg: Segment, data: bytes, base: int, chunk_index: int) -> lis
                 rec.category = category if flags & F_CATEGORY else None
                 pos += 8
             ptype = (flags & 0xF0) >> 4
-            if ptype:
+            if ptype == P_EXT:  # the payload block, as bytes
+                (length,) = struct.unpack_from("<Q", data, pos)
+                rec.payload = data[pos + 8 : pos + 8 + length]
+                pos += 8 + (length + 7) // 8 * 8
+            elif ptype:
                 rec.payload = struct.unpack_from(PAYLOAD_FORMATS[ptype], data, pos)[0]
                 pos += 8
         else:
@@ -177,9 +188,12 @@ def decode_dir(path: Path) -> list[Segment]:
 #   * in a chunk, records follow the header up to a zero word; a record of an unknown kind
 #     or payload type, or one that does not fit in the bytes of the chunk present, ends
 #     the chunk as damage; so do bytes running out before a zero word in a chunk cut short
-#     (a complete chunk may be full without a zero word);
-#   * an event naming a string id (not 0) that no string definition of the segment defines
-#     is damage (the event is kept).
+#     (a complete chunk may be full without a zero word); an event with an extended
+#     payload (payload type 7) ends with its payload block, as long as its u64 payload
+#     says (padded to 8); a kPayloadSchema is as long as a string definition;
+#   * a push, start or mark naming a string id (not 0) that no string definition of the
+#     segment defines is damage (the event is kept); pops and ends name nothing (a range
+#     takes its message from its begin), their msg field is not read.
 HEADER_V1_END = 1144  # offsetof(SegmentHeader, chunk_count)
 HEADER_STRUCT_SIZE = 1192  # sizeof(SegmentHeader)
 
@@ -210,10 +224,13 @@ def record_length(data: bytes, pos: int, end: int) -> int:
     kind, flags = word0 & 0xFF, (word0 >> 8) & 0xFF
     if kind in EVENT_KINDS:
         ptype = flags >> 4
-        if ptype and ptype not in PAYLOAD_FORMATS:
+        if ptype and ptype not in PAYLOAD_FORMATS and ptype != P_EXT:
             return 0
         n = 16 + 8 * (kind in (K_START, K_END)) + 8 * bool(flags & (F_COLOR | F_CATEGORY)) + 8 * bool(ptype)
-    elif kind == K_STRING:
+        if ptype == P_EXT and pos + n <= end:  # the payload block follows, its length in the payload
+            (block,) = struct.unpack_from("<Q", data, pos + n - 8)
+            n += (block + 7) // 8 * 8
+    elif kind in (K_STRING, K_PAYLOAD_SCHEMA):
         if end - pos < 16:
             return 0
         (length,) = struct.unpack_from("<I", data, pos + 8)
@@ -304,7 +321,8 @@ def scan_segment(data: bytes) -> Scan:
                     (rec.range_id,) = struct.unpack_from("<Q", data, pos + 16)
                 scan.events.append(rec)
             pos += n
-    unknown = sum(1 for e in scan.events if e.msg and e.msg not in defined)
+    named = (e for e in scan.events if e.kind in (K_PUSH, K_START, K_MARK))
+    unknown = sum(1 for e in named if e.msg and e.msg not in defined)
     if unknown:
         scan.damage.append(f"{unknown} events name undefined strings")
     return scan
