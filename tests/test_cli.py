@@ -186,6 +186,29 @@ def test_error_exit_codes(tmp_path):
     ) == (2, 3, 4, 5, 6, 7, 8)
 
 
+def test_every_exit_code_is_its_documented_number():
+    """All the CLI's exit codes, by their literal numbers: a changed or a new code is noticed."""
+    from nvtx_plugins_tf.cli import _common
+
+    codes = {name: value for name, value in vars(_common).items() if name.startswith("EXIT_")}
+    assert codes == {
+        "EXIT_OK": 0,
+        "EXIT_FAILURE": 1,
+        "EXIT_USAGE": 2,
+        "EXIT_OUTPUT_NOT_WRITABLE": 3,
+        "EXIT_COMMAND_NOT_FOUND": 4,
+        "EXIT_NO_EVENTS": 5,
+        "EXIT_DAMAGED": 6,
+        "EXIT_INPUT_NOT_FOUND": 7,
+        "EXIT_RECORDER_UNAVAILABLE": 8,
+        "EXIT_NO_CAPTURE_WINDOW": 9,
+        "EXIT_VIEWER_UNAVAILABLE": 10,
+        "EXIT_PORT_IN_USE": 11,
+    }
+    # the package's names are the same numbers
+    assert all(getattr(cli, name, value) == value for name, value in codes.items())
+
+
 def test_damaged_recording_reports_intact_events(tmp_path):
     rec = tmp_path / "dmg.nvtxrec"
     w = SegmentWriter(pid=5)
