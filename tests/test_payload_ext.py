@@ -45,6 +45,7 @@ EXPECTED = {
     "mark unknown": {"schemaId": (1 << 24) + 99, "size": 8, "raw": base64.b64encode(bytes(range(1, 9))).decode()},
     "mark bad": {"mystery": None, "far": None, "_raw": base64.b64encode(struct.pack("<i", 5)).decode()},
     "mark wild pointer": {**OUTER, "text": None},
+    "thread mark": OUTER,
 }
 
 
@@ -64,7 +65,18 @@ def recorded(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("payload")
     exe = tmp / "payload_sample"
     proc = subprocess.run(
-        ["gcc", "-O2", "-Wall", "-Werror", f"-I{build_native.nvtx_include_dir()}", str(SRC), "-o", str(exe), "-ldl"],
+        [
+            "gcc",
+            "-O2",
+            "-Wall",
+            "-Werror",
+            f"-I{build_native.nvtx_include_dir()}",
+            str(SRC),
+            "-o",
+            str(exe),
+            "-ldl",
+            "-pthread",
+        ],
         capture_output=True,
         text=True,
     )
@@ -87,7 +99,11 @@ def test_values_round_trip_through_load(recorded):
     assert by_name["plain mark"].payload is None and by_name["plain mark"].payload_type is None
     d = rec.damage
     assert (d.damaged_chunks, d.dropped_events, d.unknown_strings, d.damaged_segments) == (0, 0, 0, 0)
-    assert d.events == 10 and len(rec.events) == 8  # push+pop, start+end, 6 marks
+    # push+pop, start+end, 7 marks; nvtxRangePushPayload+Pop and nvtxMarkPayload (no message)
+    assert d.events == 14 and len(rec.events) == 11
+    unnamed = sorted((r.kind, r.message, json.dumps(r.payload)) for r in rec.events if not r.message)
+    assert unnamed == [("mark", "", json.dumps(OUTER)), ("push-pop", "", json.dumps(INNER))]
+    assert by_name["thread mark"].tid != by_name["push outer"].tid
 
 
 def test_sqlite_json_text(recorded):
@@ -175,7 +191,7 @@ def test_recorded_bytes_follow_the_format(recorded):
     assert schemas["Outer"][0] >= 1 << 32  # a tool-assigned (dynamic) id
     assert schemas["Outer"][2] == 88
     blocks = [body for kind, flags, _, body in records if kind in (1, 3, 5) and flags >> 4 == 7]
-    assert len(blocks) == 7
+    assert len(blocks) == 10
     assert max(len(b) for b in blocks) <= CAP
     # the large payload: header kept, bytes the caller passed, cut at the cap
     large = [b for b in blocks if struct.unpack_from("<Q", b)[0] == 1023]

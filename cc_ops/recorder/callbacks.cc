@@ -463,6 +463,31 @@ inline void Set(NvtxFunctionTable table, unsigned int size, unsigned int id, F f
 
 uint8_t NVTX_API DomainIsEnabled(nvtxDomainHandle_t d) { return GateActive() && DomainDisabled(DomainId(d)) ? 0 : 1; }
 
+// ---- payload extension: the nvtx*Payload calls (no message; payloads on begins only) ----
+
+namespace {
+inline Event PayloadEvent(const void* data, size_t count) {
+  Event ev;
+  if (data && count) {
+    ev.ext = data;
+    ev.ext_count = int32_t(count < kMaxPayloadsPerEvent ? count : kMaxPayloadsPerEvent);
+  }
+  return ev;
+}
+}  // namespace
+
+void NVTX_API MarkPayload(nvtxDomainHandle_t d, const void* data, size_t count) {
+  MarkImpl(DomainId(d), PayloadEvent(data, count));
+}
+int NVTX_API RangePushPayload(nvtxDomainHandle_t d, const void* data, size_t count) {
+  return PushImpl(DomainId(d), PayloadEvent(data, count));
+}
+int NVTX_API RangePopPayload(nvtxDomainHandle_t d, const void*, size_t) { return PopImpl(DomainId(d)); }
+nvtxRangeId_t NVTX_API RangeStartPayload(nvtxDomainHandle_t d, const void* data, size_t count) {
+  return StartImpl(DomainId(d), PayloadEvent(data, count));
+}
+void NVTX_API RangeEndPayload(nvtxDomainHandle_t d, nvtxRangeId_t id, const void*, size_t) { EndImpl(DomainId(d), id); }
+
 void InstallCoreCallbacks(NvtxFunctionTable t, unsigned int n) {
   Set(t, n, NVTX_CBID_CORE_MarkEx, MarkEx);
   Set(t, n, NVTX_CBID_CORE_MarkA, MarkA);

@@ -68,11 +68,19 @@ NVTXREC_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* info) {
       segment.functionSlots[NVTX3EXT_CBID_nvtxDomainIsEnabled] = reinterpret_cast<intptr_t>(DomainIsEnabled);
     }
     // Schema and enum registration (payload_ext.h): kPayloadSchema records. Extended
-    // payloads themselves arrive through the core's *Ex calls (NVTX_PAYLOAD_TYPE_EXT).
+    // payloads arrive through the core's *Ex calls (NVTX_PAYLOAD_TYPE_EXT) and the nvtx*Payload calls.
     if (segment.functionSlots && segment.slotCount > NVTX3EXT_CBID_nvtxPayloadEnumRegister) {
       segment.functionSlots[NVTX3EXT_CBID_nvtxPayloadSchemaRegister] =
           reinterpret_cast<intptr_t>(PayloadSchemaRegister);
       segment.functionSlots[NVTX3EXT_CBID_nvtxPayloadEnumRegister] = reinterpret_cast<intptr_t>(PayloadEnumRegister);
+    }
+    if (segment.functionSlots && segment.slotCount > NVTX3EXT_CBID_nvtxRangeEndPayload) {
+      intptr_t* slots = segment.functionSlots;
+      slots[NVTX3EXT_CBID_nvtxMarkPayload] = reinterpret_cast<intptr_t>(MarkPayload);
+      slots[NVTX3EXT_CBID_nvtxRangePushPayload] = reinterpret_cast<intptr_t>(RangePushPayload);
+      slots[NVTX3EXT_CBID_nvtxRangePopPayload] = reinterpret_cast<intptr_t>(RangePopPayload);
+      slots[NVTX3EXT_CBID_nvtxRangeStartPayload] = reinterpret_cast<intptr_t>(RangeStartPayload);
+      slots[NVTX3EXT_CBID_nvtxRangeEndPayload] = reinterpret_cast<intptr_t>(RangeEndPayload);
     }
   }
   return 1;

@@ -5,6 +5,7 @@
  * tests/test_payload_ext.py. */
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtPayload.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -41,6 +42,17 @@ static void mark_with(nvtxDomainHandle_t d, const char* msg, nvtxPayloadData_t* 
   a.message.ascii = msg;
   NVTX_PAYLOAD_EVTATTR_SET_MULTIPLE_N(a, pd, count);
   nvtxDomainMarkEx(d, &a);
+}
+
+static nvtxDomainHandle_t g_domain;
+static nvtxPayloadData_t g_thread_payload;
+
+/* Another thread uses a schema the main thread registered (its definition sits in the
+ * main thread's chunk). */
+static void* other_thread(void* arg) {
+  (void)arg;
+  mark_with(g_domain, "thread mark", &g_thread_payload, 1);
+  return NULL;
 }
 
 int main(void) {
@@ -152,6 +164,16 @@ int main(void) {
   wild.text = (const char*)(uintptr_t)0x10; /* a bad pointer: never dereferenced */
   nvtxPayloadData_t wpd = {outer_id, sizeof(wild), &wild};
   mark_with(d, "mark wild pointer", &wpd, 1);
+
+  /* The extension's own calls: payloads without a message. */
+  nvtxRangePushPayload(d, &pd[1], 1);
+  nvtxRangePopPayload(d, NULL, 0);
+  nvtxMarkPayload(d, pd, 1);
+
+  g_domain = d;
+  g_thread_payload = pd[0];
+  pthread_t t;
+  if (pthread_create(&t, NULL, other_thread, NULL) == 0) pthread_join(t, NULL);
 
   nvtxMarkA("plain mark");
   return 0;
