@@ -127,8 +127,9 @@ def test_perfetto_json_args(recorded):
     assert "payload" not in args["plain mark"]
 
 
-def walk_records(seg: bytes):
-    """(kind, flags, domain, body) of every record of every chunk, from the format alone."""
+def walk_records(seg: bytes, offsets: list | None = None):
+    """(kind, flags, domain, body) of every record of every chunk, from the format alone
+    (``offsets`` receives the file offset of each body)."""
     chunk_size = struct.unpack_from("<I", seg, 16)[0]
     for base in range(4096, len(seg), chunk_size):
         if struct.unpack_from("<I", seg, base)[0] != 0x4B4E4843:
@@ -143,10 +144,14 @@ def walk_records(seg: bytes):
                 n = 16 + (8 if kind in (3, 4) else 0) + (8 if flags & 3 else 0) + (8 if flags >> 4 else 0)
                 if flags >> 4 == 7:
                     block = struct.unpack_from("<Q", seg, pos + n - 8)[0]
+                    if offsets is not None:
+                        offsets.append((pos + n, block))
                     yield kind, flags, domain, seg[pos + n : pos + n + block]
                     n += (block + 7) & ~7
             elif kind in (16, 21):
                 length = struct.unpack_from("<I", seg, pos + 8)[0]
+                if offsets is not None and kind == 21:
+                    offsets.append((pos + 16, length))
                 yield kind, flags, domain, seg[pos + 16 : pos + 16 + length]
                 n = 16 + ((length + 7) & ~7)
             elif kind in (17, 18, 19, 20):
@@ -211,3 +216,36 @@ def test_nsys_does_not_record_extended_payloads(recorded, tmp_path):
     names = {t for t, _ in rows}
     assert {"push outer", "start inner", "mark two", "plain mark"} <= names
     assert all(j is None for _, j in rows)
+
+
+def test_damaged_schemas_and_blocks_never_crash_the_reader(recorded, tmp_path):
+    """Every byte of every schema definition and payload block changed, one at a time:
+    the reader decodes the same events (the records keep their lengths) and every payload
+    is still JSON; nothing is read outside the recorded bytes (no crash)."""
+    from nvtx_plugins_tf.recorder import reader as reader_mod  # noqa: F401  (the native reader)
+
+    (seg,) = recorded.with_name("rec.nvtxrec").glob("*.nvtxseg")
+    data = seg.read_bytes()
+    spans: list = []
+    list(walk_records(data, spans))
+    assert len(spans) == 4 + 10
+    # all but the large payload's 4 KiB of raw bytes (its header included)
+    positions = sorted(
+        {p for start, length in spans for p in range(start, start + min(length, 64))}
+        | {p for start, length in spans if length < 1024 for p in range(start, start + length)}
+    )
+    assert len(positions) > 1000
+    out = tmp_path / "d.nvtxrec"
+    out.mkdir()
+    target = out / seg.name
+    base = load(recorded.with_name("rec.nvtxrec"))
+    for i, pos in enumerate(positions):
+        mutated = bytearray(data)
+        mutated[pos] ^= 0xFF if i % 2 else 0x80
+        target.write_bytes(bytes(mutated))
+        rec = load(out)
+        assert len(rec.events) == len(base.events), pos
+        assert rec.damage.damaged_chunks == 0, pos
+        for r in rec.events:
+            if r.payload_type == "json":
+                assert isinstance(r.payload, (dict, list)), pos

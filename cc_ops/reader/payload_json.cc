@@ -19,6 +19,8 @@ constexpr uint64_t kFlagPointer = 1 << 1;
 constexpr uint64_t kArrayMask = 7 << 4;
 constexpr uint64_t kArrayFixed = 1 << 4;
 constexpr int kMaxDepth = 8;
+// JSON text of one event: beyond it fields are null (a schema nesting itself many times).
+constexpr size_t kMaxJsonBytes = 256 * 1024;
 constexpr uint64_t kMaxArrayElements = 4096;
 constexpr uint64_t kSchemaTypeStatic = 1, kSchemaTypeDynamic = 2;
 
@@ -205,6 +207,11 @@ const PayloadSchemas::Schema* PayloadSchemas::Find(int proc, uint32_t domain, ui
 
 void PayloadSchemas::Value(int proc, uint32_t domain, const Entry& e, const uint8_t* data, uint64_t len, uint64_t base,
                            uint32_t index, const Strings& strings, int depth, std::string* out, bool* lossy) const {
+  if (out->size() > kMaxJsonBytes) {
+    out->append("null");
+    *lossy = true;
+    return;
+  }
   const uint64_t off = e.offset == kUnknown ? kUnknown : base + e.offset;
   const bool known = off != kUnknown && e.size != 0 && off <= len && e.size <= len - off;
   const uint8_t* p = known ? data + off : nullptr;
@@ -305,6 +312,10 @@ void PayloadSchemas::Object(int proc, uint32_t domain, const Schema& s, const ui
   out->push_back('{');
   bool first = true;
   for (const Entry& e : s.entries) {
+    if (out->size() > kMaxJsonBytes) {
+      *lossy = true;
+      break;
+    }
     if (!first) out->push_back(',');
     first = false;
     AppendString(out, reinterpret_cast<const uint8_t*>(e.name.data()), e.name.size());
