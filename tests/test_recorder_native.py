@@ -31,6 +31,7 @@ from native.segment_oracle import (
     K_START,
     Segment,
     decode_dir,
+    scan_segment,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -230,6 +231,35 @@ def test_basic_broken_calls_recorded_without_their_broken_parts(basic):
     assert [e for e in events if e.kind == K_END and e.range_id == 0xDEADBEEF][0].tid == basic.tid_main
 
 
+def _product_reader(record_dir: Path):
+    """The project's reader on a recording folder: (rows, damage report, its string table)."""
+    import numpy as np
+
+    from nvtx_plugins_tf.recorder.reader import RecordingReader
+
+    with RecordingReader(record_dir) as reader:
+        batches = list(reader.batches())
+        return np.concatenate(batches), reader.damage(), reader.strings()
+
+
+_ROW_BEGIN = {1: K_PUSH, 2: K_START, 3: K_MARK}  # the reader's row kinds -> the event opening the row
+
+
+def test_basic_product_reader_agrees_with_the_oracle(basic):
+    """The project's reader on the recorder's segment: no damage, every event, one row per
+    push, start and mark with its timestamp and message (the oracle's strict and lenient
+    decoders agree on it too)."""
+    scan = scan_segment(basic.seg.path.read_bytes())
+    assert not scan.damaged
+    key = lambda e: (e.kind, e.ts, e.msg)
+    assert Counter(map(key, scan.events)) == Counter(map(key, basic.events))
+    rows, damage, strings = _product_reader(basic.seg.path.parent)
+    assert not damage.damaged and damage.events == len(basic.events) and damage.unclosed == 0
+    got = Counter((_ROW_BEGIN[int(r["kind"])], int(r["start_ns"]), strings[r["message"]]) for r in rows)
+    begins = [e for e in basic.events if e.kind in (K_PUSH, K_START, K_MARK)]
+    assert got == Counter((e.kind, e.ts, e.text or "") for e in begins)
+
+
 def test_threads_every_event_once(recorder_lib, sample, tmp_path):
     threads, n = 8, 100_000
     # Small chunks: many chunk claims racing between threads.
@@ -270,6 +300,11 @@ def test_sigkill_keeps_completed_ranges(recorder_lib, sample, tmp_path):
     assert pushes[:n] == list(range(n))  # every completed range, in order, once
     assert sum(e.kind == K_POP for e in seg.events) >= n
     assert all(e.text == "kill-range" for e in seg.events if e.kind == K_PUSH)
+    # The project's reader keeps every event the oracle finds, damage exactly as the oracle.
+    scan = scan_segment(seg.path.read_bytes())
+    assert len(scan.events) == len(seg.events)
+    _rows, damage, _strings = _product_reader(tmp_path)
+    assert damage.events == len(scan.events) and damage.damaged == scan.damaged, (scan.damage, damage)
 
 
 def test_fork_child_writes_own_segment(recorder_lib, sample, tmp_path):
