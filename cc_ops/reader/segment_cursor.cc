@@ -135,7 +135,7 @@ int SegmentCursor::Open(const char* path, std::string* error) {
   const uint32_t hsize = header_.header_size, csize = header_.chunk_size;
   stats_.dropped_events += header_.dropped_events;
   uint64_t body = size - hsize;
-  if (header_.chunk_count && body < header_.chunk_count * uint64_t(csize)) {
+  if (header_.chunk_count > body / csize) {  // (chunk_count * csize may not fit in 64 bits)
     stats_.truncated_segments++;
     stats_.missing_chunks += header_.chunk_count - body / csize;
   }
