@@ -7,16 +7,25 @@
 
 #include "tsl/profiler/lib/traceme.h"
 #include "tsl/profiler/lib/traceme_encode.h"
+#include "xla/tsl/profiler/backends/cpu/traceme_recorder.h"
+#include "xla/tsl/profiler/utils/time_utils.h"
 
 namespace nvtx_tf {
 namespace {
 
 using ::tsl::profiler::TraceMe;
+using ::tsl::profiler::TraceMeRecorder;
+
+struct OpenRange {
+  std::string name;  // TraceMe name, with the metadata
+  int64_t start_ns;  // TensorFlow profiler's clock
+};
 
 struct OpenActivities {
   std::mutex mu;
-  std::unordered_map<uint64_t, int64_t> by_range;  // range id -> TraceMe activity id
-  std::atomic<int64_t> count{0};                   // entries, read without the lock
+  std::unordered_map<uint64_t, OpenRange> by_range;  // range id -> its TraceMe event so far
+  std::atomic<int64_t> count{0};                     // entries, read without the lock
+  std::atomic<uint64_t> next_own_id{1};              // range ids when no NVTX tool gives one
 };
 
 OpenActivities& Open() {
@@ -36,28 +45,31 @@ std::string TraceMeName(const std::string& message, const std::string& domain, b
 uint64_t TraceMeRangeStarted(uint64_t nvtx_id, const std::string& message, const std::string& domain, bool has_payload,
                              int64_t payload) {
   if (!TraceMe::Active()) return nvtx_id;
-  const int64_t activity = TraceMe::ActivityStart([&] { return TraceMeName(message, domain, has_payload, payload); });
-  if (activity == 0) return nvtx_id;
-  const uint64_t range_id = nvtx_id != 0 ? nvtx_id : static_cast<uint64_t>(activity);
+  OpenRange range{TraceMeName(message, domain, has_payload, payload), ::tsl::profiler::GetCurrentTimeNanos()};
   OpenActivities& open = Open();
+  const uint64_t range_id =
+      nvtx_id != 0 ? nvtx_id : (uint64_t(1) << 62) | open.next_own_id.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(open.mu);
-  if (open.by_range.emplace(range_id, activity).second) open.count.fetch_add(1, std::memory_order_relaxed);
+  if (open.by_range.emplace(range_id, std::move(range)).second) open.count.fetch_add(1, std::memory_order_relaxed);
   return range_id;
 }
 
 void TraceMeRangeEnded(uint64_t range_id) {
   OpenActivities& open = Open();
   if (open.count.load(std::memory_order_relaxed) == 0) return;
-  int64_t activity = 0;
+  OpenRange range;
   {
     std::lock_guard<std::mutex> lock(open.mu);
     auto it = open.by_range.find(range_id);
     if (it == open.by_range.end()) return;
-    activity = it->second;
+    range = std::move(it->second);
     open.by_range.erase(it);
     open.count.fetch_sub(1, std::memory_order_relaxed);
   }
-  TraceMe::ActivityEnd(activity);
+  // As TraceMe::ActivityEnd: nothing once the profiler stopped (a later session drops
+  // events that started before it).
+  if (!TraceMe::Active()) return;
+  TraceMeRecorder::Record({std::move(range.name), range.start_ns, ::tsl::profiler::GetCurrentTimeNanos()});
 }
 
 void TraceMeMark(const std::string& message, const std::string& domain, bool has_payload, int64_t payload) {
