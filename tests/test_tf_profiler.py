@@ -81,12 +81,12 @@ def test_ranges_ended_on_another_thread_are_all_in_the_trace(tmp_path):
         started = [nvtx_tf.ops.start(x, f"handed {i}", "Forward") for i in range(threads)]
         barrier = threading.Barrier(threads)
 
-        def end_the_next(i):
+        def end_the_next(i, started, barrier):
             barrier.wait()
             _, ctx = started[(i + 1) % threads]
             nvtx_tf.ops.end(x, ctx)
 
-        runners = [threading.Thread(target=end_the_next, args=(i,)) for i in range(threads)]
+        runners = [threading.Thread(target=end_the_next, args=(i, started, barrier)) for i in range(threads)]
         for runner in runners:
             runner.start()
         for runner in runners:
