@@ -147,7 +147,8 @@ def test_callback_ranges_appear_in_tf_profiler_trace(tmp_path):
 
 def test_callback_and_hook_ranges_in_tf_profiler_trace_without_nvtx_tool(tmp_path, child_env):
     """No NVTX tool at all: TensorFlow's profiler alone still gets the callback's and the
-    hook's ranges."""
+    hook's ranges, and the ranges of paired ops (whose start, with no tool and the
+    profiler off, hands nothing to its end)."""
     import subprocess
     import sys
     import textwrap
@@ -160,8 +161,25 @@ def test_callback_and_hook_ranges_in_tf_profiler_trace_without_nvtx_tool(tmp_pat
         from test_tf_profiler import _fit_with_callback_profiled
         from nvtx_plugins_tf import _host_ranges
         from nvtx_plugins_tf.hooks import NVTXHook
+        import nvtx_plugins_tf as nvtx_tf
         _fit_with_callback_profiled({str(tmp_path / "fit")!r})
         assert not _host_ranges.tool_attached()
+
+        @tf.function
+        def paired(x):
+            x, ctx = nvtx_tf.ops.start(x, "paired", "Forward")
+            return nvtx_tf.ops.end(x * 2.0, ctx)
+
+        graph = paired.get_concrete_function(tf.TensorSpec([2])).graph
+        assert all(op.get_attr("pair") for op in graph.get_operations() if op.type.startswith("Nvtx"))
+        for _ in range(3):
+            paired(tf.ones([2]))  # profiler off: nothing put
+        tf.profiler.experimental.start({str(tmp_path / "ops")!r})
+        for _ in range(3):
+            paired(tf.ones([2]))
+        tf.profiler.experimental.stop()
+        for _ in range(3):
+            paired(tf.ones([2]))
         with tf.Graph().as_default():
             step = tf.compat.v1.train.get_or_create_global_step()
             train = tf.compat.v1.assign_add(step, 1)
@@ -177,6 +195,9 @@ def test_callback_and_hook_ranges_in_tf_profiler_trace_without_nvtx_tool(tmp_pat
     proc = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "DONE" in proc.stdout, proc.stdout + proc.stderr
     _assert_callback_ranges(_host_events(tmp_path / "fit"))
+    ops_events = _host_events(tmp_path / "ops")  # (TensorFlow names its own call event "paired" too)
+    paired = [duration for name, _, duration, stats in ops_events if name == "paired" and stats.get("domain")]
+    assert len(paired) == 3 and all(paired), paired
     hook_events = _host_events(tmp_path / "hook")
     steps = sorted(stats.get("payload") for name, _, _, stats in hook_events if name.startswith("step "))
     assert steps == [0, 1, 2]

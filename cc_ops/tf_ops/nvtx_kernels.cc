@@ -102,7 +102,7 @@ class NvtxStartOp : public EventKernel {
                                                  domain_name_, has_payload_, Payload(attributes));
     if (close_at_step_end_) OP_REQUIRES_OK(ctx, RegisterStepRange(ctx, spec_.domain, id));
     if (pair_ != nullptr) {
-      pair_->Put(ExecutionKey(ctx), id);
+      if (id != 0) pair_->Put(ExecutionKey(ctx), id);     // 0: no tool, no profiler, nothing to end
       if (!ctx->output_required(num_forwarded_)) return;  // (a backward range's payload uses it)
     }
     RangeIdPool::SetOutput(ctx, num_forwarded_, id);

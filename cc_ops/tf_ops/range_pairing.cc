@@ -13,8 +13,7 @@ void PairSlot::Put(uint64_t key, uint64_t id) {
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  ring_[next_] = Entry{key, id};
-  next_ = (next_ + 1) % kCapacity;
+  PushToRing(key, id);
   // A first entry that outlives kCapacity later executions is most likely left by one that
   // failed between start and end: move it to the ring, where it ages out, and free the
   // first entry for the executions to come.
@@ -25,12 +24,18 @@ void PairSlot::Put(uint64_t key, uint64_t id) {
   } else if (held > kWriting && ++stale_puts_ >= kCapacity) {
     uint64_t expected = held;
     if (first_key_.compare_exchange_strong(expected, kWriting, std::memory_order_acquire)) {
-      ring_[next_] = Entry{held, first_id_};
-      next_ = (next_ + 1) % kCapacity;
+      PushToRing(held, first_id_);
       first_key_.store(kFree, std::memory_order_release);
     }
     stale_key_ = kFree;
   }
+}
+
+void PairSlot::PushToRing(uint64_t key, uint64_t id) {
+  Entry& e = ring_[next_];
+  if (e.key == kFree) ring_entries_.fetch_add(1, std::memory_order_relaxed);  // else: the oldest ages out
+  e = Entry{key, id};
+  next_ = (next_ + 1) % kCapacity;
 }
 
 bool PairSlot::Take(uint64_t key, uint64_t* id) {
@@ -44,12 +49,16 @@ bool PairSlot::Take(uint64_t key, uint64_t* id) {
       return true;
     }
   }
+  // A Put of this execution happened before (TensorFlow orders the end after its start),
+  // so a ring entry it made is counted here.
+  if (ring_entries_.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(mu_);
   for (int k = 1; k <= kCapacity; ++k) {  // newest first: the usual match is the last Put
     Entry& e = ring_[(next_ - k + kCapacity) % kCapacity];
     if (e.key == key) {
       *id = e.id;
-      e.key = 0;
+      e.key = kFree;
+      ring_entries_.fetch_sub(1, std::memory_order_relaxed);
       return true;
     }
   }

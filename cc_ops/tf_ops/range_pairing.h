@@ -12,6 +12,11 @@
 // function get a slot each. Per execution the start puts its range id under the
 // execution's key (step id, frame, iteration) and the end takes it.
 //
+// Without an NVTX tool and with TensorFlow's profiler off, NvtxStart has no range id to
+// hand on (NVTX returns 0, and an end of 0 does nothing): it puts nothing, and the end's
+// Take sees an empty slot with two plain loads. This is the production case the per-op
+// cost is measured in (benchmarks/bench_ops.py); with a tool, the tool's cost dominates.
+//
 // Concurrent executions of one function have distinct step ids or frames, so they never
 // take each other's ids; the one exception is two concurrent non-inlined calls of one
 // function inside one step (they share the caller's step id): their ranges still each
@@ -35,10 +40,14 @@ class PairSlot {
  public:
   // Remembers `id` for the execution `key`.
   void Put(uint64_t key, uint64_t id);
-  // Takes the id remembered for `key`; false when there is none (its start did not run).
+  // Takes the id remembered for `key`; false when there is none (its start did not run,
+  // or had no id to put).
   bool Take(uint64_t key, uint64_t* id);
 
  private:
+  // Under mu_: writes the entry at next_ (over the oldest, which then ages out).
+  void PushToRing(uint64_t key, uint64_t id);
+
   // One execution at a time (the usual case) uses the first entry, with one atomic
   // read-modify-write on each side; more at once go to the ring, under the mutex.
   static constexpr uint64_t kFree = 0, kWriting = 1;  // (an execution key is never 0 or 1)
@@ -51,6 +60,7 @@ class PairSlot {
     uint64_t id = 0;
   };
   std::mutex mu_;
+  std::atomic<int> ring_entries_{0};  // entries in the ring: Take skips the lock at 0
   Entry ring_[kCapacity];
   int next_ = 0;            // where the next Put writes (the oldest entry)
   uint64_t stale_key_ = 0;  // the first entry's key as the ring's Puts saw it, and for how many
