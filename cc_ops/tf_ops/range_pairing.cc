@@ -5,7 +5,11 @@
 
 namespace nvtx_tf {
 
+std::atomic<bool> PairSlot::any_put_{false};
+
 void PairSlot::Put(uint64_t key, uint64_t id) {
+  // Relaxed is enough: TensorFlow orders an end after its start, so the end sees this.
+  if (!any_put_.load(std::memory_order_relaxed)) any_put_.store(true, std::memory_order_relaxed);
   uint64_t free = kFree;
   if (first_key_.compare_exchange_strong(free, kWriting, std::memory_order_acquire)) {
     first_id_ = id;

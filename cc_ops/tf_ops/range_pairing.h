@@ -43,8 +43,13 @@ class PairSlot {
   // Takes the id remembered for `key`; false when there is none (its start did not run,
   // or had no id to put).
   bool Take(uint64_t key, uint64_t* id);
+  // False until the first Put in the process, in any slot: until then an end need not look
+  // at its slot (one load of a line every end shares, instead of one of its own slot's).
+  static bool AnyPut() { return any_put_.load(std::memory_order_relaxed); }
 
  private:
+  static std::atomic<bool> any_put_;
+
   // Under mu_: writes the entry at next_ (over the oldest, which then ages out).
   void PushToRing(uint64_t key, uint64_t id);
 

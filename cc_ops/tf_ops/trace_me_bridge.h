@@ -18,7 +18,13 @@
 #include <cstdint>
 #include <string>
 
+#include "tsl/profiler/lib/traceme.h"
+
 namespace nvtx_tf {
+
+// Whether TensorFlow's profiler traces (one atomic load): the kernels call the functions
+// below only then, except TraceMeRangeEnded (a range may outlive the session).
+inline bool TraceMeActive() { return ::tsl::profiler::TraceMe::Active(); }
 
 // The TraceMe name of a range: `message`, with the domain and payload as TraceMe metadata.
 std::string TraceMeName(const std::string& message, const std::string& domain, bool has_payload, int64_t payload);
