@@ -1,8 +1,9 @@
 """nvtx-tf merge: recordings of several hosts, one timeline.
 
 The hosts are real processes whose CLOCK_MONOTONIC really differs: each worker runs in its
-own Linux time namespace (``unshare --time --monotonic=OFFSET``, root and Linux >= 5.6),
-records into its own recording, and the two talk through a pipe: A closes its range
+own Linux time namespace (``unshare --time --monotonic=OFFSET``, root and Linux >= 5.6) and
+UTS namespace (its own host name, set before its first NVTX call), records into its own
+recording, and the two talk through a pipe: A closes its range
 "send", then writes a byte; B blocks reading it, then opens its range "recv".
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import struct
 import subprocess
@@ -38,7 +40,10 @@ except Exception as exc:  # noqa: BLE001
 needs_recorder = pytest.mark.skipif(_RECORDER_ERROR is not None, reason=f"recorder not built: {_RECORDER_ERROR}")
 
 WORKER = """
-import os, sys, nvtx
+import os, socket, sys
+if os.environ.get("WORKER_HOST"):
+    socket.sethostname(os.environ["WORKER_HOST"])
+import nvtx
 role, fd = sys.argv[1], int(sys.argv[2])
 if role == "send":
     nvtx.push_range("send")
@@ -93,21 +98,22 @@ def _one_line_error(proc):
 
 def _run_workers(tmp_path: Path, offsets: tuple[int, int] | None) -> tuple[Path, Path]:
     """Worker A (send) and B (recv), each recorded into its own recording, each in a time
-    namespace with its monotonic offset (``offsets`` = (A, B) seconds; None: no namespace)."""
+    namespace with its monotonic offset (``offsets`` = (A, B) seconds; None: no namespace)
+    and a UTS namespace with its host name (``node-a``, ``node-b``)."""
     rec_a, rec_b = tmp_path / "hostA.nvtxrec", tmp_path / "hostB.nvtxrec"
     read_fd, write_fd = os.pipe()
 
-    def start(role, fd, recording, offset):
-        prefix = [] if offset is None else ["unshare", "--time", "--fork", f"--monotonic={offset}"]
-        return subprocess.Popen(
-            [*prefix, sys.executable, "-c", WORKER, role, str(fd)],
-            env=_child_env(recording),
-            pass_fds=(fd,),
-        )
+    def start(role, fd, recording, offset, host):
+        env = _child_env(recording)
+        prefix = []
+        if offset is not None:
+            prefix = ["unshare", "--time", "--uts", "--fork", f"--monotonic={offset}"]
+            env["WORKER_HOST"] = host
+        return subprocess.Popen([*prefix, sys.executable, "-c", WORKER, role, str(fd)], env=env, pass_fds=(fd,))
 
     try:
-        b = start("recv", read_fd, rec_b, None if offsets is None else offsets[1])
-        a = start("send", write_fd, rec_a, None if offsets is None else offsets[0])
+        b = start("recv", read_fd, rec_b, None if offsets is None else offsets[1], "node-b")
+        a = start("send", write_fd, rec_a, None if offsets is None else offsets[0], "node-a")
     finally:
         os.close(read_fd)
         os.close(write_fd)
@@ -137,11 +143,12 @@ def test_merge_aligns_hosts_with_different_monotonic_clocks(tmp_path):
     (info_b,) = raw_b.processes.values()
     anchor_offset = (info_a.start_realtime_ns - info_a.start_ns) - (info_b.start_realtime_ns - info_b.start_ns)
     assert abs(anchor_offset / 1e9 - (off_b - off_a)) < 1
+    assert (info_a.host, info_b.host) == ("node-a", "node-b")  # each segment names its machine
 
     out = tmp_path / "merged" / "job"
     proc = nvtx_tf("merge", rec_a, rec_b, "-o", out)
     assert proc.returncode == 0, proc.stderr
-    assert "hostA:" in proc.stdout and "hostB:" in proc.stdout
+    assert "node-a:" in proc.stdout and "node-b:" in proc.stdout
 
     merged = load(out.with_name("job.nvtxrec"))
     assert not merged.damage.damaged
@@ -155,12 +162,13 @@ def test_merge_aligns_hosts_with_different_monotonic_clocks(tmp_path):
     assert m_send.start_ns == send.start_ns
     assert abs((m_recv.start_ns - recv.start_ns) / 1e9 - (off_a - off_b)) < 1
     names = {p.pid: (p.name, p.cmdline) for p in merged.processes.values()}
-    assert names[m_send.pid][0].startswith("hostA:") and names[m_recv.pid][0].startswith("hostB:")
-    assert names[m_send.pid][1].startswith(f"hostA:{send.pid} ")
-    assert names[m_recv.pid][1].startswith(f"hostB:{recv.pid} ")
+    assert names[m_send.pid][0].startswith("node-a:") and names[m_recv.pid][0].startswith("node-b:")
+    assert names[m_send.pid][1].startswith(f"node-a:{send.pid} ")
+    assert names[m_recv.pid][1].startswith(f"node-b:{recv.pid} ")
 
     manifest = json.loads((out.with_name("job.nvtxrec") / "merge.json").read_text())
-    assert [s["label"] for s in manifest["sources"]] == ["hostA", "hostB"]
+    # labelled with the host names, not the recordings' names
+    assert [s["label"] for s in manifest["sources"]] == ["node-a", "node-b"]
     assert manifest["sources"][0]["shift_ns"] == 0
     assert manifest["sources"][1]["shift_ns"] == m_recv.start_ns - recv.start_ns
 
@@ -170,14 +178,14 @@ def test_merge_aligns_hosts_with_different_monotonic_clocks(tmp_path):
     slices = {e["name"]: e for e in events if e.get("ph") == "X" and e["name"] in ("send", "recv")}
     assert slices["send"]["ts"] + slices["send"]["dur"] <= slices["recv"]["ts"]
     proc_names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
-    assert proc_names[slices["send"]["pid"]].startswith("hostA:")
-    assert proc_names[slices["recv"]["pid"]].startswith("hostB:")
+    assert proc_names[slices["send"]["pid"]].startswith("node-a:")
+    assert proc_names[slices["recv"]["pid"]].startswith("node-b:")
     con = sqlite3.connect(out.with_name("job.sqlite"))
     text = "COALESCE(e.text, (SELECT value FROM StringIds s WHERE s.id = e.textId))"
     ranges = {name: (start, end) for name, start, end in con.execute(f"SELECT {text}, start, end FROM NVTX_EVENTS e")}
     assert ranges["send"][1] < ranges["recv"][0]
     procs = con.execute("SELECT globalPid, name FROM PROCESSES").fetchall()
-    assert len({g for g, _ in procs}) == 2 and sorted(n.split(":")[0] for _, n in procs) == ["hostA", "hostB"]
+    assert len({g for g, _ in procs}) == 2 and sorted(n.split(":")[0] for _, n in procs) == ["node-a", "node-b"]
     con.close()
 
 
@@ -195,6 +203,11 @@ def test_merge_same_clock_keeps_exact_timestamps(tmp_path):
     manifest = json.loads((tmp_path / "same.nvtxrec" / "merge.json").read_text())
     assert [s["shift_ns"] for s in manifest["sources"]] == [0, 0]
     assert sorted(p.name.split(":")[0] for p in merged.processes.values()) == ["w0", "w1"]
+    # Without --label, two recordings of one host are named after their recordings.
+    assert {p.host for p in raw_a.processes.values()} == {socket.gethostname()}
+    assert nvtx_tf("merge", rec_a, rec_b, "-o", tmp_path / "named").returncode == 0
+    named = json.loads((tmp_path / "named.nvtxrec" / "merge.json").read_text())
+    assert [s["label"] for s in named["sources"]] == ["hostA", "hostB"]
     (m_send,) = merged.find("send")
     (m_recv,) = merged.find("recv")
     assert m_send.end_ns < m_recv.start_ns

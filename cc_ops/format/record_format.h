@@ -111,6 +111,9 @@ struct SegmentHeader {
   uint64_t parent_process_start_ns;
   uint32_t inherited_string_ids;
   uint32_t reserved1;
+  // The machine's name (gethostname), NUL-terminated; zero from older writers: unknown.
+  // `nvtx-tf merge` labels each recording with it.
+  char host_name[256];
   // rest of the kSegmentHeaderSize bytes: zero
 };
 
@@ -227,7 +230,8 @@ static_assert(offsetof(SegmentHeader, process_start_ns) == 1160, "header layout"
 static_assert(offsetof(SegmentHeader, parent_pid) == 1168, "header layout");
 static_assert(offsetof(SegmentHeader, parent_process_start_ns) == 1176, "header layout");
 static_assert(offsetof(SegmentHeader, inherited_string_ids) == 1184, "header layout");
-static_assert(sizeof(SegmentHeader) == 1192, "header layout");
+static_assert(offsetof(SegmentHeader, host_name) == 1192, "header layout");
+static_assert(sizeof(SegmentHeader) == 1448, "header layout");
 
 // Segment headers of the first writers end after cmdline; chunk_count and the fields
 // after it are read only from headers at least sizeof(SegmentHeader) long.

@@ -67,6 +67,8 @@ struct NvtxrSegmentInfo {
   uint32_t chunk_count;  // chunks present in the file (published or not)
   char process_name[64];
   char cmdline[1024];
+  // ABI 4:
+  char host_name[256];  // empty: written by an older recorder
 };
 
 struct NvtxrStats {

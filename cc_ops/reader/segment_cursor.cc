@@ -115,6 +115,8 @@ void FillSegmentInfo(const SegmentHeader& h, NvtxrSegmentInfo* info) {
   static_assert(sizeof(info->cmdline) == sizeof(h.cmdline), "cmdline");
   memcpy(info->process_name, h.process_name, sizeof(info->process_name) - 1);
   memcpy(info->cmdline, h.cmdline, sizeof(info->cmdline) - 1);
+  static_assert(sizeof(info->host_name) == sizeof(h.host_name), "host_name");
+  memcpy(info->host_name, h.host_name, sizeof(info->host_name) - 1);
 }
 
 int SegmentCursor::Open(const char* path, std::string* error) {

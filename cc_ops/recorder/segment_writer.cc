@@ -93,6 +93,8 @@ void FillSegmentHeader(SegmentHeader* h) {
     if (h->cmdline[i] == 0) h->cmdline[i] = ' ';
   }
   h->cmdline[n] = 0;
+  // (the header is zeroed; a name longer than the field is cut, still NUL-terminated)
+  gethostname(h->host_name, sizeof(h->host_name) - 1);
   if (g_process_start_ns == 0) g_process_start_ns = h->start_ns;
   h->process_start_ns = g_process_start_ns;
   h->parent_pid = g_parent_pid;

@@ -78,8 +78,9 @@ def register(subparsers) -> None:
             "Merge recordings (one per host) into PREFIX.nvtxrec/ and write PREFIX.json and PREFIX.sqlite as "
             "record does. Each host's monotonic clock is aligned through the wall-clock time stored in every "
             "segment (accuracy across hosts: that of their clocks, NTP: about 1 ms on a LAN); recordings "
-            "sharing one clock keep their exact order. Processes are labelled LABEL:name (LABEL: the "
-            "recording's name without .nvtxrec, or --label); a pid already taken by an earlier recording "
+            "sharing one clock keep their exact order. Processes are labelled LABEL:name (LABEL: --label, else "
+            "the host name the recorder stored when each recording is from one host and they differ, else the "
+            "recording's name without .nvtxrec); a pid already taken by an earlier recording "
             "is renumbered from 4194304 up. PREFIX.nvtxrec/merge.json tells what was done."
         ),
     )
@@ -89,6 +90,7 @@ def register(subparsers) -> None:
         "--label",
         action="append",
         metavar="NAMES",
-        help="comma-separated labels, one per recording in order (default: the recordings' names)",
+        help="comma-separated labels, one per recording in order (default: their host names when they differ, "
+        "else the recordings' names)",
     )
     p.set_defaults(func=cmd_merge)

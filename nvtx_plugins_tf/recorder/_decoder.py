@@ -9,7 +9,7 @@ import numpy as np
 
 from .._native_libs import native_library
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -60,6 +60,7 @@ class SegmentInfo(ctypes.Structure):
         ("chunk_count", ctypes.c_uint32),
         ("process_name", ctypes.c_char * 64),
         ("cmdline", ctypes.c_char * 1024),
+        ("host_name", ctypes.c_char * 256),
     ]
 
 

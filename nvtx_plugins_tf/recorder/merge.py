@@ -15,7 +15,9 @@ directory) that every tool reads unchanged: each segment is copied with
   origin, so no timestamp goes below 0); ``start_realtime_ns`` is kept, so the merged
   recording's offsets all equal the reference;
 * the process labelled with its source: ``process_name`` becomes ``LABEL:comm`` and the
-  command line ``LABEL:PID cmdline`` (the PID as recorded);
+  command line ``LABEL:PID cmdline`` (the PID as recorded). The label is the host name the
+  recorder wrote into each segment header when every recording holds one host and they all
+  differ; else the recording's name without ``.nvtxrec`` (``#2``, ... for repeats);
 * a pid that an earlier source already holds (two hosts can run the same pid) replaced by
   a free one from 2**22 up (above Linux's largest pid, below the 24 bits of nsys's
   globalPid), in ``pid``, ``ppid``, ``parent_pid`` and the main thread's tid; the source's
@@ -58,7 +60,8 @@ MANIFEST = "merge.json"
 _MAGIC = b"NVTXREC1"
 _CHUNK_MAGIC = 0x4B4E4843
 _CHUNK_HEADER = 64
-_HEADER_V2_END = 1192  # sizeof(SegmentHeader): process_start_ns and after are present
+_HEADER_V2_END = 1192  # process_start_ns and after are present in headers this long
+_HOST_NAME = slice(1192, 1448)  # host_name: zero from older writers
 _EVENT_KINDS = (1, 2, 3, 4, 5)
 _K_STRING, _K_DOMAIN_CREATE, _K_DOMAIN_DESTROY, _K_CATEGORY, _K_THREAD_NAME = 16, 17, 18, 19, 20
 _K_PAYLOAD_SCHEMA = 21  # u32 byte_length, u32 0, the bytes padded to 8 (as kStringDef)
@@ -81,6 +84,7 @@ class _Segment:
     start_ns: int = 0
     realtime_ns: int = 0
     process_start_ns: int = 0
+    host: str = ""
     valid: bool = False
 
     @property
@@ -117,8 +121,20 @@ def _read_header(path: Path) -> _Segment:
     seg.pid, _ppid, seg.start_ns, seg.realtime_ns = struct.unpack_from("<qqQQ", head, 24)
     if header_size >= _HEADER_V2_END and len(head) >= _HEADER_V2_END:
         seg.process_start_ns = struct.unpack_from("<Q", head, 1160)[0]
+    seg.host = head[_HOST_NAME].split(b"\0", 1)[0].decode(errors="replace")
     seg.valid = seg.realtime_ns != 0
     return seg
+
+
+def _host_labels(segment_lists: list[list[_Segment]]) -> list[str] | None:
+    """Each recording's host name, when each holds one and they all differ; else None."""
+    hosts = []
+    for segments in segment_lists:
+        names = {s.host for s in segments if s.valid}
+        if len(names) != 1 or "" in names:
+            return None
+        hosts.append(names.pop())
+    return hosts if len(set(hosts)) == len(hosts) else None
 
 
 def _default_labels(paths: list[Path]) -> list[str]:
@@ -138,10 +154,8 @@ def _default_labels(paths: list[Path]) -> list[str]:
 def open_sources(paths, labels=None) -> list[Source]:
     """The input recordings, checked: :class:`MergeError` naming the first bad one."""
     paths = [Path(p) for p in paths]
-    if labels is None:
-        labels = _default_labels(paths)
-    sources = []
-    for path, label in zip(paths, labels):
+    segment_lists = []
+    for path in paths:
         if not path.exists():
             raise MergeError(f"no such recording: {path}")
         try:
@@ -153,8 +167,10 @@ def open_sources(paths, labels=None) -> list[Source]:
             raise MergeError(f"cannot read {exc.filename or path}: {exc.strerror}") from exc
         if not any(s.valid for s in segments):
             raise NotARecording(f"{path} is not a recording (no {SEGMENT_SUFFIX} segment file with a valid header)")
-        sources.append(Source(path, label, segments))
-    return sources
+        segment_lists.append(segments)
+    if labels is None:
+        labels = _host_labels(segment_lists) or _default_labels(paths)
+    return [Source(path, label, segments) for path, label, segments in zip(paths, labels, segment_lists)]
 
 
 def _plan(sources: list[Source]) -> int:

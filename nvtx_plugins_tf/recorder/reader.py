@@ -137,6 +137,7 @@ class RecordingReader:
                     ppid=info.ppid,
                     name=info.process_name.decode(errors="replace"),
                     cmdline=info.cmdline.decode(errors="replace"),
+                    host=info.host_name.decode(errors="replace"),
                     start_ns=info.start_ns,
                     start_realtime_ns=info.start_realtime_ns,
                     segment=str(seg),

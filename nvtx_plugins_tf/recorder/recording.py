@@ -156,6 +156,7 @@ class ProcessInfo:
     ppid: int
     name: str
     cmdline: str
+    host: str  # the machine's name; "" when an older recorder wrote the recording
     start_ns: int
     start_realtime_ns: int
     segment: str
