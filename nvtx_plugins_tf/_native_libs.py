@@ -39,6 +39,11 @@ CAPTURE_RANGE_ENV = "NVTX_TF_CAPTURE_RANGE"
 CAPTURE_RANGE_END_ENV = "NVTX_TF_CAPTURE_RANGE_END"
 DOMAIN_INCLUDE_ENV = "NVTX_TF_DOMAIN_INCLUDE"
 DOMAIN_EXCLUDE_ENV = "NVTX_TF_DOMAIN_EXCLUDE"
+#: The recorder's clock (cc_ops/recorder/clock.h): ``auto`` (default: the TSC, converted to
+#: CLOCK_MONOTONIC nanoseconds, when it is invariant and the kernel's clocksource is
+#: ``tsc``; else clock_gettime), ``tsc`` (the TSC whenever it is invariant) or ``monotonic``
+#: (always clock_gettime). Timestamps are CLOCK_MONOTONIC nanoseconds either way.
+RECORDER_CLOCK_ENV = "NVTX_TF_RECORDER_CLOCK"
 
 #: Build target (``cc_ops/<target>``) -> file name of its library.
 LIBRARY_NAMES = {

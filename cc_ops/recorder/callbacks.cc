@@ -224,7 +224,7 @@ __attribute__((noinline)) int GatedPush(ThreadState* ts, uint16_t domain, const 
   int32_t& d = DepthSlot(ts, domain);
   if (DomainDisabled(domain)) return d++;
   bool write = Capturing() || TryOpenWindow(domain, ev.msg_kind, ev.msg, ts, d, 0);
-  if (write) Record(ts, kRangePush, domain, ev, NowNs(), false, 0);
+  if (write) Record(ts, kRangePush, domain, ev, NowNs(ts), false, 0);
   if (d >= 0 && d < 64) {
     uint64_t bit = uint64_t(1) << d;
     uint64_t& w = ts->written[domain % kDepthSlots];
@@ -240,7 +240,7 @@ __attribute__((noinline)) int GatedPop(ThreadState* ts, uint16_t domain) {
     uint64_t& w = ts->written[domain % kDepthSlots];
     const bool write = top >= 0 && top < 64 ? (w >> top) & 1 : Capturing();
     if (top >= 0 && top < 64) w &= ~(uint64_t(1) << top);
-    if (write) Record(ts, kRangePop, domain, Event(), NowNs(), false, 0);
+    if (write) Record(ts, kRangePop, domain, Event(), NowNs(ts), false, 0);
     if (top >= 0) NotePop(ts, domain, top);
   }
   if (d <= 0) return -1;
@@ -251,12 +251,12 @@ __attribute__((noinline)) nvtxRangeId_t GatedStart(ThreadState* ts, uint16_t dom
   uint64_t id = ts->range_hi | (++ts->range_counter & (kWrittenRangeBit - 1));
   if (DomainDisabled(domain)) return id;
   if (!(g_gate.load(std::memory_order_relaxed) & kGateCapture)) {
-    Record(ts, kRangeStart, domain, ev, NowNs(), true, id);
+    Record(ts, kRangeStart, domain, ev, NowNs(ts), true, id);
     return id;
   }
   if (Capturing() || TryOpenWindow(domain, ev.msg_kind, ev.msg, ts, 0, id | kWrittenRangeBit)) {
     id |= kWrittenRangeBit;
-    Record(ts, kRangeStart, domain, ev, NowNs(), true, id);
+    Record(ts, kRangeStart, domain, ev, NowNs(ts), true, id);
   }
   return id;
 }
@@ -264,13 +264,13 @@ __attribute__((noinline)) nvtxRangeId_t GatedStart(ThreadState* ts, uint16_t dom
 __attribute__((noinline)) void GatedEnd(ThreadState* ts, uint16_t domain, nvtxRangeId_t id) {
   if (DomainDisabled(domain)) return;
   if (!(g_gate.load(std::memory_order_relaxed) & kGateCapture)) {
-    Record(ts, kRangeEnd, domain, Event(), NowNs(), true, id);
+    Record(ts, kRangeEnd, domain, Event(), NowNs(ts), true, id);
     return;
   }
   // Written: ranges of ours whose start was written (the fallback ids of exiting threads
   // carry bit 63 and are never written while a capture range is set).
   if ((id & kWrittenRangeBit) && !(id >> 63)) {
-    Record(ts, kRangeEnd, domain, Event(), NowNs(), true, id);
+    Record(ts, kRangeEnd, domain, Event(), NowNs(ts), true, id);
     NoteEnd(id);
   }
 }
@@ -285,7 +285,7 @@ int PushImpl(uint16_t domain, const Event& ev) {
     return NVTX_NO_PUSH_POP_TRACKING;
   }
   if (GateActive()) return GatedPush(ts, domain, ev);
-  uint64_t now = NowNs();
+  uint64_t now = NowNs(ts);
   Record(ts, kRangePush, domain, ev, now, false, 0);
   return DepthSlot(ts, domain)++;
 }
@@ -298,7 +298,7 @@ int PopImpl(uint16_t domain) {
     return NVTX_NO_PUSH_POP_TRACKING;
   }
   if (GateActive()) return GatedPop(ts, domain);
-  uint64_t now = NowNs();
+  uint64_t now = NowNs(ts);
   Record(ts, kRangePop, domain, Event(), now, false, 0);
   int32_t& d = DepthSlot(ts, domain);
   if (d <= 0) return -1;  // pop without push: recorded, reported as an error
@@ -313,7 +313,7 @@ nvtxRangeId_t StartImpl(uint16_t domain, const Event& ev) {
     return FallbackRangeId();
   }
   if (GateActive()) return GatedStart(ts, domain, ev);
-  uint64_t now = NowNs();
+  uint64_t now = NowNs(ts);
   uint64_t id = ts->range_hi | (++ts->range_counter & ((uint64_t(1) << kRangeCounterBits) - 1));
   Record(ts, kRangeStart, domain, ev, now, true, id);
   return id;
@@ -327,7 +327,7 @@ void EndImpl(uint16_t domain, nvtxRangeId_t id) {
     return;
   }
   if (GateActive()) return GatedEnd(ts, domain, id);
-  uint64_t now = NowNs();
+  uint64_t now = NowNs(ts);
   Record(ts, kRangeEnd, domain, Event(), now, true, id);
 }
 
@@ -339,7 +339,7 @@ void MarkImpl(uint16_t domain, const Event& ev) {
     return;
   }
   if (GateActive() && (DomainDisabled(domain) || !Capturing())) return;
-  uint64_t now = NowNs();
+  uint64_t now = NowNs(ts);
   Record(ts, kMark, domain, ev, now, false, 0);
 }
 

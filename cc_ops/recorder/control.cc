@@ -50,3 +50,12 @@ NVTXREC_EXPORT uint64_t nvtx_recorder_capture_windows(void) { return nvtx_record
 
 // 1 while a capture window is open, else 0 (also 0 when no capture range is set).
 NVTXREC_EXPORT int nvtx_recorder_capture_window_open(void) { return nvtx_recorder::CaptureWindowOpen() ? 1 : 0; }
+
+// The recorder's clock (clock.h): "tsc" (the CPU's counter, converted to CLOCK_MONOTONIC
+// nanoseconds) or "monotonic" (clock_gettime).
+NVTXREC_EXPORT const char* nvtx_recorder_clock_source(void) {
+  return nvtx_recorder::CurrentClockSource() == nvtx_recorder::kClockTsc ? "tsc" : "monotonic";
+}
+
+// The recorder's clock now, CLOCK_MONOTONIC nanoseconds, as it stamps events.
+NVTXREC_EXPORT uint64_t nvtx_recorder_now_ns(void) { return nvtx_recorder::NowNs(); }

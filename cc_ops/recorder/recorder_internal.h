@@ -7,6 +7,8 @@
 //                          state and the inline hot path (Reserve/Commit), drop counting
 //   thread_lifetime.{h,cc} thread states' creation and exit, fork handling, the recorder
 //                          mutex, pinning the library
+//   clock.{h,cc}           the timestamps: CLOCK_MONOTONIC ns from the TSC (calibrated,
+//                          re-anchored) or from clock_gettime
 //   config.{h,cc}          output directory and chunk size (environment, control API),
 //                          starting a new segment
 //   os_util.{h,cc}         OS helpers: gettid, mkdir -p, /proc reads, file size limit, fds

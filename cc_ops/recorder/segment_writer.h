@@ -21,6 +21,7 @@
 #include <mutex>
 
 #include "format/record_format.h"
+#include "recorder/clock.h"
 #include "recorder/recorder_internal.h"
 
 namespace nvtx_recorder {
@@ -67,6 +68,7 @@ struct ThreadState {
   uint64_t range_hi;      // (thread serial + 1) << kRangeCounterBits
   uint64_t range_counter;
   std::atomic<uint64_t> events;  // written by the owner only, read by control API
+  ClockLine clock;               // this thread's copy of the clock's line (clock.h)
   int64_t tid;
   uint64_t seq;  // next chunk seq in the current segment
   uint32_t seg_thread_index;
@@ -95,11 +97,11 @@ extern std::atomic<uint32_t> g_next_string_id;
 // Guards everything but the hot path (thread_lifetime.cc).
 std::recursive_mutex& RecorderMutex();
 
-inline uint64_t NowNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
+// CLOCK_MONOTONIC nanoseconds (clock.h): NowNs(ts) on the hot path, through the thread's
+// copy of the clock's line; NowNs() where there is no thread state at hand. One function
+// of the TSC either way, so timestamps from both are ordered as their reads are.
+NVTXREC_INLINE uint64_t NowNs(ThreadState* ts) { return ClockNow(&ts->clock); }
+inline uint64_t NowNs() { return ClockNowShared(); }
 
 inline uint32_t AllocStringId() {
   uint32_t id = g_next_string_id.fetch_add(1, std::memory_order_relaxed);

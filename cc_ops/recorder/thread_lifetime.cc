@@ -7,6 +7,7 @@
 
 #include <new>
 
+#include "recorder/clock.h"
 #include "recorder/os_util.h"
 #include "recorder/segment_writer.h"
 #include "recorder/string_table.h"
@@ -46,9 +47,18 @@ void ThreadExit(void* p) {
   delete ts;
 }
 
-void AtForkPrepare() { RecorderMutex().lock(); }
-void AtForkParent() { RecorderMutex().unlock(); }
+// The clock's writer flag after the recorder mutex (a clock anchor never takes the mutex,
+// a thread holding the mutex may anchor). The child keeps the parent's clock: same TSC.
+void AtForkPrepare() {
+  RecorderMutex().lock();
+  ClockAtForkPrepare();
+}
+void AtForkParent() {
+  ClockAtForkParent();
+  RecorderMutex().unlock();
+}
 void AtForkChild() {
+  ClockAtForkChild();
   // Only the forking thread exists here. Other threads' chunks still map the parent's
   // file: drop them (never written again); leak their states (tiny, owner gone).
   ThreadState* self = t_state;
@@ -87,6 +97,7 @@ void EnsureRuntime() {
   std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
   if (g_runtime_ready) return;
   g_runtime_ready = true;
+  InitClock();  // the source and its calibration (~0.2 ms) before the first event
   // Pin the library: the fork handlers and the thread-exit key point into it.
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&EnsureRuntime), &info) && info.dli_fname) {
