@@ -14,6 +14,8 @@
 
 namespace nvtx_recorder {
 
+std::atomic<uint32_t> g_clock_source{kClockUnset};
+
 namespace {
 
 constexpr uint64_t kCalibrationNs = 200 * 1000;  // first rate measurement
@@ -21,8 +23,6 @@ constexpr uint64_t kMaxSpanNs = 10 * 1000 * 1000;
 constexpr int kSamples = 5;  // (TSC, clock_gettime) pairs per anchor; the tightest counts
 constexpr int kMaxSamples = 50;
 constexpr int kWaitForWriter = 256;  // pauses a reader past the line waits for its new anchor
-
-std::atomic<uint32_t> g_source{kClockUnset};
 
 // The shared line behind a latch (Linux's seqcount latch): the writer updates slot 0
 // while readers use slot 1 (counter odd) and slot 1 while they use slot 0 (even), so a
@@ -182,24 +182,24 @@ bool Calibrate() {
 }  // namespace
 
 void InitClock() {
-  if (g_source.load(std::memory_order_acquire) != kClockUnset) return;
+  if (g_clock_source.load(std::memory_order_acquire) != kClockUnset) return;
   LockWriter();
-  if (g_source.load(std::memory_order_relaxed) == kClockUnset) {
+  if (g_clock_source.load(std::memory_order_relaxed) == kClockUnset) {
     ClockSource source = ChooseSource();
     if (source == kClockTsc && !Calibrate()) source = kClockMonotonic;
-    g_source.store(source, std::memory_order_release);
+    g_clock_source.store(source, std::memory_order_release);
   }
   UnlockWriter();
 }
 
 ClockSource CurrentClockSource() {
   InitClock();
-  return ClockSource(g_source.load(std::memory_order_acquire));
+  return ClockSource(g_clock_source.load(std::memory_order_acquire));
 }
 
 uint64_t ClockNowSlow(ClockLine* line) {
-  if (NVTXREC_UNLIKELY(g_source.load(std::memory_order_acquire) == kClockUnset)) InitClock();
-  if (g_source.load(std::memory_order_relaxed) != kClockTsc) return MonotonicNs();
+  if (NVTXREC_UNLIKELY(g_clock_source.load(std::memory_order_acquire) == kClockUnset)) InitClock();
+  if (g_clock_source.load(std::memory_order_relaxed) != kClockTsc) return MonotonicNs();
   for (int waited = 0;; ++waited) {
     const uint32_t seq = g_latch.load(std::memory_order_acquire);
     const ClockLine cur = ReadShared();

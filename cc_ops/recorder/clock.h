@@ -35,6 +35,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <atomic>
+
 #include "recorder/recorder_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -84,14 +86,20 @@ void InitClock();
 // The source in use (initializing it if needed).
 ClockSource CurrentClockSource();
 
+// The source once decided (kClockUnset before InitClock).
+extern std::atomic<uint32_t> g_clock_source;
+
 // Reads the clock, refreshing `line` (a thread's copy of the shared line).
 uint64_t ClockNowSlow(ClockLine* line);
 
-// The hot path: a thread's copy of the line, else ClockNowSlow.
+// The hot path: a thread's copy of the line; clock_gettime inline when that is the
+// source (no call on the way); else ClockNowSlow.
 NVTXREC_INLINE uint64_t ClockNow(ClockLine* line) {
   if (NVTXREC_LIKELY(line->span != 0)) {
     const uint64_t delta = ReadTsc() - line->base_tsc;  // a TSC below the anchor wraps: slow path
     if (NVTXREC_LIKELY(delta < line->span)) return LineNs(*line, delta);
+  } else if (g_clock_source.load(std::memory_order_relaxed) == kClockMonotonic) {
+    return MonotonicNs();
   }
   return ClockNowSlow(line);
 }
