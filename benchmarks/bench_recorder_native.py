@@ -1,11 +1,18 @@
 """Overhead of the native NVTX recorder on the hot path.
 
-Compiles benchmarks/recorder_overhead.c, runs it with no NVTX tool attached and with
-libnvtx_recorder.so injected (1 and 2 threads), and prints ns/event for both, the
-recorder's overhead, the peak RSS growth over the timed loop and the bytes the recording
-takes on disk per event (allocated blocks and apparent file size).
+Compiles benchmarks/recorder_overhead.c and runs it with no NVTX tool attached and with
+libnvtx_recorder.so injected under each of its clocks (NVTX_TF_RECORDER_CLOCK=tsc: the TSC
+converted to CLOCK_MONOTONIC ns; =monotonic: clock_gettime), 1 and 2 threads. The
+configurations run interleaved, in a rotating order, --repeat times each; every figure is
+a median over those runs (the machine may be shared: never the best run). Prints:
 
-    python benchmarks/bench_recorder_native.py [--events N] [--repeat R] [--lib PATH]
+* the recorder with the clock it picks by default on this machine: ns/event with no tool
+  and with the recorder, the overhead, the peak RSS growth over the timed loop and the
+  bytes the recording takes on disk per event (allocated blocks and apparent file size);
+* each clock side by side: ns/event and CPU ns/event, median and quartiles, and the
+  overhead over no tool (with --before-lib, also that library, e.g. an older build).
+
+    python benchmarks/bench_recorder_native.py [--events N] [--repeat R] [--lib PATH] [--before-lib PATH]
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,11 +45,25 @@ def disk_usage(folder: Path) -> tuple[int, int]:
     return allocated, apparent
 
 
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile)."""
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def median_run(runs: list[dict]) -> dict:
+    """Each field's median over the runs."""
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000_000, help="events per thread (default 10M)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per configuration; the fastest counts")
+    parser.add_argument("--repeat", type=int, default=7, help="interleaved runs per configuration (default 7)")
     parser.add_argument("--lib", type=Path, help="libnvtx_recorder.so to use (default: fresh build)")
+    parser.add_argument("--before-lib", type=Path, help="another libnvtx_recorder.so to compare with (its own clock)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="nvtx_bench_") as tmp:
@@ -62,24 +84,36 @@ def main() -> int:
             check=True,
         )
         base_env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_TF_"))}
-        rows = []
-        for threads in (1, 2):
-            baseline = min(
-                (run(exe, threads, args.events, base_env) for _ in range(args.repeat)), key=lambda r: r["ns_per_event"]
-            )
-            best = None
-            for i in range(args.repeat):
-                rec_dir = tmp / f"rec_{threads}_{i}"
-                env = dict(base_env, NVTX_INJECTION64_PATH=str(lib), NVTX_TF_RECORD_DIR=str(rec_dir))
-                result = run(exe, threads, args.events, env)
-                result["allocated"], result["apparent"] = disk_usage(rec_dir)
-                shutil.rmtree(rec_dir)
-                if best is None or result["ns_per_event"] < best["ns_per_event"]:
-                    best = result
-            rows.append((threads, baseline, best))
+        # The clock the recorder picks by default here (NVTX_TF_RECORDER_CLOCK unset).
+        probe = run(exe, 1, 1000, dict(base_env, NVTX_INJECTION64_PATH=str(lib), NVTX_TF_RECORD_DIR=str(tmp / "p")))
+        default_clock = "tsc" if probe["clock_tsc"] == 1 else "clock_gettime"
+        configs = {"no tool": None, "tsc": ("tsc", lib), "clock_gettime": ("monotonic", lib)}
+        if args.before_lib:
+            configs["before"] = (None, args.before_lib)
+        runs = {(threads, name): [] for threads in (1, 2) for name in configs}
+        for i in range(args.repeat):
+            for threads in (1, 2):
+                names = list(configs)
+                shift = (i + threads) % len(names)
+                for name in names[shift:] + names[:shift]:  # a rotating order: no config always first
+                    if configs[name] is None:
+                        runs[threads, name].append(run(exe, threads, args.events, base_env))
+                        continue
+                    clock, path = configs[name]
+                    rec_dir = tmp / f"rec_{threads}_{i}"
+                    env = dict(base_env, NVTX_INJECTION64_PATH=str(path), NVTX_TF_RECORD_DIR=str(rec_dir))
+                    if clock:
+                        env["NVTX_TF_RECORDER_CLOCK"] = clock
+                    result = run(exe, threads, args.events, env)
+                    result["allocated"], result["apparent"] = disk_usage(rec_dir)
+                    shutil.rmtree(rec_dir)
+                    if clock == "tsc" and result["clock_tsc"] != 1:
+                        print("note: NVTX_TF_RECORDER_CLOCK=tsc fell back to clock_gettime (no invariant TSC)")
+                    runs[threads, name].append(result)
 
-    print(f"push/pop with an ASCII message, {args.events:,} events per thread, best of {args.repeat}")
+    print(f"push/pop with an ASCII message, {args.events:,} events per thread, medians of {args.repeat} runs")
     print("ns/ev = per-thread wall time / events; cpu = per-thread CPU time (user+sys) / events")
+    print(f"recorder with its default clock here: {default_clock}")
     header = (
         "threads",
         "no tool ns/ev",
@@ -91,7 +125,9 @@ def main() -> int:
         "disk B/ev (size)",
     )
     print(" | ".join(header))
-    for threads, baseline, rec in rows:
+    for threads in (1, 2):
+        baseline = median_run(runs[threads, "no tool"])
+        rec = median_run(runs[threads, default_clock])
         total = rec["events"]
         print(
             " | ".join(
@@ -107,6 +143,26 @@ def main() -> int:
                 ]
             )
         )
+    print()
+    print("clocks side by side: median [first quartile - third quartile]; overhead = median - no tool median")
+    print(" | ".join(("threads", "configuration", "ns/ev", "cpu ns/ev", "overhead ns/ev", "overhead cpu ns/ev")))
+    for threads in (1, 2):
+        none = median_run(runs[threads, "no tool"])
+        for name in configs:
+            wall = quartiles([r["ns_per_event"] for r in runs[threads, name]])
+            cpu = quartiles([r["cpu_ns_per_event"] for r in runs[threads, name]])
+            print(
+                " | ".join(
+                    [
+                        f"{threads:>7}",
+                        f"{name:>13}",
+                        f"{wall[1]:5.1f} [{wall[0]:5.1f} - {wall[2]:5.1f}]",
+                        f"{cpu[1]:5.1f} [{cpu[0]:5.1f} - {cpu[2]:5.1f}]",
+                        f"{wall[1] - none['ns_per_event']:>14.1f}",
+                        f"{cpu[1] - none['cpu_ns_per_event']:>18.1f}",
+                    ]
+                )
+            )
     return 0
 
 

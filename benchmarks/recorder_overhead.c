@@ -10,8 +10,12 @@
  *   cpu_ns_per_event  same with the thread's CPU time (user + kernel; robust when the
  *                     machine is shared)
  *   hwm_growth_kb  growth of the peak RSS (VmHWM) over the timed loop
+ *   clock_tsc      1 when the recorder stamps events from the TSC, 0 with clock_gettime,
+ *                  -1 with no tool or a recorder without the choice (nvtx_recorder_clock_source,
+ *                  cc_ops/recorder/clock.h)
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -41,6 +45,14 @@ static long vm_kb(const char* key) {
   }
   if (f) fclose(f);
   return v;
+}
+
+/* After the first NVTX call (the tool is loaded then). */
+static int clock_tsc(void) {
+  const char* path = getenv("NVTX_INJECTION64_PATH");
+  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  const char* (*source)(void) = lib ? (const char* (*)(void))dlsym(lib, "nvtx_recorder_clock_source") : NULL;
+  return source ? strcmp(source(), "tsc") == 0 : -1;
 }
 
 struct result {
@@ -83,7 +95,10 @@ int main(int argc, char** argv) {
     wall += ns[t].wall_ns;
     cpu += ns[t].cpu_ns;
   }
-  printf("threads=%d events=%ld ns_per_event=%.2f cpu_ns_per_event=%.2f hwm_before_kb=%ld hwm_growth_kb=%ld\n", threads,
-         events_per_thread * threads, wall / threads, cpu / threads, hwm_before, hwm_after - hwm_before);
+  printf(
+      "threads=%d events=%ld ns_per_event=%.2f cpu_ns_per_event=%.2f hwm_before_kb=%ld hwm_growth_kb=%ld "
+      "clock_tsc=%d\n",
+      threads, events_per_thread * threads, wall / threads, cpu / threads, hwm_before, hwm_after - hwm_before,
+      clock_tsc());
   return 0;
 }
