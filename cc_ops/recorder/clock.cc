@@ -124,9 +124,14 @@ void Anchor(const ClockLine& cur) {
   const Sample s = TakeSample();
   if (s.tsc > g_last_sample.tsc && s.ns > g_last_sample.ns) {
     const double rate = double(s.ns - g_last_sample.ns) / double(s.tsc - g_last_sample.tsc);
-    // A rate off by more than 2x is not the counter's (a VM paused between the reads of a
-    // pair, a TSC reset): keep the previous one.
-    if (PlausibleRate(rate) && rate < 2 * g_rate && rate > g_rate / 2) g_rate = rate;
+    // A rate off by more than 2x once is not the counter's (a suspend, a TSC reset): keep
+    // the previous one; twice in a row, the counter's rate changed (a VM moved to another
+    // host): take it.
+    static int rejected = 0;  // under g_writer
+    if (PlausibleRate(rate) && ((rate < 2 * g_rate && rate > g_rate / 2) || ++rejected >= 2)) {
+      g_rate = rate;
+      rejected = 0;
+    }
   }
   const uint64_t end = LineNs(cur, cur.span);  // above any value `cur` gave
   const uint64_t base = s.ns > end ? s.ns : end;
