@@ -16,7 +16,8 @@ namespace nvtx_tf {
 // Created once per process and name, whichever thread or kernel asks first.
 nvtxDomainHandle_t DomainFor(const std::string& name);
 
-// What one start or mark kernel emits: fixed at graph build, resolved once.
+// What one start or mark kernel emits: fixed at graph build, resolved once. The domain
+// and the attributes (what the kernels read on every execution) come first.
 struct EventSpec {
   nvtxDomainHandle_t domain = nullptr;
   nvtxEventAttributes_t attributes{};

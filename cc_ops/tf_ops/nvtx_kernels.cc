@@ -46,7 +46,8 @@ int NumForwarded(OpKernelConstruction* c) {
 // and each is cold in the cache, so what Compute reads comes first, together, right after
 // OpKernel's own fields (two cache lines instead of three; perf showed the misses on them
 // as most of the kernels' own time). The strings TraceMe reads while TensorFlow's
-// profiler runs, and the owners of what the hot fields point to, come last.
+// profiler runs (the message ends EventSpec), and the owners of what the hot fields point
+// to, come after.
 class EventKernel : public OpKernel {
  public:
   explicit EventKernel(OpKernelConstruction* c) : OpKernel(c), num_forwarded_(NumForwarded(c)) {
@@ -60,7 +61,6 @@ class EventKernel : public OpKernel {
     OP_REQUIRES(c, num_payload <= 1, absl::InvalidArgumentError("NVTX op attribute 'num_payload' must be 0 or 1"));
     has_payload_ = num_payload == 1;
     OP_REQUIRES_OK(c, MakeEventSpec(message, domain_name, color, category, &spec_));
-    domain_ = spec_.domain;
     domain_name_ = std::move(domain_name);
   }
   bool IsExpensive() override { return false; }
@@ -87,15 +87,14 @@ class EventKernel : public OpKernel {
     return has_payload_ ? attributes.payload.llValue : 0;
   }
 
-  // Hot: read on every execution.
+  // Hot: read on every execution (spec_ begins with the domain and the attributes).
   const int num_forwarded_;
   bool has_payload_ = false;
   bool close_at_step_end_ = false;  // NvtxStart
   PairSlot* pair_ = nullptr;        // NvtxStart, when paired with its end (owned by pair_owner_)
-  nvtxDomainHandle_t domain_ = nullptr;
+  EventSpec spec_;
   // Cold.
   std::shared_ptr<PairSlot> pair_owner_;
-  EventSpec spec_;
   std::string domain_name_;  // for TraceMe (the message is spec_.message)
 };
 
@@ -114,11 +113,9 @@ class NvtxStartOp : public EventKernel {
     const nvtxEventAttributes_t* attributes = Attributes(ctx, &scratch);
     if (attributes == nullptr) return;
     ForwardInputs(ctx, num_forwarded_);
-    nvtxRangeId_t id = nvtxDomainRangeStartEx(domain_, attributes);
-    if (TraceMeActive()) {
-      id = TraceMeRangeStarted(id, spec_.message, domain_name_, has_payload_, Payload(*attributes));
-    }
-    if (close_at_step_end_) OP_REQUIRES_OK(ctx, RegisterStepRange(ctx, domain_, id));
+    const nvtxRangeId_t id = TraceMeRangeStarted(nvtxDomainRangeStartEx(spec_.domain, attributes), spec_.message,
+                                                 domain_name_, has_payload_, Payload(*attributes));
+    if (close_at_step_end_) OP_REQUIRES_OK(ctx, RegisterStepRange(ctx, spec_.domain, id));
     if (pair_ != nullptr) {
       if (id != 0) pair_->Put(ExecutionKey(ctx), id);     // 0: no tool, no profiler, nothing to end
       if (!ctx->output_required(num_forwarded_)) return;  // (a backward range's payload uses it)
@@ -136,8 +133,8 @@ class NvtxMarkOp : public EventKernel {
     const nvtxEventAttributes_t* attributes = Attributes(ctx, &scratch);
     if (attributes == nullptr) return;
     ForwardInputs(ctx, num_forwarded_);
-    nvtxDomainMarkEx(domain_, attributes);
-    if (TraceMeActive()) TraceMeMark(spec_.message, domain_name_, has_payload_, Payload(*attributes));
+    nvtxDomainMarkEx(spec_.domain, attributes);
+    TraceMeMark(spec_.message, domain_name_, has_payload_, Payload(*attributes));
   }
 };
 
@@ -179,10 +176,7 @@ class NvtxEndOp : public OpKernel {
 
  private:
   bool TakePaired(OpKernelContext* ctx, nvtxRangeId_t* id) {
-    uint64_t taken = 0;
-    if (!PairSlot::AnyPut() || !pair_->Take(ExecutionKey(ctx), &taken)) return false;
-    *id = taken;
-    return true;
+    return PairSlot::AnyPut() && pair_->Take(ExecutionKey(ctx), id);
   }
 
   // Hot first, as in EventKernel.

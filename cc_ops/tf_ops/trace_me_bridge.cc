@@ -42,9 +42,8 @@ std::string TraceMeName(const std::string& message, const std::string& domain, b
   return ::tsl::profiler::TraceMeEncode(message, {{"domain", domain}});
 }
 
-uint64_t TraceMeRangeStarted(uint64_t nvtx_id, const std::string& message, const std::string& domain, bool has_payload,
-                             int64_t payload) {
-  if (!TraceMe::Active()) return nvtx_id;
+uint64_t TraceMeRangeStartedTracing(uint64_t nvtx_id, const std::string& message, const std::string& domain,
+                                    bool has_payload, int64_t payload) {
   OpenRange range{TraceMeName(message, domain, has_payload, payload), ::tsl::profiler::GetCurrentTimeNanos()};
   OpenActivities& open = Open();
   const uint64_t range_id =
@@ -72,8 +71,7 @@ void TraceMeRangeEnded(uint64_t range_id) {
   TraceMeRecorder::Record({std::move(range.name), range.start_ns, ::tsl::profiler::GetCurrentTimeNanos()});
 }
 
-void TraceMeMark(const std::string& message, const std::string& domain, bool has_payload, int64_t payload) {
-  if (!TraceMe::Active()) return;
+void TraceMeMarkTracing(const std::string& message, const std::string& domain, bool has_payload, int64_t payload) {
   TraceMe::InstantActivity([&] { return TraceMeName(message, domain, has_payload, payload); });
 }
 

@@ -22,23 +22,31 @@
 
 namespace nvtx_tf {
 
-// Whether TensorFlow's profiler traces (one atomic load): the kernels call the functions
-// below only then, except TraceMeRangeEnded (a range may outlive the session).
-inline bool TraceMeActive() { return ::tsl::profiler::TraceMe::Active(); }
-
 // The TraceMe name of a range: `message`, with the domain and payload as TraceMe metadata.
 std::string TraceMeName(const std::string& message, const std::string& domain, bool has_payload, int64_t payload);
 
-// Called after nvtxDomainRangeStartEx returned `nvtx_id`; returns the range id to hand
-// to NvtxEnd (nvtx_id, or one of ours when nvtx_id is 0 and the profiler traces).
-uint64_t TraceMeRangeStarted(uint64_t nvtx_id, const std::string& message, const std::string& domain, bool has_payload,
-                             int64_t payload);
+// While TensorFlow's profiler traces (the slow halves of the calls below).
+uint64_t TraceMeRangeStartedTracing(uint64_t nvtx_id, const std::string& message, const std::string& domain,
+                                    bool has_payload, int64_t payload);
+void TraceMeMarkTracing(const std::string& message, const std::string& domain, bool has_payload, int64_t payload);
 
-// Called when NvtxEnd ends `range_id`.
+// Called after nvtxDomainRangeStartEx returned `nvtx_id`; returns the range id to hand
+// to NvtxEnd (nvtx_id, or one of ours when nvtx_id is 0 and the profiler traces). Inline:
+// with the profiler off, one atomic load and no call.
+inline uint64_t TraceMeRangeStarted(uint64_t nvtx_id, const std::string& message, const std::string& domain,
+                                    bool has_payload, int64_t payload) {
+  if (!::tsl::profiler::TraceMe::Active()) return nvtx_id;
+  return TraceMeRangeStartedTracing(nvtx_id, message, domain, has_payload, payload);
+}
+
+// Called when NvtxEnd ends `range_id` (also after the profiler stopped: a range may
+// outlive the session).
 void TraceMeRangeEnded(uint64_t range_id);
 
 // An instant activity for a mark.
-void TraceMeMark(const std::string& message, const std::string& domain, bool has_payload, int64_t payload);
+inline void TraceMeMark(const std::string& message, const std::string& domain, bool has_payload, int64_t payload) {
+  if (::tsl::profiler::TraceMe::Active()) TraceMeMarkTracing(message, domain, has_payload, payload);
+}
 
 }  // namespace nvtx_tf
 
