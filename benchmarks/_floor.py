@@ -3,6 +3,7 @@ and a call timer: shared by the op benchmarks."""
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +33,18 @@ def build_floor() -> Path:
         ]
     )
     return out
+
+
+def slope_ns(short, long_, arg, reps: int, ops: int) -> float:
+    """ns per op between two chains ``ops`` ops apart: the median call time of ``long_``
+    minus that of ``short``, calls alternating, ``reps`` each. Medians, not means: on a
+    shared machine one preempted call would otherwise move the whole round (ratio quartiles
+    over rounds in bench_ops: 1.1-1.5 with means, 1.2-1.3 with medians, same code)."""
+    longs, shorts = [], []
+    for _ in range(reps):
+        longs.append(call_time(long_, arg, 1))
+        shorts.append(call_time(short, arg, 1))
+    return (statistics.median(longs) - statistics.median(shorts)) / ops * 1e9
 
 
 def call_time(fn, arg, reps: int) -> float:

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _floor import build_floor, call_time  # noqa: E402
+from _floor import build_floor, call_time, slope_ns  # noqa: E402
 
 import nvtx_plugins_tf as nvtx_tf  # noqa: E402
 
@@ -36,18 +36,6 @@ def chain(pair, n):
     return f
 
 
-def slope_ns(short, long_, x, reps: int) -> float:
-    """Per op: the median time of the chain of 550 pairs minus the median of the chain of 50,
-    calls alternating, over 1000 ops. Medians, not means: on a shared machine one call
-    preempted in a round would otherwise move the whole round (quartiles of the ratio over
-    rounds were 1.1-1.5 with means, 1.2-1.3 with medians, same code)."""
-    longs, shorts = [], []
-    for _ in range(reps):
-        longs.append(call_time(long_, x, 1))
-        shorts.append(call_time(short, x, 1))
-    return (float(np.median(longs)) - float(np.median(shorts))) / (2 * 500) * 1e9
-
-
 def per_op_ns(pairs: dict, rounds: int = 31, reps: int = 80) -> dict:
     """Per round, the slope (chain of 550 pairs minus 50) per op; rounds interleaved."""
     x = tf.constant(1.0)
@@ -58,7 +46,7 @@ def per_op_ns(pairs: dict, rounds: int = 31, reps: int = 80) -> dict:
     for i in range(rounds + 1):  # the order flips every round; the first round is dropped
         for name in list(fns) if i % 2 == 0 else list(reversed(fns)):
             short, long_ = fns[name]
-            slope = slope_ns(short, long_, x, reps)
+            slope = slope_ns(short, long_, x, reps, ops=2 * 500)  # 550 pairs minus 50
             if i > 0:
                 samples[name].append(slope)
     return samples

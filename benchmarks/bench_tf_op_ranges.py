@@ -2,10 +2,10 @@
 
 A chain of stateful identity ops (``floor_op.cc``, which Grappler cannot prune) runs in a
 ``tf.function`` with TensorFlow's per-op ranges off and on, in interleaved rounds; the
-per-op cost is the slope (chain of 550 ops minus a chain of 50, per op), so the call
-overhead cancels. Measured twice: with no NVTX tool attached (TensorFlow still builds each
-op's range name) and under our recorder (a child process with the recorder attached,
-which writes every range to disk). Medians of the rounds, with quartiles.
+per-op cost is the slope (median call time of a chain of 550 ops minus that of a chain of
+50, per op: ``_floor.slope_ns``), so the call overhead cancels. Measured twice: with no
+NVTX tool attached (TensorFlow still builds each op's range name) and under our recorder
+(a child process with the recorder attached, which writes every range to disk). Medians of the rounds, with quartiles.
 
     python benchmarks/bench_tf_op_ranges.py
 """
@@ -26,7 +26,7 @@ import tensorflow as tf  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
-from _floor import build_floor, call_time  # noqa: E402
+from _floor import build_floor, slope_ns  # noqa: E402
 from _table import print_table  # noqa: E402
 
 import nvtx_plugins_tf as nvtx_tf  # noqa: E402
@@ -57,7 +57,7 @@ def slopes(rounds: int = ROUNDS) -> dict[str, list[float]]:
         order = ("off", "on") if i % 2 == 0 else ("on", "off")
         for state in order:
             with nvtx_tf.tf_op_ranges(state == "on"):
-                samples[state].append((call_time(long_, x, REPS) - call_time(short, x, REPS)) / 500 * 1e9)
+                samples[state].append(slope_ns(short, long_, x, REPS, ops=500))
     return samples
 
 
