@@ -8,7 +8,7 @@ NATIVE := nvtx_plugins_tf/_native/.built
 NATIVE_SOURCES := $(wildcard cc_ops/*/*.cc cc_ops/*/*.h) build_tools/build_native.py
 PYTEST_ARGS ?=
 # The public modules whose docstring examples run with the tests.
-DOCTEST_MODULES := nvtx_plugins_tf/ops/ranges.py nvtx_plugins_tf/recorder/summary.py nvtx_plugins_tf/tf_ops_annotation.py
+DOCTEST_MODULES := nvtx_plugins_tf/_paths.py nvtx_plugins_tf/ops/ranges.py nvtx_plugins_tf/recorder/summary.py nvtx_plugins_tf/tf_ops_annotation.py
 
 .PHONY: all demo test bench native clean nsys lint
 

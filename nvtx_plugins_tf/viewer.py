@@ -28,6 +28,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ._paths import RECORDING_SUFFIX, recording_stem
+
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
@@ -51,7 +53,6 @@ DEFAULT_HOST = "127.0.0.1"
 #: What to install for the offline UI.
 VIEW_EXTRA = "nvtx_plugins_tf[view]"
 
-_RECORDING_SUFFIX = ".nvtxrec"
 _JSON_SUFFIX = ".json"
 
 
@@ -95,7 +96,7 @@ def find_trace(path: str | os.PathLike) -> TraceSource:
     if not given.exists():
         # PREFIX, or a PREFIX.json not written yet: the recording first (its JSON may be stale).
         stem = given.name[: -len(_JSON_SUFFIX)] if given.name.endswith(_JSON_SUFFIX) else given.name
-        for suffix in (_RECORDING_SUFFIX, _JSON_SUFFIX):
+        for suffix in (RECORDING_SUFFIX, _JSON_SUFFIX):
             candidate = given.with_name(stem + suffix)
             if candidate.exists():
                 return find_trace(candidate)
@@ -103,7 +104,7 @@ def find_trace(path: str | os.PathLike) -> TraceSource:
     if given.is_dir():
         if not segment_files(given):
             raise NotATrace(f"{path} is a directory without NVTX segment files (*.nvtxseg), not a recording")
-        stem = given.name[: -len(_RECORDING_SUFFIX)] if given.name.endswith(_RECORDING_SUFFIX) else given.name
+        stem = recording_stem(given)
         return TraceSource(json=given.with_name(stem + _JSON_SUFFIX), recording=given)
     with open(given, "rb") as f:
         head = f.read(4096).lstrip()

@@ -363,7 +363,7 @@ def test_windows_opening_and_closing_under_tsan(tmp_path_factory, tmp_path):
     from nvtx_plugins_tf.recorder.recording import load
 
     rec = load(tmp_path / "rec")
-    counts = Counter(r.message for r in rec.closed_ranges)
+    counts = Counter(r.message for r in rec.ranges)
     assert counts["stress-0"] == 2000 and not rec.open_ranges and not rec.damage.damaged
     assert set(counts) <= {f"stress-{t}" for t in range(4)}
 
@@ -432,7 +432,7 @@ def test_bad_variables_never_change_the_programs_fate(sample, tmp_path, variable
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     from nvtx_plugins_tf.recorder.recording import load
 
-    messages = {r.message for r in load(tmp_path / "rec").closed_ranges}
+    messages = {r.message for r in load(tmp_path / "rec").ranges}
     if "NVTX_TF_DOMAIN_INCLUDE" in variables:
         assert messages == ({"a"} if variables["NVTX_TF_DOMAIN_INCLUDE"] == "A" else set())
         assert proc.stdout.strip() == "B enabled=0"

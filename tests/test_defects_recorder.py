@@ -78,7 +78,7 @@ def _read_in_child(record_dir, user=None) -> dict:
         rec = load({str(record_dir)!r})
         d = rec.damage
         g = lambda name: getattr(d, name, 0)
-        print(json.dumps(dict(events=d.events, ranges=len(rec.ranges), dropped=g("dropped_events"),
+        print(json.dumps(dict(events=d.events, ranges=len(rec.events), dropped=g("dropped_events"),
                               damaged=d.damaged, damaged_segments=d.damaged_segments,
                               truncated=g("truncated_segments"), missing_chunks=g("missing_chunks"),
                               unknown=g("unknown_strings"), errors=d.errors, describe=d.describe())))
@@ -104,7 +104,7 @@ def test_registered_name_and_domain_defined_on_another_thread(sample, tmp_path):
     assert proc.returncode == 0, proc.stderr
     rec = load(rec_dir)
     assert not rec.damage.damaged, rec.damage.describe()
-    [late] = [r for r in rec.ranges if r.kind == "push-pop" and r.domain == "late-domain"]
+    [late] = [r for r in rec.events if r.kind == "push-pop" and r.domain == "late-domain"]
     assert late.message == "late-message"
     assert rec.count(message="main-loop") == 20000
 
@@ -292,7 +292,7 @@ def test_registry_is_bounded_and_fork_child_names_resolve(sample, tmp_path):
     rec = load(rec_dir)
     assert not rec.damage.damaged, rec.damage.describe()
     child_pid = next(pid for pid, info in rec.processes.items() if str(info.segment) == str(child_seg))
-    child = [r.message for r in rec.ranges if r.pid == child_pid]
+    child = [r.message for r in rec.events if r.pid == child_pid]
     assert child == ["step 0", f"step {n - 1}"]  # the last one only through the parent's segment
 
 
@@ -325,7 +325,7 @@ def test_nested_capture_leaves_outer_recording_whole(tmp_path):
     assert proc.stdout.strip() == "['inside', 'thread-inside'] ['second']"
     rec = load(outer)
     assert not rec.damage.damaged and rec.damage.unmatched_pops == 0, rec.damage.describe()
-    assert sorted(r.message for r in rec.ranges if r.kind != "mark") == ["inside", "span"]
+    assert sorted(r.message for r in rec.events if r.kind != "mark") == ["inside", "span"]
     assert sorted(r.message for r in rec.marks) == ["after", "before", "second", "thread-inside"]
     [span] = rec.find(message="span")
     assert not span.unclosed  # pushed before the captures, popped after: one range

@@ -71,7 +71,7 @@ def _within(inner, outer) -> bool:
 
 def test_mirrored_custom_loop_ranges_per_replica(tmp_path):
     prefix = _record(tmp_path, "mirrored_custom_loop.py", str(STEPS))
-    ranges = reader.load(str(prefix) + ".nvtxrec").ranges
+    ranges = reader.load(str(prefix) + ".nvtxrec").events
     forward = [r for r in ranges if r.message == "replica step" and r.domain == "Forward"]
     backward = [r for r in ranges if r.message == "replica step" and r.domain == "Gradient"]
     by_replica = {}
@@ -172,14 +172,14 @@ def test_multi_worker_mirrored_tf_keras_fit_and_custom_loop(tmp_path):
     launcher = launchers[0].pid
     workers = sorted(p.pid for p in rec.processes.values() if p.ppid == launcher and "mwms_worker.py" in p.cmdline)
     assert len(workers) == 2, rec.processes
-    assert {r.pid for r in rec.ranges} == {launcher, *workers}
+    assert {r.pid for r in rec.events} == {launcher, *workers}
     assert rec.count(message="launch workers", domain="Launcher") == 1
     assert rec.count(message="wait workers", domain="Launcher") == 1
     assert all(r.pid == launcher for r in rec.find(domain="Launcher"))
 
     categories = {}
     for pid in workers:
-        mine = [r for r in rec.ranges if r.pid == pid]
+        mine = [r for r in rec.events if r.pid == pid]
 
         def find(message, domain, mine=mine):
             return [r for r in mine if r.message == message and r.domain == domain]

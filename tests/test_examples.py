@@ -46,7 +46,7 @@ def test_keras_example(_record):
         assert rec.count(message=f"Dense {i} grad", domain="Gradient") == 6
     assert rec.count(message="Train", domain="Keras") == 1
     assert rec.count(message="epoch 1", domain="Keras") == 1
-    assert len([r for r in rec.ranges if r.domain == "Keras" and r.message.startswith("batch ")]) == 6
+    assert len([r for r in rec.events if r.domain == "Keras" and r.message.startswith("batch ")]) == 6
     assert not rec.open_ranges
 
 

@@ -172,7 +172,7 @@ def test_callback_and_hook_work_without_the_nvtx_package(child_env, tmp_path):
     assert "NVTX_MODULES []" in proc.stdout
     from nvtx_plugins_tf.recorder import load
 
-    ranges = load(tmp_path / "rec").ranges
+    ranges = load(tmp_path / "rec").events
     got = sorted((r.domain, r.message) for r in ranges if r.domain in ("Keras", "Hook"))
     assert got == [
         ("Hook", "Session"),
@@ -212,7 +212,7 @@ def test_nvtx_disable_emits_nothing(child_env, tmp_path):
     from nvtx_plugins_tf.recorder import load
 
     try:
-        ranges = load(tmp_path / "rec").ranges
+        ranges = load(tmp_path / "rec").events
     except Exception:  # noqa: BLE001 - nothing recorded at all is fine too
         ranges = []
     assert not [r for r in ranges if r.domain in ("Keras", "Disabled")]

@@ -62,7 +62,7 @@ def test_exact_decoding(tmp_path):
             r.category,
             r.category_name,
         )
-        for r in rec.ranges
+        for r in rec.events
     ]
     assert got == [
         ("push-pop", "", "outer", 1100, 1400, 42, 42, 0, 2.5, 0xFF00FF00, None, None),
@@ -73,8 +73,8 @@ def test_exact_decoding(tmp_path):
         ("start-end", "", "async", 1470, None, 43, 43, 0, 4000000000, None, None, None),
         ("push-pop", "", "outer", 1480, None, 43, 43, 0, None, None, None, None),
     ]
-    assert [r.payload_type for r in rec.ranges] == ["double", "u64", "i32", "i64", "float", "u32", None]
-    assert rec.ranges[3].range_id == 99
+    assert [r.payload_type for r in rec.events] == ["double", "u64", "i32", "i64", "float", "u32", None]
+    assert rec.events[3].range_id == 99
     assert rec.processes[42].name == "worker" and rec.processes[42].ppid == 7
     assert rec.processes[42].cmdline == "python train.py"
     assert rec.thread_names == {(42, 42): "main loop"}
@@ -102,8 +102,8 @@ def test_chunks_follow_seq_order_and_interleave(tmp_path):
     w.chunks.reverse()
     w.write(tmp_path)
     rec = load(tmp_path)
-    pp = [r for r in rec.ranges if r.kind == "push-pop"]
-    se = [r for r in rec.ranges if r.kind == "start-end"]
+    pp = [r for r in rec.events if r.kind == "push-pop"]
+    se = [r for r in rec.events if r.kind == "start-end"]
     assert len(pp) == n and len(se) == n
     assert sorted((r.start_ns, r.end_ns, r.depth) for r in pp) == [(10 + i, 10_000 + n - 1 - i, i) for i in range(n)]
     assert sorted((r.start_ns, r.end_ns) for r in se) == [(10 + i, 10_000 + n - 1 - i) for i in range(n)]
@@ -119,7 +119,7 @@ def test_multiple_segments_and_unpublished_chunks(tmp_path):
         w.unpublished_chunk()
         w.write(tmp_path)
     rec = load(tmp_path)
-    assert [(r.pid, r.message) for r in rec.ranges] == [(10, "proc 10"), (11, "proc 11")]
+    assert [(r.pid, r.message) for r in rec.events] == [(10, "proc 10"), (11, "proc 11")]
     assert rec.damage.unpublished_chunks == 4 and not rec.damage.damaged
     # Batches stream with a tiny batch size too.
     rows = np.concatenate(list(iter_batches(tmp_path, batch_size=1)))
@@ -137,7 +137,7 @@ def test_truncated_file_keeps_intact_events(tmp_path):
     cut = SEGMENT_HEADER_SIZE + CHUNK_HEADER_SIZE + 24 + 50 * 32 + 20
     (tmp_path / "3-1000.nvtxseg").write_bytes(data[:cut])
     rec = load(tmp_path)
-    closed = [r for r in rec.ranges if not r.unclosed]
+    closed = [r for r in rec.events if not r.unclosed]
     assert [(r.start_ns, r.end_ns) for r in closed] == [(100 + 2 * i, 101 + 2 * i) for i in range(50)]
     assert len(rec.open_ranges) == 1  # the push whose pop was cut off
     assert rec.damage.damaged_chunks == 1 and rec.damage.damaged
@@ -167,7 +167,7 @@ def test_bad_chunk_magic_and_bad_header(tmp_path):
     (tmp_path / "4-2.nvtxseg").write_bytes(b"not a segment at all" * 100)
     (tmp_path / "5-3.nvtxseg").write_bytes(b"")
     rec = load(tmp_path)
-    assert rec.ranges == []
+    assert rec.events == []
     assert rec.damage.damaged_chunks == 1
     assert rec.damage.damaged_segments == 2
     # One line per affected file, each naming it (the damaged chunk's segment too).
@@ -184,7 +184,7 @@ def test_unmatched_pops_ends_and_seq_gaps(tmp_path):
     struct.pack_into("<Q", data, SEGMENT_HEADER_SIZE + 16, 3)  # seq 3 instead of 0
     (tmp_path / "3-1.nvtxseg").write_bytes(data)
     rec = load(tmp_path)
-    assert [(r.start_ns, r.end_ns) for r in rec.ranges] == [(7, 8)]
+    assert [(r.start_ns, r.end_ns) for r in rec.events] == [(7, 8)]
     assert rec.damage.unmatched_pops == 1 and rec.damage.unmatched_ends == 1
     assert rec.damage.seq_gaps == 1
 
@@ -443,8 +443,8 @@ def test_one_payload_decoder_scalar_and_vectorized_agree():
 def test_recording_words_match_capture(tmp_path):
     _basic_segment().write(tmp_path)
     rec = load(tmp_path)
-    assert rec.events == rec.ranges
-    assert len(rec.closed_ranges) + len(rec.open_ranges) + len(rec.marks) == len(rec.events)
+    assert rec.ranges == [r for r in rec.events if r.kind != "mark" and not r.unclosed]
+    assert len(rec.ranges) + len(rec.open_ranges) + len(rec.marks) == len(rec.events)
     assert rec.count(category="layers") == rec.count(category=7) == 1
     assert [r.message for r in rec.find(domain="tf")] == ["inner"]
 

@@ -237,7 +237,7 @@ def test_record_keras_layers_runs_the_same_ops(tmp_path):
     from nvtx_plugins_tf.recorder.reader import load
 
     recording = load(tmp_path / "run.nvtxrec")
-    assert any(r.domain == "Backward" for r in recording.ranges), "the models were not annotated"
+    assert any(r.domain == "Backward" for r in recording.events), "the models were not annotated"
 
 
 def test_recompute_grad_runs_the_same_ops():

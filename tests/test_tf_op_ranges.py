@@ -115,5 +115,5 @@ def test_record_tf_ops_on_an_unmodified_script(tmp_path, child_env):
     assert proc.returncode == 0, proc.stderr[-3000:]
     recording = load(str(prefix) + ".nvtxrec")
     # the gradient's MatMul, once per step (the forward one is pruned: only the gradient is returned)
-    grads = [r for r in recording.ranges if r.domain == "TSL" and r.message.startswith("gradient_tape/MatMul/MatMul:")]
-    assert len(grads) == 3, sorted({r.message for r in recording.ranges})
+    grads = [r for r in recording.events if r.domain == "TSL" and r.message.startswith("gradient_tape/MatMul/MatMul:")]
+    assert len(grads) == 3, sorted({r.message for r in recording.events})

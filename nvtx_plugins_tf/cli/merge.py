@@ -5,7 +5,6 @@ PREFIX.sqlite), clocks aligned through each segment's realtime anchor
 from __future__ import annotations
 
 import errno
-from pathlib import Path
 
 from ._common import (
     EXIT_DAMAGED,
@@ -17,19 +16,12 @@ from ._common import (
 )
 
 
-def _input_path(value: str) -> Path:
-    """A recording named as on record's -o (PREFIX or PREFIX.nvtxrec)."""
-    path = Path(value)
-    if not path.exists() and path.with_name(path.name + ".nvtxrec").is_dir():
-        path = path.with_name(path.name + ".nvtxrec")
-    return path
-
-
 def cmd_merge(args) -> int:
+    from .._paths import RECORDING_SUFFIX, recording_path
     from ..recorder.merge import MergeError, merge
     from .record import _output_prefix, _prepare_output_dir
 
-    inputs = [_input_path(v) for v in args.recordings]
+    inputs = [recording_path(v) for v in args.recordings]
     labels = None
     if args.label:
         labels = [name.strip() for value in args.label for name in value.split(",")]
@@ -38,7 +30,7 @@ def cmd_merge(args) -> int:
         if len(set(labels)) != len(labels):
             raise CliError("--label: the names must differ", EXIT_USAGE)
     prefix = _output_prefix(args.output)
-    raw_dir = prefix.with_name(prefix.name + ".nvtxrec")
+    raw_dir = prefix.with_name(prefix.name + RECORDING_SUFFIX)
     try:
         from ..recorder.merge import open_sources
 

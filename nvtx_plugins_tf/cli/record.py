@@ -16,6 +16,7 @@ from .._native_libs import (
     INJECTION_ENV,
     RECORD_DIR_ENV,
 )
+from .._paths import RECORDING_SUFFIX, SEGMENT_SUFFIX, recording_stem
 from ._child import _resolve_command, _run_forwarding_signals
 from ._common import (
     EXIT_DAMAGED,
@@ -33,7 +34,7 @@ from ._exports import write_exports
 def _output_prefix(value: str) -> Path:
     """PREFIX of ``-o``: a usage error (exit 2) when it names no file (``""``, ``/``, ``out/``)."""
     prefix = Path(value)
-    name = prefix.name[: -len(".nvtxrec")] if prefix.name.endswith(".nvtxrec") else prefix.name
+    name = recording_stem(prefix)
     if not value or value.endswith(("/", os.sep)) or name in ("", ".", ".."):
         raise CliError(f"-o {value!r}: PREFIX must name the output files, e.g. -o out/run", EXIT_USAGE)
     return prefix.with_name(name)
@@ -100,7 +101,7 @@ TF_OP_RANGES_ENV = "NVTX_TF_OP_RANGES"
 def _segments(raw_dir: Path) -> dict[str, tuple[int, int]]:
     """Segment files of ``raw_dir``: name -> (device, inode)."""
     found = {}
-    for seg in raw_dir.glob("*.nvtxseg"):
+    for seg in raw_dir.glob("*" + SEGMENT_SUFFIX):
         with contextlib.suppress(OSError):
             st = seg.lstat()
             found[seg.name] = (st.st_dev, st.st_ino)
@@ -140,7 +141,7 @@ def cmd_record(args) -> int:
     except ImportError as exc:
         raise CliError(str(exc).replace("nvtx_plugins_tf: ", ""), EXIT_RECORDER_UNAVAILABLE) from exc
     _prepare_output_dir(prefix.parent)
-    raw_dir = prefix.with_name(prefix.name + ".nvtxrec")
+    raw_dir = prefix.with_name(prefix.name + RECORDING_SUFFIX)
     try:
         raw_dir.mkdir(mode=0o700, exist_ok=True)  # recordings hold command lines
     except OSError as exc:

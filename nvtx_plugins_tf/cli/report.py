@@ -7,6 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
+from .._paths import RECORDING_SUFFIX, SEGMENT_SUFFIX, recording_path
 from ._common import EXIT_DAMAGED, EXIT_INPUT_NOT_FOUND, EXIT_NO_EVENTS, EXIT_OK, EXIT_USAGE, CliError
 
 _STYLE_WORDS = {
@@ -70,17 +71,16 @@ def _merged(values: list[str], tmp: Path) -> str:
     """Several recordings (hosts) merged as ``nvtx-tf merge`` does, into ``tmp``."""
     from ..recorder.merge import MergeError, merge
     from ..recorder.summary import is_sqlite
-    from .merge import _input_path
 
-    paths = [_input_path(v) for v in values]
+    paths = [recording_path(v) for v in values]
     for value, path in zip(values, paths):
         if path.is_file() and is_sqlite(path):
             raise CliError(f"{value}: several paths are recordings to merge, not SQLite files", EXIT_USAGE)
     try:
-        merge(paths, tmp / "merged.nvtxrec")
+        merge(paths, tmp / ("merged" + RECORDING_SUFFIX))
     except MergeError as exc:
         raise CliError(str(exc), EXIT_INPUT_NOT_FOUND) from exc
-    return str(tmp / "merged.nvtxrec")
+    return str(tmp / ("merged" + RECORDING_SUFFIX))
 
 
 def cmd_report(args) -> int:
@@ -97,9 +97,7 @@ def _report(args, value: str) -> int:
 
     report_type = _check_combinations(args)
     domains = _selected_domains(args.domain)
-    path = Path(value)
-    if not path.exists() and path.with_name(path.name + ".nvtxrec").is_dir():
-        path = path.with_name(path.name + ".nvtxrec")
+    path = recording_path(value)
     if not path.exists():
         raise CliError(f"no such recording or SQLite file: {value}", EXIT_INPUT_NOT_FOUND)
     if not os.access(path, os.R_OK):
@@ -125,7 +123,7 @@ def _report(args, value: str) -> int:
             raise CliError(f"no NVTX ranges in {path}{_in_domains(domains)}", EXIT_NO_EVENTS)
         _print_summary(summary, args.format, args.top)
         return EXIT_OK
-    if path.is_file() and not path.name.endswith(".nvtxseg"):
+    if path.is_file() and not path.name.endswith(SEGMENT_SUFFIX):
         raise CliError(
             f"{path} is neither a recording directory, a .nvtxseg segment nor an SQLite file", EXIT_INPUT_NOT_FOUND
         )
@@ -205,7 +203,7 @@ def _report_pairs(path: Path) -> int:
     if path.is_file() and is_sqlite(path):
         raise CliError(f"--pairs reads a recording folder (PREFIX.nvtxrec), not an SQLite file: {path}", EXIT_USAGE)
     recording = load(path)
-    print(format_pairs(pair_rows(recording.ranges)))
+    print(format_pairs(pair_rows(recording.events)))
     if recording.damage.damaged:
         raise CliError(f"damaged recording {path}: {recording.damage.describe()}", EXIT_DAMAGED)
     return EXIT_OK

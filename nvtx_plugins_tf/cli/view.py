@@ -9,6 +9,7 @@ import signal
 import socket
 from pathlib import Path
 
+from .._paths import RECORDING_SUFFIX
 from ._common import (
     EXIT_DAMAGED,
     EXIT_INPUT_NOT_FOUND,
@@ -46,7 +47,7 @@ def _source(path: str):
     except PermissionError as exc:
         raise CliError(f"cannot read {exc.filename or path}: permission denied", EXIT_INPUT_NOT_FOUND) from exc
     if source.recording is None and source.json.name.endswith(".json"):
-        beside = source.json.with_name(source.json.name[: -len(".json")] + ".nvtxrec")
+        beside = source.json.with_name(source.json.name[: -len(".json")] + RECORDING_SUFFIX)
         if beside.is_dir() and viewer.TraceSource(source.json, beside).needs_export:
             warn(f"{beside} is newer than {source.json}; `view {beside}` exports it again")
     if source.needs_export:

@@ -45,7 +45,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .reader import SEGMENT_SUFFIX, segment_files
+from .._paths import SEGMENT_SUFFIX, recording_stem
+from .reader import segment_files
 
 __all__ = ["MergeError", "NotARecording", "Source", "merge", "SAME_CLOCK_NS", "FIRST_NEW_PID"]
 
@@ -140,8 +141,7 @@ def _host_labels(segment_lists: list[list[_Segment]]) -> list[str] | None:
 def _default_labels(paths: list[Path]) -> list[str]:
     labels = []
     for p in paths:
-        name = p.resolve().name
-        labels.append(name[: -len(".nvtxrec")] if name.endswith(".nvtxrec") else name)
+        labels.append(recording_stem(p.resolve()))
     seen: dict[str, int] = {}
     out = []
     for label in labels:

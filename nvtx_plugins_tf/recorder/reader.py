@@ -21,6 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
+from .._paths import RECORDING_SUFFIX, SEGMENT_SUFFIX
 from . import _decoder
 from ._decoder import ROW_DTYPE
 
@@ -39,6 +40,7 @@ from .recording import (  # noqa: F401
 
 __all__ = [
     "ROW_DTYPE",
+    "RECORDING_SUFFIX",
     "SEGMENT_SUFFIX",
     "DamageReport",
     "ProcessInfo",
@@ -51,7 +53,6 @@ __all__ = [
     "decode_payload",
 ]
 
-SEGMENT_SUFFIX = ".nvtxseg"
 DEFAULT_BATCH = 65536
 
 
@@ -253,7 +254,7 @@ class RecordingReader:
             unknown_strings=s["unknown_strings"],
         )
 
-    def ranges(self, rows: np.ndarray) -> list[Range]:
+    def events(self, rows: np.ndarray) -> list[Range]:
         """Turn rows into :class:`Range` objects (tables must cover them: call after reading)."""
         if len(rows) == 0:
             return []

@@ -308,39 +308,35 @@ def _matches(r: Range, message, domain, kind, category) -> bool:
 class Recording:
     """A fully loaded recording (see :func:`load`).
 
-    ``ranges`` holds every event -- closed and open ranges and marks -- by start time
-    (``events`` is the same list); ``closed_ranges``, ``open_ranges`` and ``marks`` are
-    its parts.
+    ``events`` holds every event -- closed and open ranges and marks -- by start time;
+    ``ranges`` (the closed ranges), ``open_ranges`` and ``marks`` are its parts. The words
+    mean the same on :class:`nvtx_plugins_tf.testing.Capture`, which holds a Recording.
     """
 
     path: Path
-    ranges: list[Range]
+    events: list[Range]
     processes: dict[int, ProcessInfo]
     thread_names: dict[tuple[int, int], str]
     damage: DamageReport
     domains: list[str]
 
     @property
-    def events(self) -> list[Range]:
-        """Every range and mark, by start time."""
-        return self.ranges
-
-    @property
     def marks(self) -> list[Range]:
-        return [r for r in self.ranges if r.kind == "mark"]
+        return [r for r in self.events if r.kind == "mark"]
 
     @property
     def open_ranges(self) -> list[Range]:
         """Ranges still open when the recording ended."""
-        return [r for r in self.ranges if r.unclosed]
+        return [r for r in self.events if r.unclosed]
 
     @property
-    def closed_ranges(self) -> list[Range]:
-        return [r for r in self.ranges if r.kind != "mark" and not r.unclosed]
+    def ranges(self) -> list[Range]:
+        """Closed push/pop and start/end ranges, by start time."""
+        return [r for r in self.events if r.kind != "mark" and not r.unclosed]
 
     def find(self, message=None, domain=None, kind=None, category=None) -> list[Range]:
         """Events matching all given attributes (message, domain, kind, category name or number)."""
-        return [r for r in self.ranges if _matches(r, message, domain, kind, category)]
+        return [r for r in self.events if _matches(r, message, domain, kind, category)]
 
     def count(self, message=None, domain=None, kind=None, category=None) -> int:
         return len(self.find(message, domain, kind, category))
@@ -361,7 +357,7 @@ def load(path, segments=None) -> Recording:
         rows = rows[np.argsort(rows["start_ns"], kind="stable")]
         return Recording(
             path=Path(path),
-            ranges=reader.ranges(rows),
+            events=reader.events(rows),
             processes=dict(reader.processes),
             thread_names=reader.thread_names,
             damage=reader.damage(),

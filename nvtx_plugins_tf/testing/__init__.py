@@ -140,11 +140,9 @@ def recorder_attached() -> bool:
 
 class Capture:
     """What a :func:`capture` block recorded: a :class:`~nvtx_plugins_tf.recorder.Recording`
-    of the window (:attr:`recording`), with the same words -- ``events`` (every range and
-    mark, by start time), ``open_ranges``, ``marks``, ``find(...)`` and ``count(...)``
-    mean what they mean on a Recording. One difference, kept for the tests written
-    against it: ``Capture.ranges`` is the closed ranges (``Recording.closed_ranges``),
-    while ``Recording.ranges`` is every event.
+    of the window (:attr:`recording`), with the same words: ``events`` (every range and
+    mark, by start time), ``ranges`` (the closed ranges), ``open_ranges``, ``marks``,
+    ``find(...)`` and ``count(...)`` mean what they mean on a Recording.
 
     Filled when the block exits -- or earlier, on the first access to its results
     (``ranges``, ``open_ranges``, ``marks``, ``events``, ``find``, ``count``) or an
@@ -182,8 +180,8 @@ class Capture:
 
     @property
     def ranges(self) -> list[Range]:
-        """Closed push/pop and start/end ranges (``Recording.closed_ranges``)."""
-        return self._recording().closed_ranges
+        """Closed push/pop and start/end ranges, by start time."""
+        return self._recording().ranges
 
     @property
     def open_ranges(self) -> list[Range]:
@@ -295,11 +293,12 @@ class Capture:
 
 
 def _segment_paths(directory: str) -> list[str]:
+    from ..recorder.reader import segment_files
+
     try:
-        names = os.listdir(directory)
+        return [str(p) for p in segment_files(directory)]
     except OSError:
         return []
-    return [os.path.join(directory, n) for n in names if n.endswith(".nvtxseg")]
 
 
 def _read_header(path: str):
