@@ -179,9 +179,15 @@ class ViewCommand:
         return code, self.proc.stderr.read()
 
     def kill(self) -> None:
+        """End the server if a test left it running: SIGTERM first, so it removes its
+        temporary folder as a user's kill would; SIGKILL only if it does not end."""
         if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(WAIT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(WAIT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(WAIT)
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -192,8 +198,10 @@ def _get(url: str) -> tuple[int, bytes]:
 # ----------------------------------------------------------------------------- no browser
 
 
-def test_served_trace_is_the_json_and_ctrl_c_exits_0(recording):
-    view = ViewCommand(recording)
+def test_served_trace_is_the_json_and_ctrl_c_exits_0(recording, tmp_path):
+    tmpdir = tmp_path / "tmp"  # the server's own temporary folder goes here
+    tmpdir.mkdir()
+    view = ViewCommand(recording, env=_child_env(TMPDIR=str(tmpdir)))
     try:
         assert view.json == str(recording.with_suffix(".json"))  # fresh: not rewritten
         assert not any(line.startswith("wrote ") for line in view.lines)
@@ -208,6 +216,7 @@ def test_served_trace_is_the_json_and_ctrl_c_exits_0(recording):
         code, stderr = view.stop(signal.SIGINT)
         assert (code, stderr) == (0, "")
         assert view.lines[-1] == "stopped"
+        assert list(tmpdir.iterdir()) == []  # removed on Ctrl-C
     finally:
         view.kill()
 
