@@ -8,10 +8,8 @@ cc_ops/format/record_format.h alone, independent of the project's reader.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import textwrap
 from collections import Counter
 from dataclasses import dataclass
@@ -34,51 +32,19 @@ from native.segment_oracle import (
     scan_segment,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE_SRC = REPO / "tests" / "native" / "nvtx_sample.c"
-
 # ---- fixtures ---------------------------------------------------------------------------
-
-
-def _nvtx_include() -> Path:
-    sys.path.insert(0, str(REPO / "build_tools"))
-    try:
-        import build_native
-    finally:
-        sys.path.pop(0)
-    return build_native.nvtx_include_dir()
+# recorder_build (a fresh build of libnvtx_recorder.so), c_sample and recorder_env: conftest.py
 
 
 @pytest.fixture(scope="module")
-def recorder_lib(tmp_path_factory) -> Path:
-    """A fresh build of libnvtx_recorder.so (into a temporary folder)."""
-    out = tmp_path_factory.mktemp("recorder_build")
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "build_tools" / "build_native.py"), "--out", str(out), "recorder"],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return out / "libnvtx_recorder.so"
+def sample(c_sample) -> Path:
+    return c_sample("nvtx_sample")
 
 
 @pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Path:
-    exe = tmp_path_factory.mktemp("sample") / "nvtx_sample"
-    proc = subprocess.run(
-        ["gcc", "-O2", "-Wall", f"-I{_nvtx_include()}", str(SAMPLE_SRC), "-o", str(exe), "-ldl", "-pthread"],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return exe
-
-
-def _env(lib: Path, record_dir: Path, **extra) -> dict:
-    env = dict(os.environ)
-    env.pop("NVTX_TF_CHUNK_SIZE", None)
-    env.update(NVTX_INJECTION64_PATH=str(lib), NVTX_TF_RECORD_DIR=str(record_dir), **extra)
-    return env
+def recording_env(recorder_env, recorder_build):
+    """``recording_env(record_dir, **variables)``: the recorder built here attached, recording into record_dir."""
+    return lambda record_dir, **extra: recorder_env(record_dir, library=recorder_build, **extra)
 
 
 def _run(exe, args, env, timeout=60) -> dict[str, str]:
@@ -123,9 +89,9 @@ class BasicRun:
 
 
 @pytest.fixture(scope="module")
-def basic(recorder_lib, sample, tmp_path_factory) -> BasicRun:
+def basic(recording_env, sample, tmp_path_factory) -> BasicRun:
     record_dir = tmp_path_factory.mktemp("basic")
-    out = _run(sample, ["basic"], _env(recorder_lib, record_dir))
+    out = _run(sample, ["basic"], recording_env(record_dir))
     [seg] = decode_dir(record_dir)
     return BasicRun(out, seg, int(out["tid_main"]), int(out["tid_thread"]))
 
@@ -260,10 +226,10 @@ def test_basic_product_reader_agrees_with_the_oracle(basic):
     assert got == Counter((e.kind, e.ts, e.text or "") for e in begins)
 
 
-def test_threads_every_event_once(recorder_lib, sample, tmp_path):
+def test_threads_every_event_once(recording_env, sample, tmp_path):
     threads, n = 8, 100_000
     # Small chunks: many chunk claims racing between threads.
-    _run(sample, ["stress", str(threads), str(n)], _env(recorder_lib, tmp_path, NVTX_TF_CHUNK_SIZE="65536"))
+    _run(sample, ["stress", str(threads), str(n)], recording_env(tmp_path, NVTX_TF_CHUNK_SIZE="65536"))
     [seg] = decode_dir(tmp_path)
     assert seg.chunk_size == 65536
     per_tid: dict[int, Counter] = {}
@@ -282,9 +248,9 @@ def test_threads_every_event_once(recorder_lib, sample, tmp_path):
         assert kinds[0::2] == [K_PUSH] * n and kinds[1::2] == [K_POP] * n
 
 
-def test_sigkill_keeps_completed_ranges(recorder_lib, sample, tmp_path):
+def test_sigkill_keeps_completed_ranges(recording_env, sample, tmp_path):
     n = 200_000
-    env = _env(recorder_lib, tmp_path, NVTX_TF_CHUNK_SIZE="16384")
+    env = recording_env(tmp_path, NVTX_TF_CHUNK_SIZE="16384")
     proc = subprocess.Popen([str(sample), "kill", str(n)], env=env, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
@@ -307,8 +273,8 @@ def test_sigkill_keeps_completed_ranges(recorder_lib, sample, tmp_path):
     assert damage.events == len(scan.events) and damage.damaged == scan.damaged, (scan.damage, damage)
 
 
-def test_fork_child_writes_own_segment(recorder_lib, sample, tmp_path):
-    out = _run(sample, ["fork"], _env(recorder_lib, tmp_path))
+def test_fork_child_writes_own_segment(recording_env, sample, tmp_path):
+    out = _run(sample, ["fork"], recording_env(tmp_path))
     assert out["child_status"] == "0"
     parent_pid = int(out["parent_pid"])
     segs = {s.pid: s for s in decode_dir(tmp_path)}
@@ -328,8 +294,8 @@ def test_fork_child_writes_own_segment(recorder_lib, sample, tmp_path):
     assert {e.tid for e in child.events} == {child.pid}
 
 
-def test_long_and_many_strings(recorder_lib, sample, tmp_path):
-    _run(sample, ["strings"], _env(recorder_lib, tmp_path, NVTX_TF_CHUNK_SIZE="8192"))
+def test_long_and_many_strings(recording_env, sample, tmp_path):
+    _run(sample, ["strings"], recording_env(tmp_path, NVTX_TF_CHUNK_SIZE="8192"))
     [seg] = decode_dir(tmp_path)  # decoding checks UTF-8 validity and chunk bounds
     assert seg.chunk_size == 8192
     texts = [e.text for e in seg.events]
@@ -340,35 +306,17 @@ def test_long_and_many_strings(recorder_lib, sample, tmp_path):
     assert texts[2:] == [f"msg-{i}" for i in range(3000)] * 2
 
 
-def test_calls_after_thread_teardown_are_dropped(recorder_lib, sample, tmp_path):
-    _run(sample, ["exit"], _env(recorder_lib, tmp_path))
+def test_calls_after_thread_teardown_are_dropped(recording_env, sample, tmp_path):
+    _run(sample, ["exit"], recording_env(tmp_path))
     [seg] = decode_dir(tmp_path)
     assert Counter(e.text for e in seg.events) == {"main-mark": 1, "thread-mark": 4, "main-end": 1}
     assert len({e.tid for e in seg.events}) == 5
 
 
-def test_two_nvtx_instances_share_state(recorder_lib, sample, tmp_path):
-    lib = tmp_path / "libsecond.so"
-    proc = subprocess.run(
-        [
-            "gcc",
-            "-O2",
-            "-shared",
-            "-fPIC",
-            "-DNVTX_SAMPLE_LIBRARY",
-            f"-I{_nvtx_include()}",
-            str(SAMPLE_SRC),
-            "-o",
-            str(lib),
-            "-ldl",
-            "-pthread",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
+def test_two_nvtx_instances_share_state(recording_env, sample, c_sample, tmp_path):
+    lib = c_sample("nvtx_sample", "-shared", "-fPIC", "-DNVTX_SAMPLE_LIBRARY")
     rec = tmp_path / "rec"
-    out = _run(sample, ["twolibs", str(lib)], _env(recorder_lib, rec))
+    out = _run(sample, ["twolibs", str(lib)], recording_env(rec))
     assert out["attached"] == "2"
     [seg] = decode_dir(rec)
     creates = [r for r in seg.records if r.kind == K_DOMAIN_CREATE]
@@ -381,14 +329,14 @@ def test_two_nvtx_instances_share_state(recorder_lib, sample, tmp_path):
     ]
 
 
-def test_unusable_dir_disables_recorder(recorder_lib, sample, tmp_path):
+def test_unusable_dir_disables_recorder(recording_env, sample, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a dir")
-    _run(sample, ["basic"], _env(recorder_lib, blocker / "sub"))
+    _run(sample, ["basic"], recording_env(blocker / "sub"))
     assert not list(tmp_path.rglob("*.nvtxseg"))
 
 
-def test_python_nvtx_package(recorder_lib, tmp_path):
+def test_python_nvtx_package(recording_env, recorder_build, venv_python, tmp_path):
     record_dir = tmp_path / "rec"
     script = textwrap.dedent(
         f"""
@@ -397,7 +345,7 @@ def test_python_nvtx_package(recorder_lib, tmp_path):
             pass
         nvtx.push_range("plain")
         nvtx.pop_range()
-        lib = ctypes.CDLL({str(recorder_lib)!r})
+        lib = ctypes.CDLL({str(recorder_build)!r})
         lib.nvtx_recorder_event_count.restype = ctypes.c_uint64
         lib.nvtx_recorder_output_dir.restype = ctypes.c_char_p
         print("attached", lib.nvtx_recorder_attached())
@@ -405,10 +353,8 @@ def test_python_nvtx_package(recorder_lib, tmp_path):
         print("dir", lib.nvtx_recorder_output_dir().decode())
         """
     )
-    venv_python = REPO / ".venv" / "bin" / "python"
-    python = str(venv_python) if venv_python.exists() else sys.executable
     proc = subprocess.run(
-        [python, "-c", script], env=_env(recorder_lib, record_dir), capture_output=True, text=True, timeout=60
+        [venv_python, "-c", script], env=recording_env(record_dir), capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
@@ -424,7 +370,7 @@ def test_python_nvtx_package(recorder_lib, tmp_path):
     assert [e.text for e in seg.events if e.domain == 0 and e.kind == K_PUSH] == ["plain"]
 
 
-def test_python_multiprocessing_children(recorder_lib, tmp_path):
+def test_python_multiprocessing_children(recording_env, recorder_build, venv_python, tmp_path):
     """fork, spawn and forkserver children each write their own segment."""
     record_dir = tmp_path / "rec"
     script = textwrap.dedent(
@@ -446,10 +392,8 @@ def test_python_multiprocessing_children(recorder_lib, tmp_path):
     )
     path = tmp_path / "mp_script.py"
     path.write_text(script)
-    venv_python = REPO / ".venv" / "bin" / "python"
-    python = str(venv_python) if venv_python.exists() else sys.executable
     proc = subprocess.run(
-        [python, str(path)], env=_env(recorder_lib, record_dir), capture_output=True, text=True, timeout=60
+        [venv_python, str(path)], env=recording_env(record_dir), capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     by_text = {}
@@ -462,14 +406,14 @@ def test_python_multiprocessing_children(recorder_lib, tmp_path):
     assert len({pids[0] for pids in by_text.values()}) == 4
 
 
-def test_in_process_output_dir_switch(recorder_lib, tmp_path):
+def test_in_process_output_dir_switch(recording_env, recorder_build, venv_python, tmp_path):
     """nvtx_recorder_set_output_dir moves the next events into a new segment."""
     first, second = tmp_path / "first", tmp_path / "second"
     script = textwrap.dedent(
         f"""
         import ctypes, threading, nvtx
         nvtx.push_range("before"); nvtx.pop_range()
-        lib = ctypes.CDLL({str(recorder_lib)!r})
+        lib = ctypes.CDLL({str(recorder_build)!r})
         lib.nvtx_recorder_set_output_dir.argtypes = [ctypes.c_char_p]
         assert lib.nvtx_recorder_set_output_dir({str(second)!r}.encode()) == 0
         nvtx.push_range("after"); nvtx.pop_range()
@@ -479,10 +423,8 @@ def test_in_process_output_dir_switch(recorder_lib, tmp_path):
         print("ok")
         """
     )
-    venv_python = REPO / ".venv" / "bin" / "python"
-    python = str(venv_python) if venv_python.exists() else sys.executable
     proc = subprocess.run(
-        [python, "-c", script], env=_env(recorder_lib, first), capture_output=True, text=True, timeout=60
+        [venv_python, "-c", script], env=recording_env(first), capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     [a] = decode_dir(first)
