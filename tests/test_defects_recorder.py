@@ -13,48 +13,19 @@ import resource
 import sqlite3
 import stat
 import subprocess
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import VENV_PYTHON, _child_env, _recorder_env
 
-from nvtx_plugins_tf import recorder
 from nvtx_plugins_tf.recorder import export_json, export_sqlite, load
-
-REPO = Path(__file__).resolve().parents[1]
-SRC = REPO / "tests" / "native" / "defects_sample.c"
-PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
-
-
-def _nvtx_include() -> Path:
-    sys.path.insert(0, str(REPO / "build_tools"))
-    try:
-        import build_native
-    finally:
-        sys.path.pop(0)
-    return build_native.nvtx_include_dir()
 
 
 @pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Path:
-    exe = tmp_path_factory.mktemp("defects") / "defects_sample"
-    proc = subprocess.run(
-        ["gcc", "-O2", "-Wall", f"-I{_nvtx_include()}", str(SRC), "-o", str(exe), "-ldl", "-pthread"],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return exe
-
-
-def _env(record_dir, **extra) -> dict:
-    env = dict(os.environ)
-    env.pop("NVTX_TF_CHUNK_SIZE", None)
-    env.update(recorder.environment(record_dir))
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+def sample(c_sample) -> Path:
+    return c_sample("defects_sample")
 
 
 def _run(exe, args, env, **kw) -> subprocess.CompletedProcess:
@@ -84,10 +55,7 @@ def _read_in_child(record_dir, user=None) -> dict:
                               unknown=g("unknown_strings"), errors=d.errors, describe=d.describe())))
         """
     )
-    env = dict(os.environ)
-    env.pop("NVTX_INJECTION64_PATH", None)
-    env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run([VENV_PYTHON, "-c", code], capture_output=True, text=True, env=_child_env(), timeout=120)
     assert proc.returncode == 0, f"reader exited {proc.returncode}: {proc.stderr[-2000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -100,7 +68,7 @@ def test_registered_name_and_domain_defined_on_another_thread(sample, tmp_path):
     defined later, in the main thread's chunk: both must still be named, in load(), in
     the JSON export (domain as "cat") and in the SQLite export."""
     rec_dir = tmp_path / "rec"
-    proc = _run(sample, ["crossthread", 20000], _env(rec_dir))
+    proc = _run(sample, ["crossthread", 20000], _recorder_env(rec_dir))
     assert proc.returncode == 0, proc.stderr
     rec = load(rec_dir)
     assert not rec.damage.damaged, rec.damage.describe()
@@ -134,7 +102,7 @@ def test_json_domain_label_with_large_chunks(sample, tmp_path):
     """Item 7 as reported: a large chunk size, events decoded before the domain's create record."""
     rec_dir = tmp_path / "rec"
     # More rows than one reader batch (65,536) before the create record.
-    proc = _run(sample, ["crossthread", 100_000], _env(rec_dir, NVTX_TF_CHUNK_SIZE=1 << 24))
+    proc = _run(sample, ["crossthread", 100_000], _recorder_env(rec_dir, NVTX_TF_CHUNK_SIZE=1 << 24))
     assert proc.returncode == 0, proc.stderr
     json_path = tmp_path / "big.json"
     export_json(rec_dir, json_path)
@@ -168,7 +136,7 @@ def small_tmpfs():
 def test_full_disk_program_runs_reader_survives_drops_counted(sample, small_tmpfs):
     rec_dir = small_tmpfs / "rec"
     n = 100_000
-    proc = _run(sample, ["fill", n], _env(rec_dir))
+    proc = _run(sample, ["fill", n], _recorder_env(rec_dir))
     assert proc.returncode == 0 and _values(proc)["done"] == "1", proc.stderr
     got = _read_in_child(rec_dir)  # SIGBUS before the fix
     assert got["dropped"] > 0 and got["damaged"]
@@ -189,7 +157,7 @@ def test_file_size_limit_never_kills_the_program(sample, tmp_path):
     def lower_limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    proc = _run(sample, ["fill", n], _env(rec_dir), preexec_fn=lower_limit)
+    proc = _run(sample, ["fill", n], _recorder_env(rec_dir), preexec_fn=lower_limit)
     assert proc.returncode == 0, f"exit {proc.returncode} (SIGXFSZ is 25): {proc.stderr}"
     assert _values(proc)["done"] == "1"
     [seg] = rec_dir.glob("*.nvtxseg")
@@ -205,7 +173,7 @@ def test_file_size_limit_never_kills_the_program(sample, tmp_path):
 def test_disk_per_short_lived_thread(sample, tmp_path):
     rec_dir = tmp_path / "rec"
     threads = 300
-    proc = _run(sample, ["threads", threads], _env(rec_dir))
+    proc = _run(sample, ["threads", threads], _recorder_env(rec_dir))
     assert proc.returncode == 0, proc.stderr
     [seg] = rec_dir.glob("*.nvtxseg")
     allocated = seg.stat().st_blocks * 512
@@ -221,7 +189,7 @@ def test_disk_per_short_lived_thread(sample, tmp_path):
 
 def test_truncated_segment_is_damage(sample, tmp_path):
     rec_dir = tmp_path / "rec"
-    proc = _run(sample, ["threads", 20], _env(rec_dir))
+    proc = _run(sample, ["threads", 20], _recorder_env(rec_dir))
     assert proc.returncode == 0, proc.stderr
     [seg] = rec_dir.glob("*.nvtxseg")
     size = seg.stat().st_size
@@ -238,7 +206,7 @@ def test_segments_0600_and_folders_0700(sample, tmp_path):
     rec_dir = tmp_path / "new" / "rec"
     old = os.umask(0o022)
     try:
-        proc = _run(sample, ["fill", 10], _env(rec_dir))
+        proc = _run(sample, ["fill", 10], _recorder_env(rec_dir))
     finally:
         os.umask(old)
     assert proc.returncode == 0, proc.stderr
@@ -254,7 +222,7 @@ def test_unreadable_segment_is_damage_and_named(sample):
     base = Path(tempfile.mkdtemp(prefix="nvtx_tf_perm_"))
     try:
         rec_dir = base / "rec"
-        proc = _run(sample, ["fill", 10], _env(rec_dir))
+        proc = _run(sample, ["fill", 10], _recorder_env(rec_dir))
         assert proc.returncode == 0, proc.stderr
         [seg] = rec_dir.glob("*.nvtxseg")
         os.chmod(seg, 0o600)
@@ -273,7 +241,7 @@ def test_unreadable_segment_is_damage_and_named(sample):
 def test_registry_is_bounded_and_fork_child_names_resolve(sample, tmp_path):
     rec_dir = tmp_path / "rec"
     n = 200_000
-    proc = _run(sample, ["registry", n], _env(rec_dir))
+    proc = _run(sample, ["registry", n], _recorder_env(rec_dir))
     assert proc.returncode == 0, proc.stderr
     values = _values(proc)
     assert values["child_status"] == "0"
@@ -318,9 +286,9 @@ def test_nested_capture_leaves_outer_recording_whole(tmp_path):
         print(sorted(r.message for r in cap.events), sorted(r.message for r in second.events))
         """
     )
-    env = _env(outer)
-    env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run([PYTHON, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [VENV_PYTHON, "-c", script], env=_recorder_env(outer), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "['inside', 'thread-inside'] ['second']"
     rec = load(outer)
