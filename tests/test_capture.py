@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -18,16 +16,6 @@ from nvtx_plugins_tf.testing import RecorderNotAttached, capture, recorder_libra
 from nvtx_plugins_tf.testing.pytest_plugin import nvtx_capture  # noqa: F401,E402
 
 nvtx = pytest.importorskip("nvtx")
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _env(**extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("NVTX_INJECTION64_PATH", None)
-    env.pop("NVTX_TF_RECORD_DIR", None)
-    env.update(extra)
-    return env
 
 
 @pytest.fixture
@@ -92,7 +80,7 @@ def test_fixture_stops_on_first_access(attached, nvtx_capture):  # noqa: F811 (t
     assert nvtx_capture.count(message="after access") == 0
 
 
-def test_capture_in_fresh_process():
+def test_capture_in_fresh_process(child_env):
     """The same in an interpreter whose first NVTX call comes after the plugin import."""
     code = textwrap.dedent("""
         import nvtx_plugins_tf.testing.pytest_plugin
@@ -104,12 +92,12 @@ def test_capture_in_fresh_process():
                     nvtx.mark("m")
         print(sorted(r.message for r in cap.ranges), cap.count(message="m"), len(cap.open_ranges))
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "['step 0', 'step 1', 'step 2'] 3 0"
 
 
-def test_not_attached_raises_runtime_error():
+def test_not_attached_raises_runtime_error(child_env):
     code = textwrap.dedent("""
         import nvtx
         from nvtx_plugins_tf.testing import capture
@@ -120,13 +108,12 @@ def test_not_attached_raises_runtime_error():
         except RuntimeError as exc:
             print("RuntimeError", "NVTX_INJECTION64_PATH" in str(exc))
     """)
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(NVTX_TF_NO_AUTO_RECORD="1"), timeout=60
-    )
+    env = child_env(NVTX_TF_NO_AUTO_RECORD="1")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.stdout.strip() == "RuntimeError True", proc.stderr
 
 
-def test_pytest_plugin_records_session_and_subprocesses(tmp_path):
+def test_pytest_plugin_records_session_and_subprocesses(tmp_path, child_env):
     (tmp_path / "test_inner.py").write_text(
         textwrap.dedent("""
         import os, subprocess, sys
@@ -149,7 +136,7 @@ def test_pytest_plugin_records_session_and_subprocesses(tmp_path):
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_inner.py")],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=child_env(),
         cwd=tmp_path,
         timeout=120,
     )
@@ -160,9 +147,6 @@ def test_pytest_plugin_records_session_and_subprocesses(tmp_path):
 def test_injection_path_without_a_record_dir_is_refused_not_silent(child_env):
     """Without NVTX_TF_RECORD_DIR the recorder declines NVTX's initialization: capture()
     says so (it used to hold nothing, silently)."""
-    import subprocess
-    import sys
-
     from nvtx_plugins_tf import recorder
 
     code = (
