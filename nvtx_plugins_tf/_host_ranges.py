@@ -7,6 +7,8 @@
         cat = d.category("phase: Train")      # nvtxDomainNameCategoryA, id from 1, once
         rid = d.start("batch 0", 0xFF17BECF, cat, 0)  # nvtxDomainRangeStartEx; int64 payload
         d.end(rid)                            # may be called on another thread
+        rid = d.start_registered("profile", 0xFF76B900)  # message: a registered string
+        d.end(rid)
 
 The calls go to the NVTX C API directly, from our small ``libnvtx_host.so``
 (``cc_ops/host/host_ranges.cc``, only the NVTX v3 headers) through ctypes. Not through the
@@ -18,10 +20,12 @@ Systems of any age, our recorder).
 Strings: messages go to NVTX as text (``NVTX_MESSAGE_TYPE_ASCII``), not as registered
 strings: Nsight Systems exports a registered message only as ``NVTX_EVENTS.textId``, where
 the old package's queries (``WHERE text LIKE 'Train'``) find nothing, and a tool keeps
-every string registered with it. Each domain keeps the events built for its texts in one
-bounded cache, at most :data:`MAX_CACHED_STRINGS` texts, the oldest dropped first, so a
-name per step (``"step 12345"``) costs a fixed amount of memory whatever the number of
-steps.
+every string registered with it. The exception is :meth:`Domain.start_registered`, for a
+range a tool must match by name: nsys's ``--capture-range=nvtx`` looks only at registered
+strings by default. Each domain keeps the events built for its texts (plain and
+registered) in one bounded cache, at most :data:`MAX_CACHED_STRINGS` texts, the oldest
+dropped first, so a name per step (``"step 12345"``) costs a fixed amount of memory
+whatever the number of steps.
 
 TensorFlow's profiler: while ``tf.profiler.experimental`` (or TensorBoard's profiler
 callback) traces, each range and mark is also a TraceMe activity with the same message,
@@ -233,9 +237,12 @@ def _trace_me_kwargs(domain_name: str | None, payload: int | None) -> dict:
 
 # ----------------------------------------------------------------------------- domains
 class _Message(dict):
-    """Cache entry of one text: its registered string (or, when the tool registers none,
-    the bytes passed instead) and the events built on it, keyed ``color << 32 | category``
-    (each a buffer ``nvtx_host_event_init`` filled: domain + nvtxEventAttributes_t)."""
+    """Cache entry of one text: its registered string handle (None for a plain text, or
+    when the tool registers none), the bytes the events point at when there is no handle,
+    and the events built on it, keyed ``color << 32 | category`` (each a buffer
+    ``nvtx_host_event_init`` filled: domain + nvtxEventAttributes_t). A plain text is
+    cached under the text, a registered one under the 1-tuple ``(text,)``: the same text
+    may be both, as two entries."""
 
     __slots__ = ("handle", "raw")
 
@@ -301,12 +308,13 @@ class Domain:
     # -------------------------------------------------------------- strings, categories
     @property
     def cached_strings(self) -> int:
-        """How many registered strings this domain's cache holds (<= :attr:`max_strings`)."""
+        """How many texts this domain's cache holds (<= :attr:`max_strings`)."""
         return len(self._strings)
 
-    def _event(self, message: str, color: int, category: int):
-        """The event buffer of (message, color, category): registers ``message`` and
-        builds the event on a miss, dropping the oldest text beyond :attr:`max_strings`."""
+    def _event(self, message: str, color: int, category: int, registered: bool = False):
+        """The event buffer of (message, color, category): builds the event on a miss
+        (registering ``message`` first when ``registered``), dropping the oldest text beyond
+        :attr:`max_strings`."""
         if (
             type(color) is not int  # noqa: E721 - bool is not a color
             or type(category) is not int  # noqa: E721
@@ -314,7 +322,7 @@ class Domain:
         ):
             raise ValueError(f"NVTX color and category must be ints in [0, 0xFFFFFFFF], got {color!r}, {category!r}")
         key = (color << 32) | category
-        entry = self._strings.get(message)
+        entry = self._strings.get((message,) if registered else message)
         if entry is not None:
             event = entry.get(key)
             if event is None:
@@ -332,13 +340,18 @@ class Domain:
             raise ValueError("NVTX messages must not contain NUL characters")
         event = _EventBuffer()
         entry = _Message()
-        entry.handle = handle = _lib.nvtx_host_event_new(event, self._handle, raw, color, category)
+        if registered:
+            handle = _lib.nvtx_host_register_string(self._handle, raw)
+            _lib.nvtx_host_event_init(event, self._handle, handle, raw, color, category)
+        else:
+            handle = _lib.nvtx_host_event_new(event, self._handle, raw, color, category)
+        entry.handle = handle
         entry.raw = None if handle else raw
         event.text = entry.raw  # an unregistered event points at the bytes: they live as long as it
         entry[key] = event
         with self._miss_lock:
             strings = self._strings
-            strings[message] = entry
+            strings[(message,) if registered else message] = entry
             while len(strings) > self.max_strings:
                 strings.popitem(last=False)
         return event
@@ -374,6 +387,34 @@ class Domain:
             event = None if entry is None else entry.get((color << 32) | category)
             if event is None:
                 event = self._event(message, color, category)
+            range_id = self._start(event) if payload is None else self._start_payload(event, payload)
+        trace_me = self._trace_me
+        if trace_me is not None and trace_me.traceme_enabled():
+            return TracedRange(range_id, trace_me.TraceMe(message, **_trace_me_kwargs(self.name, payload)))
+        return range_id
+
+    def start_registered(
+        self, message: str, color: int = 0, category: int = 0, payload: int | None = None
+    ) -> int | TracedRange:
+        """Start a range as :meth:`start` does, its message an NVTX registered string
+        (``nvtxDomainRegisterStringA``, once per text while the text stays in this domain's
+        cache). For a range that a tool matches by name: nsys's ``--capture-range=nvtx``
+        matches only registered strings by default (``NSYS_NVTX_PROFILER_REGISTER_ONLY=1``).
+        Also a TraceMe activity while TensorFlow's profiler traces; :meth:`end` ends it.
+
+        >>> from nvtx_plugins_tf import _host_ranges
+        >>> from nvtx_plugins_tf.testing import capture
+        >>> d = _host_ranges.domain("Example")
+        >>> with capture() as rec:
+        ...     d.end(d.start_registered("profile", _host_ranges.color("green")))
+        >>> [(r.message, r.kind) for r in rec.find(domain="Example")]
+        [('profile', 'start-end')]
+        """
+        if not self.active:
+            return 0
+        range_id = 0
+        if self.nvtx:
+            event = self._event(message, color, category, registered=True)
             range_id = self._start(event) if payload is None else self._start_payload(event, payload)
         trace_me = self._trace_me
         if trace_me is not None and trace_me.traceme_enabled():

@@ -152,3 +152,43 @@ def test_old_package_queries_count_ranges_not_categories(tmp_path):
     assert {"phase: Train", "phase: Test", "phase: Predict"} <= categories
     range_texts = {t for (t,) in con.execute("SELECT text FROM NVTX_EVENTS WHERE eventType IN (59, 60)")}
     assert "Train" in range_texts and not categories & range_texts
+
+
+def test_profile_range_in_tf_profiler_trace_and_recording(tmp_path):
+    """Issue 10: the profile range (profile_batches) goes through the host-range
+    adapter like the callback's other ranges, so TensorFlow's profiler trace has it too (it
+    was started with raw NVTX calls, which TraceMe never saw), around the profiled steps in
+    the recording, its message still a registered string (``textId``, as nsys's capture
+    range needs)."""
+    import tensorflow as tf
+    from test_tf_profiler import _host_events  # how the .xplane.pb host plane is read
+
+    x, y = _data()
+    model = _model()
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0)  # traced before the profiler starts
+    cb = NVTXCallback(profile_batches=(1, 2))
+    with capture(keep=True) as rec:
+        tf.profiler.experimental.start(str(tmp_path / "trace"))
+        model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[cb])
+        tf.profiler.experimental.stop()
+    events = _host_events(tmp_path / "trace")
+    traced = [(duration, stats) for name, _line, duration, stats in events if name == "profile"]
+    assert len(traced) == 1 and traced[0][0] > 0 and traced[0][1].get("domain") == "Keras", traced
+    (profile,) = rec.find(message="profile", domain="Keras")
+    assert profile.color == DEFAULT_COLORS["train"]
+    inside = sorted(
+        b.payload
+        for b in rec.find(domain="Keras", category="phase: Train")
+        if profile.start_ns <= b.start_ns <= b.end_ns <= profile.end_ns
+    )
+    assert inside == [1, 2]
+    assert not rec.open_ranges and cb.open_ranges == []
+    out = tmp_path / "rec.sqlite"
+    try:
+        export_sqlite(rec.directory, out)
+    finally:
+        shutil.rmtree(rec.directory, ignore_errors=True)
+    rows = sqlite3.connect(out).execute(
+        "SELECT e.text FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId WHERE s.value = 'profile'"
+    )
+    assert [text for (text,) in rows] == [None]

@@ -134,7 +134,6 @@ class NVTXCallback(keras.callbacks.Callback):
         # (first, last) until the profile range closed; None when there is none to open
         self._profile = profile_batches if self._active else None
         self._step = 0  # training steps begun, across epochs
-        self._profile_event = None
         self._open: dict[str, int] = {}
         self._categories = {}
         if self._active:
@@ -170,18 +169,7 @@ class NVTXCallback(keras.callbacks.Callback):
         """The profile range: a start/end range whose message is a registered string (the
         callback's other ranges carry plain text, see _host_ranges), as nsys's capture range
         matches only registered strings by default (NSYS_NVTX_PROFILER_REGISTER_ONLY=1)."""
-        domain = self._domain
-        if not domain.nvtx:  # TensorFlow's profiler only
-            self._start("profile", self.profile_message, "train")
-            return
-        lib = _host_ranges._library()
-        if self._profile_event is None:
-            raw = self.profile_message.encode()
-            handle = lib.nvtx_host_register_string(domain._handle, raw)
-            event = _host_ranges._EventBuffer()
-            lib.nvtx_host_event_init(event, domain._handle, handle, raw, self._argb["train"], 0)
-            self._profile_event = (event, raw)  # (raw: the text an unregistered event points at)
-        self._open["profile"] = lib.nvtx_host_event_start(self._profile_event[0])
+        self._open["profile"] = self._domain.start_registered(self.profile_message, self._argb["train"])
 
     def _end_profile(self) -> None:
         if "profile" in self._open:
