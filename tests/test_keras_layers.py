@@ -1,10 +1,8 @@
 """NVTXStart / NVTXEnd: ranges per batch in fit/evaluate/predict, serialization, XLA opt-out."""
 
-import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +12,6 @@ from nvtx_plugins_tf.keras import NVTXRange, keras
 from nvtx_plugins_tf.keras.layers import NVTXEnd, NVTXStart
 from nvtx_plugins_tf.testing import capture
 
-ROOT = Path(__file__).resolve().parents[1]
 N, BATCH = 64, 16
 STEPS = N // BATCH
 
@@ -188,7 +185,7 @@ def test_end_requires_three_inputs():
         NVTXEnd()(tf.ones([2, 2]))
 
 
-def test_savedmodel_reloaded_in_fresh_process(tmp_path):
+def test_savedmodel_reloaded_in_fresh_process(tmp_path, recorder_env):
     """model.export() and tf.saved_model.save: a fresh process that only imports tensorflow and
     nvtx_plugins_tf loads the SavedModel and its NVTX ops still emit their ranges."""
     from nvtx_plugins_tf import recorder
@@ -213,8 +210,7 @@ def test_savedmodel_reloaded_in_fresh_process(tmp_path):
         m.signatures["serving_default"](tf.constant(x))
         """
     )
-    env = dict(os.environ, **recorder.environment(record_dir))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env = recorder_env(record_dir)
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rec = recorder.load(record_dir)
