@@ -1,11 +1,13 @@
 // The recorder's clock: CLOCK_MONOTONIC nanoseconds for every timestamp it writes, read
 // from the CPU's time stamp counter (TSC) where that is safe, else from clock_gettime.
 //
-// Why: clock_gettime(CLOCK_MONOTONIC) through the vDSO was half of an event's cost
-// (~17-19 ns of ~34 ns); rdtsc is ~7.5 ns. The recording's contract does not change:
-// timestamps are CLOCK_MONOTONIC nanoseconds (readers, exports, merge's realtime anchors
-// and capture windows compare them with other CLOCK_MONOTONIC times), non-decreasing per
-// thread, and ordered across threads as the TSC is.
+// Why: clock_gettime(CLOCK_MONOTONIC) through the vDSO is a large share of an event's
+// cost and rdtsc a fraction of it (benchmarks/bench_recorder_native.py runs the recorder
+// under each clock, NVTX_TF_RECORDER_CLOCK=tsc|monotonic, side by side, and prints both
+// per-event costs). The recording's contract does not change: timestamps are
+// CLOCK_MONOTONIC nanoseconds (readers, exports, merge's realtime anchors and capture
+// windows compare them with other CLOCK_MONOTONIC times), non-decreasing per thread, and
+// ordered across threads as the TSC is.
 //
 // Source, decided once per process (InitClock; a forked child keeps its parent's):
 // * tsc: the CPU says its TSC is invariant (CPUID 0x80000007 EDX bit 8: constant rate,
@@ -68,7 +70,8 @@ inline uint64_t MonotonicNs() {
 
 inline uint64_t ReadTsc() {
 #if NVTXREC_HAVE_TSC
-  // Plain rdtsc (not rdtscp / lfence: ~5 ns more here). Per thread, successive reads
+  // Plain rdtsc (not rdtscp / lfence: those wait for earlier instructions, a cost on every
+  // event that buys no ordering the conversion needs). Per thread, successive reads
   // do not go backwards (program order, and a migration passes through the kernel); the
   // conversion tolerates a read a few cycles off its neighbours (see ClockNowSlow).
   return __rdtsc();

@@ -1,7 +1,8 @@
 // Scalar int64 tensors reused for NvtxStart's range_id output.
 //
-// Allocating a fresh scalar for every start costs more than the rest of the op
-// (measured: 320 ns vs 175 ns per op in tf.function on CPU). Each thread keeps a few
+// Allocating a fresh scalar for every start costs more than the rest of the op (it did
+// when measured; benchmarks/bench_ops.py gives the per-op cost of NvtxStart/NvtxEnd over
+// a stateful-identity floor). Each thread keeps a few
 // scalars; a scalar is reused only when nothing but the pool holds it
 // (RefCountIsOne), so a value still in flight is never overwritten. Only the owning
 // thread ever adds references to its pool's tensors, so no lock is needed.

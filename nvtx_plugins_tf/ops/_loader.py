@@ -5,11 +5,11 @@ per-user cache (``~/.cache/nvtx_plugins_tf/tf-<version>-<abi>/``); it is used on
 its stamp (``libnvtx_tf_ops.json``) names this TensorFlow's version and ABI *and* the
 file still has the size and sha256 the stamp recorded at build time (a truncated or
 damaged library is never handed to ``dlopen``: that would crash the process with
-SIGBUS). Otherwise it is rebuilt once into the cache (about 15 s;
-``NVTX_TF_NO_AUTO_BUILD=1`` turns that off) and, when that fails, loading raises one
-ImportError line with the exact command to run (which builds into the cache when the
-package folder is read-only). Never a bare "undefined symbol", "cannot open shared
-object file" or a crash.
+SIGBUS). Otherwise it is rebuilt once into the cache (a C++ compile against TensorFlow's
+headers, which the import waits for; ``NVTX_TF_NO_AUTO_BUILD=1`` turns that off) and,
+when that fails, loading raises one ImportError line with the exact command to run (which
+builds into the cache when the package folder is read-only). Never a bare "undefined
+symbol", "cannot open shared object file" or a crash.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ built but unused, e.g. the lowest trainable layer above a frozen base: TensorFlo
 the gradient with respect to the region's input, and the (stateless) NvtxBackwardEnd on it
 with it. NVIDIA's old ``nvtx-plugins`` asked for a dummy trainable variable in the model;
 making the tape record NvtxStart, or keeping the input gradient alive, would compute a
-gradient nobody asked for (measured: +21 % step time on the example MLP; 1.9x on a frozen
-MobileNetV2 base).
+gradient nobody asked for, a large step-time cost on the example MLP and on a frozen
+MobileNetV2 base (the models whose step time with annotate() ``benchmarks/bench_models.py``
+measures).
 
 Instead, ``tf.GradientTape.gradient`` is wrapped. A backward range opened during the call
 whose NvtxBackwardEnd was not built, or will not run, is ended when the call returns:
