@@ -15,9 +15,12 @@
 //   string_table.{h,cc}    UTF-8 helpers, kStringDef records, per-thread interning cache
 //   registry.{h,cc}        domains, registered strings, category and thread names
 //   callbacks.{h,cc}       the NVTX entry points, turning calls into records
+//   payload_ext.{h,cc}     the NVTX payload extension: schema and enum registration
+//                          (kPayloadSchema records), extended payload blocks of events
 //   injection.cc           InitializeInjectionNvtx2 (fills the NVTX callback tables)
 //   gate.{h,cc}            what is written: capture range windows, the domain filter
 //   control.cc             the exported nvtx_recorder_* control API
+//   recorder_internal.h    this map and the macros the files above share
 #ifndef NVTX_PLUGINS_TF_RECORDER_INTERNAL_H_
 #define NVTX_PLUGINS_TF_RECORDER_INTERNAL_H_
 
