@@ -1,6 +1,8 @@
 """Each example runs in a few seconds under `python -m nvtx_plugins_tf record` and records
-the ranges it promises."""
+the ranges it promises; every file of examples/ is run here."""
 
+import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from nvtx_plugins_tf import recorder
+from nvtx_plugins_tf.recorder.summary import NAME_WIDTH
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -122,3 +125,95 @@ def test_tf_profiler(_record, tmp_path):
     rec, out = _record("tf_profiler.py", "--steps", "3", "--logdir", str(tmp_path / "tb"))
     assert "tf_profiler: 'Dense 1' x3" in out and "tf_profiler: 'Dense 2' x3" in out
     assert rec.count(message="Dense 1", domain="Forward") == 4  # NVTX sees the traced step too
+
+
+def _report(prefix, *args, env):
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", "report", f"{prefix}.nvtxrec", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _enclosing(ranges, inner):
+    """The ranges of ``ranges`` whose time span holds ``inner``'s."""
+    return [r for r in ranges if r.start_ns <= inner.start_ns and inner.end_ns <= r.end_ns]
+
+
+def test_backward_pairs(_record, tmp_path, child_env):
+    steps = 3
+    rec, out = _record("backward_pairs.py", "--steps", str(steps))
+    assert "backward_pairs: loss" in out
+    step_ranges = rec.find(message="train_step", domain="Loop")
+    assert sorted(r.payload for r in step_ranges) == list(range(steps))
+    forward = {r.range_id: r for r in rec.find(domain="Forward")}
+    backward = rec.find(domain="Backward")
+    names = ("Dense 1", "Dense 2", "loss")
+    assert len(forward) == len(backward) == len(names) * steps  # (range ids are unique)
+    # Each backward range's payload names one forward range: same name, same step.
+    for b in backward:
+        f = forward[b.payload]
+        assert f.message == b.message and f.end_ns <= b.start_ns, (f, b)
+        (step_of_b,) = _enclosing(step_ranges, b)
+        (step_of_f,) = _enclosing(step_ranges, f)
+        assert step_of_b is step_of_f, (f, b)
+    assert len({b.payload for b in backward}) == len(backward)  # no forward range linked twice
+    # `report --pairs`: one row per name, every backward range counted.
+    lines = _report(tmp_path / "backward_pairs", "--pairs", env=child_env()).splitlines()
+    assert lines[0].split()[0] == "Pairs"
+    rows = {tuple(re.split(r"\s{2,}", line.strip())[i] for i in (0, 4, 5)) for line in lines[2:]}
+    assert rows == {(str(steps), f"Forward:{n}", f"Backward:{n}") for n in names}, lines
+    assert not rec.open_ranges
+
+
+def _summary_rows(table: str) -> dict[str, int]:
+    """Range name -> instances of the rows of a `report` table (trailing colons dropped:
+    how TraceMe-style names end after grouping is not what this checks)."""
+    rows = {}
+    for line in table.splitlines():
+        cells = line.split(None, 9)  # the last column, the name, may hold spaces
+        if len(cells) == 10 and re.fullmatch(r"[\d.]+", cells[0]):
+            rows[cells[9].rstrip(":")] = int(cells[2].replace(",", ""))
+    return rows
+
+
+def test_xla(_record, tmp_path, child_env):
+    steps = 3
+    rec, out = _record("xla.py", "--steps", str(steps))
+    assert "xla: loss" in out
+    tsl = [r for r in rec.ranges if r.domain == "TSL"]
+    passes = [r for r in tsl if re.match(r"XlaPass\W", r.message)]
+    compiles = [r for r in tsl if r.message.startswith("XlaCompile")]
+    assert len(compiles) == 1 and len(passes) > 10, sorted({r.message for r in tsl})
+    assert max(len(r.message) for r in passes) > NAME_WIDTH  # the long names the table shortens
+    # Our ranges, outside the jit function: the compile in the first call, one per step.
+    (compile_range,) = rec.find(message="compile", domain="Loop")
+    step_ranges = [r for r in rec.find(domain="Loop") if r.message.startswith("step ")]
+    assert sorted(r.payload for r in step_ranges) == list(range(steps))
+    assert all(_enclosing([compile_range], r) for r in compiles + passes)
+    assert not any(_enclosing(step_ranges, r) for r in compiles + passes)  # compiled once
+    table = _report(tmp_path / "xla", env=child_env())
+    rows = _summary_rows(table)
+    assert rows.get("TSL:XlaCompile") == 1 and rows.get("TSL:XlaPass") == len(passes), table
+    assert rows.get("Loop:compile") == 1 and all(rows.get(f"Loop:step {i}") == 1 for i in range(steps)), table
+    assert max(len(name) for name in rows) <= NAME_WIDTH and not any("…" in name for name in rows), table
+    assert not rec.open_ranges
+
+
+def test_every_example_is_run_here():
+    """A new example cannot go untested: each file of examples/ is recorded by a test above."""
+    tree = ast.parse(Path(__file__).read_text())
+    recorded = {
+        node.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "_record"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+    }
+    assert recorded == {p.name for p in EXAMPLES.glob("*.py")}
