@@ -14,51 +14,26 @@ machine's TSC is not invariant (the recorder then uses clock_gettime whatever is
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import _child_env, _recorder_env
 from native.segment_oracle import decode_dir
 
 from nvtx_plugins_tf._native_libs import RECORDER_CLOCK_ENV as CLOCK_ENV
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE_SRC = REPO / "tests" / "native" / "clock_sample.c"
 # How far a TSC timestamp may fall outside its clock_gettime brackets: a few microseconds,
 # far above the error measured (tens of ns) and far below anything the readers compare.
 TSC_TOLERANCE_NS = 5_000
 K_PUSH, K_POP = 1, 2  # record_format.h kRangePush, kRangePop
 
 
-def _build_native():
-    sys.path.insert(0, str(REPO / "build_tools"))
-    try:
-        import build_native
-    finally:
-        sys.path.pop(0)
-    return build_native
-
-
 @pytest.fixture(scope="module")
-def recorder_lib(tmp_path_factory) -> Path:
-    """A fresh build of libnvtx_recorder.so (into a temporary folder)."""
-    return _build_native().build_recorder(tmp_path_factory.mktemp("recorder_build"))
-
-
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Path:
-    exe = tmp_path_factory.mktemp("clock_sample") / "clock_sample"
-    include = _build_native().nvtx_include_dir()
-    proc = subprocess.run(
-        ["gcc", "-O2", "-Wall", "-Werror", f"-I{include}", str(SAMPLE_SRC), "-o", str(exe), "-ldl", "-pthread"],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return exe
+def sample(c_sample) -> Path:
+    return c_sample("clock_sample")
 
 
 def _cpu_flags() -> set[str]:
@@ -84,10 +59,7 @@ def _invariant_tsc() -> bool:
 
 
 def _run(exe: Path, lib: Path, record_dir: Path, clock: str | None, *args: str) -> tuple[str, list[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_TF_"))}
-    env.update(NVTX_INJECTION64_PATH=str(lib), NVTX_TF_RECORD_DIR=str(record_dir))
-    if clock is not None:
-        env[CLOCK_ENV] = clock
+    env = _recorder_env(record_dir, library=lib, **({CLOCK_ENV: clock} if clock is not None else {}))
     proc = subprocess.run([str(exe), *args], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -109,18 +81,18 @@ def clock(request) -> str:
     return request.param
 
 
-def test_auto_uses_the_tsc_only_where_the_kernel_does(recorder_lib, sample, tmp_path):
-    source, _ = _run(sample, recorder_lib, tmp_path / "rec", None, "compare", "10")
+def test_auto_uses_the_tsc_only_where_the_kernel_does(recorder_build, sample, tmp_path):
+    source, _ = _run(sample, recorder_build, tmp_path / "rec", None, "compare", "10")
     expected = "tsc" if _invariant_tsc() and _kernel_clocksource() == "tsc" else "monotonic"
     assert source == expected, (_cpu_flags() & {"constant_tsc", "nonstop_tsc"}, _kernel_clocksource())
-    assert _run(sample, recorder_lib, tmp_path / "rec2", "auto", "compare", "10")[0] == expected
-    assert _run(sample, recorder_lib, tmp_path / "rec3", "bogus", "compare", "10")[0] == expected
+    assert _run(sample, recorder_build, tmp_path / "rec2", "auto", "compare", "10")[0] == expected
+    assert _run(sample, recorder_build, tmp_path / "rec3", "bogus", "compare", "10")[0] == expected
 
 
-def test_recorded_timestamps_lie_between_clock_gettime_reads(recorder_lib, sample, tmp_path, clock):
+def test_recorded_timestamps_lie_between_clock_gettime_reads(recorder_build, sample, tmp_path, clock):
     pairs = 1500
     record_dir = tmp_path / "rec"
-    _, lines = _run(sample, recorder_lib, record_dir, clock, "brackets", str(pairs))
+    _, lines = _run(sample, recorder_build, record_dir, clock, "brackets", str(pairs))
     brackets = [tuple(int(v) for v in line.split()[1:]) for line in lines if line.startswith("b ")]
     assert len(brackets) == pairs
     [seg] = decode_dir(record_dir)
@@ -141,17 +113,17 @@ def test_recorded_timestamps_lie_between_clock_gettime_reads(recorder_lib, sampl
     print(f"{clock}: worst distance outside the brackets {worst} ns over {2 * pairs} timestamps")
 
 
-def test_recorder_clock_reads_agree_with_clock_gettime(recorder_lib, sample, tmp_path, clock):
-    _, lines = _run(sample, recorder_lib, tmp_path / "rec", clock, "compare", "200000")
+def test_recorder_clock_reads_agree_with_clock_gettime(recorder_build, sample, tmp_path, clock):
+    _, lines = _run(sample, recorder_build, tmp_path / "rec", clock, "compare", "200000")
     out = dict(line.split("=", 1) for line in lines)
     tol = TSC_TOLERANCE_NS if clock == "tsc" else 0
     assert int(out["max_before_ns"]) <= tol and int(out["max_after_ns"]) <= tol, out
 
 
-def test_per_thread_timestamps_never_decrease(recorder_lib, sample, tmp_path, clock):
+def test_per_thread_timestamps_never_decrease(recorder_build, sample, tmp_path, clock):
     threads, pairs = 4, 300_000
     record_dir = tmp_path / "rec"
-    _run(sample, recorder_lib, record_dir, clock, "threads", str(threads), str(pairs))
+    _run(sample, recorder_build, record_dir, clock, "threads", str(threads), str(pairs))
     [seg] = decode_dir(record_dir)
     by_tid: dict[int, list[int]] = {}
     for r in seg.events:
@@ -164,12 +136,12 @@ def test_per_thread_timestamps_never_decrease(recorder_lib, sample, tmp_path, cl
         assert not back, f"thread {tid}: {len(back)} timestamps before their predecessor, first {back[:3]}"
 
 
-def test_forked_child_continues_the_parents_clock(recorder_lib, tmp_path, clock):
+def test_forked_child_continues_the_parents_clock(recorder_build, tmp_path, clock):
     """A forked child keeps the parent's calibration: its events follow the parent's and
     lie between its own clock_gettime reads."""
     code = f"""
 import ctypes, os, time
-lib = ctypes.CDLL({str(recorder_lib)!r})
+lib = ctypes.CDLL({str(recorder_build)!r})
 lib.nvtx_recorder_now_ns.restype = ctypes.c_uint64
 lib.nvtx_recorder_clock_source.restype = ctypes.c_char_p
 lib.nvtx_recorder_set_output_dir({str(tmp_path / "rec").encode()!r})
@@ -189,8 +161,7 @@ os.close(w)
 os.waitpid(pid, 0)
 print(lib.nvtx_recorder_clock_source().decode(), os.read(r, 100).decode())
 """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_TF_"))}
-    env[CLOCK_ENV] = clock
+    env = _child_env(**{CLOCK_ENV: clock})
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     source, worst = proc.stdout.split()
