@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sqlite3
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -322,3 +323,61 @@ def test_errors_name_the_flag(tmp_path, capsys, args, code, message):
         assert "Traceback" not in line
     if "--domain" in args and code == cli.EXIT_USAGE and "empty" not in message:
         assert "(its domains: default)" in line
+
+
+# ------------------------------------------------------------------------------ one reading of SQLite
+def _ambiguous_sqlite(tmp_path) -> Path:
+    """Our export of a small recording, then edited into what nsys's schema allows and the
+    reports once read differently: domain 'first' created again later as 'second' (same id,
+    same process), a range with both ``text`` ('plain') and ``textId`` ('registered'), and a
+    range of another process in that domain id without its own creation row ('orphan')."""
+    from nvtx_plugins_tf.recorder import export_sqlite
+
+    rec = tmp_path / "amb.nvtxrec"
+    w = SegmentWriter(pid=50, start_ns=1000)
+    t = w.thread(50)
+    t.string(1, "first").string(2, "plain").string(3, "dflt")
+    t.domain_create(1005, 1, 1)
+    t.push(1100, 2, domain=1).pop(1130, domain=1).push(1200, 3).pop(1210)
+    w.write(rec)
+    path = tmp_path / "amb.sqlite"
+    export_sqlite(rec, path)
+    con = sqlite3.connect(path)
+    with con:
+        dom, gtid = con.execute("SELECT domainId, globalTid FROM NVTX_EVENTS WHERE eventType = 75").fetchone()
+        con.execute(
+            "INSERT INTO NVTX_EVENTS (eventType, start, globalTid, domainId, text) VALUES (75, 1150, ?, ?, 'second')",
+            (gtid, dom),
+        )
+        (sid,) = con.execute("SELECT max(id) + 1 FROM StringIds").fetchone()
+        con.execute("INSERT INTO StringIds (id, value) VALUES (?, 'registered')", (sid,))
+        con.execute("UPDATE NVTX_EVENTS SET textId = ? WHERE text = 'plain'", (sid,))
+        other = (1 << 48) | (99 << 24) | 99
+        con.execute(
+            "INSERT INTO NVTX_EVENTS (eventType, start, end, globalTid, domainId, text) "
+            "VALUES (59, 1300, 1340, ?, ?, 'orphan')",
+            (other, dom),
+        )
+    con.close()
+    return path
+
+
+AMBIGUOUS_NAMES = {"first:registered": 30, "dflt": 10, "orphan": 40}
+
+
+def test_summary_and_reports_read_sqlite_alike(tmp_path):
+    """A registered string over a plain text, a domain's first creation, no name borrowed
+    from another process: what nsys's reports do (next test), in every reader."""
+    from nvtx_plugins_tf.recorder import summarize
+
+    path = _ambiguous_sqlite(tmp_path)
+    assert {r.range: r.total_ns for r in summarize(path).rows} == AMBIGUOUS_NAMES
+    report = nsys_reports.nsys_report(path, "pushpop_sum")
+    assert {r[-1]: r[1] for r in report.rows} == AMBIGUOUS_NAMES
+    assert nsys_reports.sqlite_domain_names(path) == ["", "first"]
+
+
+def test_sqlite_reading_is_nsys_stats(nsys, tmp_path):
+    path = _ambiguous_sqlite(tmp_path)
+    assert {r["Range"]: int(r["Total Time (ns)"]) for r in oracle.nsys_stats(nsys, "nvtxsum", path)} == AMBIGUOUS_NAMES
+    assert ours_csv(path, "pushpop_sum") == nsys_csv(nsys, "pushpop_sum", path)

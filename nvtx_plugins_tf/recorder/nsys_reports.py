@@ -39,8 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from ._decoder import FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, KIND_START_END
+from ._nsys_sqlite import open_nsys_sqlite, split_gtid
 from ._table import format_table
-from .recording import EVENT_DOMAIN_CREATE, EVENT_PUSH_POP, EVENT_START_END
+from .recording import EVENT_PUSH_POP, EVENT_START_END
 from .summary import DEFAULT_DOMAIN, _shorten, is_sqlite, range_label, selects_domain
 
 __all__ = [
@@ -215,43 +216,22 @@ def load_ranges(source, *, reader=None) -> Ranges:
 
 
 def sqlite_domain_names(path) -> list[str]:
-    """The names of the domains created in an SQLite file in nsys's schema (``''`` = the
-    default domain, always there)."""
-    con = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
-    try:
-        names = {
-            t for (t,) in con.execute(f"SELECT DISTINCT text FROM NVTX_EVENTS WHERE eventType = {EVENT_DOMAIN_CREATE}")
-        }
-    finally:
-        con.close()
+    """The names of the domains of an SQLite file in nsys's schema (``''`` = the default
+    domain, always there): each domain id's first creation in its process, as nsys names it."""
+    with open_nsys_sqlite(path) as db:
+        names = set(db.domain_names().values())
     return [""] + sorted(n for n in names if n)
 
 
 def _from_sqlite(path: Path) -> Ranges:
-    con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    try:
-        cols = {r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")}
-        if not cols:
-            raise ValueError(f"{path}: no NVTX_EVENTS table (not an Nsight Systems export?)")
-        has_strings = bool(con.execute("SELECT 1 FROM sqlite_master WHERE name='StringIds'").fetchone())
-        joined = has_strings and "textId" in cols
-        text = "coalesce(s.value, e.text)" if joined else "e.text"
-        join = "LEFT JOIN StringIds s ON e.textId = s.id" if joined else ""
-        # Domain names per (domainId, pid), from the first creation row (nsys's reports).
-        domain_of: dict[tuple[int, int], str] = {}
-        for dom_id, pid, name in con.execute(
-            "SELECT domainId, (globalTid >> 24) & 16777215, text FROM NVTX_EVENTS "
-            f"WHERE eventType = {EVENT_DOMAIN_CREATE} ORDER BY start DESC"
-        ):
-            domain_of[(dom_id, pid)] = name
-        (last,) = con.execute("SELECT max(max(start), coalesce(max(end), max(start))) FROM NVTX_EVENTS").fetchone()
+    with open_nsys_sqlite(path) as db:
+        domain_of = db.domain_names()
+        (last,) = db.con.execute("SELECT max(max(start), coalesce(max(end), max(start))) FROM NVTX_EVENTS").fetchone()
         types = (EVENT_PUSH_POP, EVENT_START_END, _EVENT_NVTXT_PUSH_POP, _EVENT_NVTXT_START_END)
-        rows = con.execute(
-            f"SELECT e.rowid, e.start, e.end, e.eventType, e.globalTid, {text}, e.domainId FROM NVTX_EVENTS e "
-            f"{join} WHERE e.eventType IN {types} ORDER BY e.rowid"
+        rows = db.con.execute(
+            f"SELECT e.rowid, e.start, e.end, e.eventType, e.globalTid, {db.text}, e.domainId FROM NVTX_EVENTS e "
+            f"{db.join} WHERE e.eventType IN {types} ORDER BY e.rowid"
         ).fetchall()
-    finally:
-        con.close()
     last = int(last or 0)
     names: dict[str, int] = {}
     domains: dict[str, int] = {"": 0}
@@ -262,16 +242,15 @@ def _from_sqlite(path: Path) -> Ranges:
     is_open = np.zeros(n, dtype=bool)
     push_pop = np.zeros(n, dtype=bool)
     for i, (rowid, start, end, etype, gtid, message, dom_id) in enumerate(rows):
-        gtid = gtid or 0
-        pid = (gtid >> 24) & 0xFFFFFF
-        dname = domain_of.get((dom_id, pid), "") if dom_id else ""
+        pid, tid = split_gtid(gtid)
+        dname = domain_of.of(dom_id, pid) or ""
         out["row_id"][i] = rowid
         out["start"][i] = start
         out["end"][i] = last if end is None else end
         is_open[i] = end is None
         push_pop[i] = etype in (EVENT_PUSH_POP, _EVENT_NVTXT_PUSH_POP)
         out["pid"][i] = pid
-        out["tid"][i] = gtid & 0xFFFFFF
+        out["tid"][i] = tid
         out["name"][i] = names.setdefault(range_label(dname, message), len(names))
         out["domain"][i] = domains.setdefault(dname, len(domains))
     return Ranges(open=is_open, push_pop=push_pop, names=list(names), domains=list(domains), last_ns=last, **out)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ._decoder import FLAG_UNCLOSED, KIND_PUSH_POP, KIND_START_END
+from ._nsys_sqlite import open_nsys_sqlite, pid_sql
 from ._table import format_table
 from .recording import EVENT_PUSH_POP, EVENT_START_END
 
@@ -378,33 +378,27 @@ def _open_list(groups: Counter, group: bool = True) -> list[OpenRanges]:
 
 
 def _from_sqlite(path, by_process: bool, group: bool = True, domains=None) -> Summary:
-    con = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
-    con.execute("PRAGMA temp_store=MEMORY")
-    try:
-        cols = {r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")}
-        if not cols:
-            raise ValueError(f"{path}: no NVTX_EVENTS table (not an Nsight Systems export?)")
-        has_strings = bool(con.execute("SELECT 1 FROM sqlite_master WHERE name='StringIds'").fetchone())
-        domain_names = {}
-        for dom_id, gtid, name in con.execute("SELECT domainId, globalTid, text FROM NVTX_EVENTS WHERE eventType = 75"):
-            domain_names[(dom_id, ((gtid or 0) >> 24) & 0xFFFFFF)] = name
-        text_expr = "coalesce(e.text, s.value)" if has_strings and "textId" in cols else "e.text"
-        join = "LEFT JOIN StringIds s ON e.textId = s.id" if has_strings and "textId" in cols else ""
+    with open_nsys_sqlite(path) as db:
+        con = db.con
+        con.execute("PRAGMA temp_store=MEMORY")
+        domain_names = db.domain_names()
+        text_expr, join = db.text, db.join
         where = f"WHERE e.eventType IN ({EVENT_PUSH_POP}, {EVENT_START_END}) AND e.end IS NOT NULL"
-        pid_expr = "((e.globalTid >> 24) & 16777215)" if by_process else "0"
+        dpid_expr = pid_sql("e.globalTid")
+        pid_expr = dpid_expr if by_process else "0"
         # SQLite factorizes (text, domain, pid, style) into group ids; Python only sees
         # one small tuple per range and one row per group.
         con.execute("CREATE TEMP TABLE grp (t TEXT, d INTEGER, p INTEGER, dp INTEGER, y INTEGER)")
         con.execute(
             f"INSERT INTO temp.grp SELECT DISTINCT {text_expr}, e.domainId, {pid_expr}, "
-            f"((e.globalTid >> 24) & 16777215), e.eventType FROM NVTX_EVENTS e {join} {where}"
+            f"{dpid_expr}, e.eventType FROM NVTX_EVENTS e {join} {where}"
         )
         con.execute("CREATE INDEX temp.grp_idx ON grp (t, d, p, dp, y)")
         groups = con.execute("SELECT rowid, t, d, p, dp, y FROM temp.grp").fetchall()
         cur = con.execute(
             f"SELECT e.end - e.start, g.rowid FROM NVTX_EVENTS e {join} JOIN temp.grp g "
             f"ON g.t IS {text_expr} AND g.d IS e.domainId AND g.p = {pid_expr} "
-            f"AND g.dp = ((e.globalTid >> 24) & 16777215) AND g.y = e.eventType {where}"
+            f"AND g.dp = {dpid_expr} AND g.y = e.eventType {where}"
         )
         parts = []
         while True:
@@ -421,9 +415,7 @@ def _from_sqlite(path, by_process: bool, group: bool = True, domains=None) -> Su
         g_pid = np.zeros(max_gid + 1, dtype=np.int64)
         g_kept = np.ones(max_gid + 1, dtype=bool)
         for gid, text, dom_id, pid, dpid, etype in groups:
-            dname = domain_names.get((dom_id, dpid)) if dom_id else None
-            if dom_id and dname is None:
-                dname = next((n for (d, _), n in domain_names.items() if d == dom_id), None)
+            dname = domain_names.of(dom_id, dpid)
             g_kept[gid] = selects_domain(domains, dname)
             label = range_label(dname, text)
             g_label[gid] = label_ids.setdefault(label, len(label_ids))
@@ -434,18 +426,16 @@ def _from_sqlite(path, by_process: bool, group: bool = True, domains=None) -> Su
         summary = summarize_arrays(
             data[:, 0], list(label_ids), g_label[gids], g_style[gids], g_pid[gids] if by_process else None, group=group
         )
-        if con.execute("SELECT 1 FROM sqlite_master WHERE name='PROCESSES'").fetchone():
+        if db.has_table("PROCESSES"):
             summary.processes = {pid: name or "" for pid, name in con.execute("SELECT pid, name FROM PROCESSES")}
         # Open ranges: a start but no end (how our export writes a range left open).
         open_groups = Counter()
         for text, dom_id, dpid, etype, n in con.execute(
-            f"SELECT {text_expr}, e.domainId, ((e.globalTid >> 24) & 16777215), e.eventType, count(*) "
+            f"SELECT {text_expr}, e.domainId, {dpid_expr}, e.eventType, count(*) "
             f"FROM NVTX_EVENTS e {join} WHERE e.eventType IN ({EVENT_PUSH_POP}, {EVENT_START_END}) AND e.end IS NULL "
             "GROUP BY 1, 2, 3, 4"
         ):
-            dname = domain_names.get((dom_id, dpid)) if dom_id else None
-            if dom_id and dname is None:
-                dname = next((nm for (d, _), nm in domain_names.items() if d == dom_id), None)
+            dname = domain_names.of(dom_id, dpid)
             if not selects_domain(domains, dname):
                 continue
             open_groups[
@@ -453,8 +443,6 @@ def _from_sqlite(path, by_process: bool, group: bool = True, domains=None) -> Su
             ] += n
         summary.open_ranges = _open_list(open_groups, group)
         return summary
-    finally:
-        con.close()
 
 
 def summarize(source, *, by_process: bool = False, reader=None, group: bool = True, domains=None) -> Summary:
