@@ -10,7 +10,6 @@ import base64
 import json
 import sqlite3
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +18,6 @@ import pytest
 from nvtx_plugins_tf.recorder import load
 
 REPO = Path(__file__).resolve().parents[1]
-SRC = REPO / "tests" / "native" / "payload_sample.c"
 sys.path.insert(0, str(REPO / "tests"))
 import nsys_oracle  # noqa: E402
 
@@ -56,33 +54,14 @@ def check_large(value: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory) -> Path:
-    sys.path.insert(0, str(REPO / "build_tools"))
-    try:
-        import build_native
-    finally:
-        sys.path.pop(0)
-    tmp = tmp_path_factory.mktemp("payload")
-    exe = tmp / "payload_sample"
-    proc = subprocess.run(
-        [
-            "gcc",
-            "-O2",
-            "-Wall",
-            "-Werror",
-            f"-I{build_native.nvtx_include_dir()}",
-            str(SRC),
-            "-o",
-            str(exe),
-            "-ldl",
-            "-pthread",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-    prefix = tmp / "rec"
-    nsys_oracle.run_ours([exe], prefix)
+def sample(c_sample) -> Path:
+    return c_sample("payload_sample")
+
+
+@pytest.fixture(scope="module")
+def recorded(sample, tmp_path_factory) -> Path:
+    prefix = tmp_path_factory.mktemp("payload") / "rec"
+    nsys_oracle.run_ours([sample], prefix)
     return prefix
 
 
@@ -205,12 +184,11 @@ def test_recorded_bytes_follow_the_format(recorded):
     assert (size, kind, index) == (len(BIG), 1, 0) and stored == CAP - 24 and b[24 : 24 + stored] == BIG[:stored]
 
 
-def test_nsys_does_not_record_extended_payloads(recorded, tmp_path):
+def test_nsys_does_not_record_extended_payloads(sample, tmp_path):
     """nsys 2022.4 predates the payload extension (NVTX 3.1): it records the events but no
     jsonText, so values are tested against the schema's own (above)."""
     nsys = nsys_oracle.nsys_or_skip()
-    exe = recorded.parent / "payload_sample"
-    run = nsys_oracle.run_nsys(nsys, [exe], tmp_path / "theirs")
+    run = nsys_oracle.run_nsys(nsys, [sample], tmp_path / "theirs")
     con = sqlite3.connect(run.sqlite)
     rows = con.execute("SELECT text, jsonText FROM NVTX_EVENTS WHERE eventType IN (34, 59, 60)").fetchall()
     names = {t for t, _ in rows}
