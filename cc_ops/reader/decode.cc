@@ -9,13 +9,14 @@
 #include <string>
 
 #include "reader/decoder.h"
+#include "reader/record_parse.h"
 #include "reader/segment_cursor.h"
 
 namespace {
 
 using nvtx_reader::Decoder;
 
-constexpr uint32_t kAbiVersion = 4;
+constexpr uint32_t kAbiVersion = 5;
 
 void SetError(char* err, uint32_t err_len, const std::string& message) {
   if (!err || err_len == 0) return;
@@ -25,6 +26,36 @@ void SetError(char* err, uint32_t err_len, const std::string& message) {
 }
 
 Decoder* D(void* ctx) { return static_cast<Decoder*>(ctx); }
+
+// text, cut to size - 1 bytes, into a NUL-padded field of size bytes.
+template <size_t size>
+void SetField(char (&field)[size], const char* text) {
+  size_t n = text ? strnlen(text, size - 1) : 0;
+  memset(field, 0, size);
+  memcpy(field, text, n);
+}
+
+// nvtxr_peek_segment (lenient) and nvtxr_read_segment_header.
+int HeaderInfo(const char* path, bool lenient, NvtxrSegmentInfo* out, char* err, uint32_t err_len) {
+  if (!path || !out) return -1;
+  try {
+    nvtx_reader::FileDescriptor fd;
+    nvtx_reader::SegmentHeaderRead read;
+    std::string error;
+    int rc = nvtx_reader::ReadSegmentHeader(path, lenient, &fd, &read, &error);
+    if (rc != 0) {
+      SetError(err, err_len, error);
+      return rc;
+    }
+    nvtx_reader::FillSegmentInfo(read.header, out);
+    return 0;
+  } catch (...) {
+    SetError(err, err_len, "out of memory");
+    return -1;
+  }
+}
+
+void AddShift(uint64_t* t, int64_t shift_ns) { *t += static_cast<uint64_t>(shift_ns); }
 
 // Element `index` of a table into *out; -1 when out of range.
 template <class Table, class T>
@@ -61,18 +92,48 @@ NVTXR_API int nvtxr_segment_info(void* ctx, NvtxrSegmentInfo* out) {
 }
 
 NVTXR_API int nvtxr_peek_segment(const char* path, NvtxrSegmentInfo* out) {
-  if (!path || !out) return -1;
-  try {
-    nvtx_reader::FileDescriptor fd;
-    nvtx_reader::SegmentHeaderRead read;
-    std::string error;
-    int rc = nvtx_reader::ReadSegmentHeader(path, /*lenient=*/true, &fd, &read, &error);
-    if (rc != 0) return rc;
-    nvtx_reader::FillSegmentInfo(read.header, out);
-    return 0;
-  } catch (...) {
-    return -1;
+  return HeaderInfo(path, /*lenient=*/true, out, nullptr, 0);
+}
+
+NVTXR_API int nvtxr_read_segment_header(const char* path, NvtxrSegmentInfo* out, char* err, uint32_t err_len) {
+  return HeaderInfo(path, /*lenient=*/false, out, err, err_len);
+}
+
+NVTXR_API int nvtxr_rewrite_segment_header(uint8_t* buf, uint64_t len, int64_t shift_ns, int64_t pid, int64_t ppid,
+                                           int64_t parent_pid, const char* process_name, const char* cmdline) {
+  using nvtx_record::SegmentHeader;
+  SegmentHeader h;
+  const uint64_t n = std::min<uint64_t>(len, sizeof(h));
+  if (!buf || n < nvtx_record::kHeaderV1End) return -2;
+  memcpy(&h, buf, n);
+  if (memcmp(h.magic, nvtx_record::kSegmentMagic, sizeof(h.magic)) != 0) return -2;
+  h.pid = pid;
+  h.ppid = ppid;
+  AddShift(&h.start_ns, shift_ns);
+  SetField(h.process_name, process_name);
+  SetField(h.cmdline, cmdline);
+  // The fields after cmdline, read (as by ReadSegmentHeader) only from headers this long.
+  if (std::min<uint64_t>(n, h.header_size) >= sizeof(SegmentHeader)) {
+    if (h.process_start_ns) AddShift(&h.process_start_ns, shift_ns);
+    if (h.parent_process_start_ns) AddShift(&h.parent_process_start_ns, shift_ns);
+    h.parent_pid = parent_pid;
   }
+  memcpy(buf, &h, n);
+  return 0;
+}
+
+NVTXR_API int nvtxr_rewrite_chunk(uint8_t* buf, uint64_t len, int64_t shift_ns, int64_t old_pid, int64_t new_pid) {
+  nvtx_record::ChunkHeader ch;
+  if (!buf || len < sizeof(ch)) return 1;
+  memcpy(&ch, buf, sizeof(ch));
+  if (ch.magic != nvtx_record::kChunkMagic) return 1;
+  if (ch.tid == old_pid) {
+    ch.tid = new_pid;
+    memcpy(buf, &ch, sizeof(ch));
+  }
+  auto walk = nvtx_reader::ForEachRecordIn(
+      buf, len, [&](uint8_t* p, uint64_t) { nvtx_reader::RebaseRecord(p, shift_ns, old_pid, new_pid); });
+  return walk == nvtx_reader::ChunkWalk::kDamage ? -2 : 0;
 }
 
 NVTXR_API int64_t nvtxr_next(void* ctx, NvtxrRow* rows, int64_t capacity) {

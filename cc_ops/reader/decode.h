@@ -69,6 +69,12 @@ struct NvtxrSegmentInfo {
   char cmdline[1024];
   // ABI 4:
   char host_name[256];  // empty: written by an older recorder
+  // ABI 5 (zero when the header is older than these fields):
+  uint32_t header_size;
+  uint32_t reserved;
+  uint64_t process_start_ns;         // the start_ns of the process's first segment
+  int64_t parent_pid;                // a forked child: its parent's pid ...
+  uint64_t parent_process_start_ns;  // ... and process_start_ns
 };
 
 struct NvtxrStats {
@@ -127,6 +133,24 @@ NVTXR_API int nvtxr_segment_info(void* ctx, NvtxrSegmentInfo* out);
 // and the fields up to start_ns must be present (the others are then zero). 0 on
 // success, -1 when the file cannot be read, -2 when it is no segment. chunk_count is 0.
 NVTXR_API int nvtxr_peek_segment(const char* path, NvtxrSegmentInfo* out);
+// ABI 5: the header of a segment file checked as nvtxr_open_segment checks it, without
+// decoding it (no context needed). Returns codes as nvtxr_open_segment (err says why).
+// chunk_count is 0.
+NVTXR_API int nvtxr_read_segment_header(const char* path, NvtxrSegmentInfo* out, char* err, uint32_t err_len);
+// ABI 5: moving a segment onto another clock and process (nvtx-tf merge), in place, so
+// that no other code needs the format's layout. buf holds the first len bytes of the
+// segment file (at least its header_size). Adds shift_ns to start_ns, process_start_ns
+// and parent_process_start_ns (those two unless 0, unknown); sets pid, ppid, parent_pid
+// and the NUL-terminated process_name and cmdline (cut to their fields). Only the fields
+// inside header_size are written. 0 on success, -2 when buf holds no segment header.
+NVTXR_API int nvtxr_rewrite_segment_header(uint8_t* buf, uint64_t len, int64_t shift_ns, int64_t pid, int64_t ppid,
+                                           int64_t parent_pid, const char* process_name, const char* cmdline);
+// ABI 5: the same for one chunk of len bytes, in place: adds shift_ns to every timestamp
+// (events, domain creation and destruction) and makes the thread old_pid (the main
+// thread: the chunk header's tid and kThreadName records) new_pid, walking the records
+// as the decoder does. 0 when done; 1 when the chunk was never published (left as it
+// is); -2 when it ends at damage (the records before it rewritten, the rest left as it is).
+NVTXR_API int nvtxr_rewrite_chunk(uint8_t* buf, uint64_t len, int64_t shift_ns, int64_t old_pid, int64_t new_pid);
 // Fill up to capacity rows of the open segment; returns the count; 0 = segment done.
 // After nvtxr_finish: the ranges still open in any process (kNvtxrUnclosed).
 NVTXR_API int64_t nvtxr_next(void* ctx, NvtxrRow* rows, int64_t capacity);

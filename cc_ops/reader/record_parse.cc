@@ -10,6 +10,10 @@ inline uint64_t Pad8(uint64_t n) { return (n + 7) & ~uint64_t(7); }
 inline uint8_t KindOf(uint64_t w0) { return static_cast<uint8_t>(w0 & 0xff); }
 inline uint8_t FlagsOf(uint64_t w0) { return static_cast<uint8_t>((w0 >> 8) & 0xff); }
 inline uint8_t PayloadTypeOf(uint8_t flags) { return (flags & kPayloadMask) >> kPayloadShift; }
+// The field after word 0: the timestamp of events and of kDomainCreate/kDomainDestroy,
+// kThreadName's tid, the byte length of kStringDef and kPayloadSchema.
+constexpr uint64_t kFirstField = 8;
+inline bool HasTimestamp(uint8_t kind) { return IsEventKind(kind) || kind == kDomainCreate || kind == kDomainDestroy; }
 
 }  // namespace
 
@@ -32,7 +36,7 @@ uint64_t RecordLength(const uint8_t* p, uint64_t remaining) {
     }
   } else if (kind == kStringDef || kind == kPayloadSchema) {
     if (remaining < 16) return 0;
-    len = 16 + Pad8(Load32(p + 8));
+    len = 16 + Pad8(Load32(p + kFirstField));
   } else if (kind == kDomainCreate || kind == kDomainDestroy || kind == kCategoryName || kind == kThreadName) {
     len = 16;
   } else {
@@ -48,7 +52,7 @@ Record ParseRecord(const uint8_t* p) {
   r.flags = FlagsOf(w0);
   r.domain = static_cast<uint32_t>((w0 >> 16) & 0xffff);
   r.msg = static_cast<uint32_t>(w0 >> 32);
-  const uint8_t* q = p + 8;
+  const uint8_t* q = p + kFirstField;
   if (IsEventKind(r.kind)) {
     r.payload_type = PayloadTypeOf(r.flags);
     r.ts = static_cast<int64_t>(Load64(q));
@@ -85,6 +89,17 @@ Record ParseRecord(const uint8_t* p) {
       break;
   }
   return r;
+}
+
+void RebaseRecord(uint8_t* p, int64_t shift_ns, int64_t old_tid, int64_t new_tid) {
+  uint8_t kind = KindOf(Load64(p));
+  uint8_t* field = p + kFirstField;
+  if (HasTimestamp(kind)) {
+    uint64_t ts = Load64(field) + static_cast<uint64_t>(shift_ns);  // (wraps like the u64 it is)
+    memcpy(field, &ts, 8);
+  } else if (kind == kThreadName && static_cast<int64_t>(Load64(field)) == old_tid) {
+    memcpy(field, &new_tid, 8);
+  }
 }
 
 }  // namespace nvtx_reader

@@ -51,6 +51,32 @@ uint64_t RecordLength(const uint8_t* p, uint64_t remaining);
 // Fields of the record at p, whose length RecordLength() returned.
 Record ParseRecord(const uint8_t* p);
 
+// Moves the record at p (whose length RecordLength() returned) onto another clock and
+// process, in place: adds shift_ns to its timestamp (event records, kDomainCreate,
+// kDomainDestroy) and makes a kThreadName that names thread old_tid name new_tid.
+// Every other byte is kept (nvtx-tf merge; see nvtxr_rewrite_chunk in decode.h).
+void RebaseRecord(uint8_t* p, int64_t shift_ns, int64_t old_tid, int64_t new_tid);
+
+enum class ChunkWalk { kEnd, kDamage };
+
+// The one walk through the records of a chunk's bytes [0, n): calls f(p, len) for each
+// record from kChunkHeaderSize on, up to the chunk's first zero word or its end (kEnd),
+// or its first damaged record (kDamage; the records before it were visited). The chunk
+// header is not checked here. Byte is uint8_t or const uint8_t.
+template <class Byte, class F>
+ChunkWalk ForEachRecordIn(Byte* chunk, uint64_t n, F f) {
+  uint64_t pos = nvtx_record::kChunkHeaderSize;
+  while (pos + 8 <= n) {
+    Byte* r = chunk + pos;
+    if (Load64(r) == 0) break;
+    uint64_t len = RecordLength(r, n - pos);
+    if (len == 0) return ChunkWalk::kDamage;
+    f(r, len);
+    pos += len;
+  }
+  return ChunkWalk::kEnd;
+}
+
 }  // namespace nvtx_reader
 
 #endif  // NVTX_PLUGINS_TF_READER_RECORD_PARSE_H_

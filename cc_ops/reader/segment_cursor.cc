@@ -117,6 +117,10 @@ void FillSegmentInfo(const SegmentHeader& h, NvtxrSegmentInfo* info) {
   memcpy(info->cmdline, h.cmdline, sizeof(info->cmdline) - 1);
   static_assert(sizeof(info->host_name) == sizeof(h.host_name), "host_name");
   memcpy(info->host_name, h.host_name, sizeof(info->host_name) - 1);
+  info->header_size = h.header_size;
+  info->process_start_ns = h.process_start_ns;
+  info->parent_pid = h.parent_pid;
+  info->parent_process_start_ns = h.parent_process_start_ns;
 }
 
 int SegmentCursor::Open(const char* path, std::string* error) {

@@ -109,15 +109,7 @@ template <class F>
 void SegmentCursor::ForEachRecord(F f) {
   for (const ChunkRef& c : order_) {
     uint64_t n = ReadChunk(c);
-    uint64_t p = nvtx_record::kChunkHeaderSize;
-    while (p + 8 <= n) {
-      const uint8_t* r = buf_.data() + p;
-      if (Load64(r) == 0) break;
-      uint64_t len = RecordLength(r, n - p);
-      if (len == 0) break;
-      f(r, len);
-      p += len;
-    }
+    ForEachRecordIn(static_cast<const uint8_t*>(buf_.data()), n, f);
   }
 }
 

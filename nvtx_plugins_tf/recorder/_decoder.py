@@ -9,7 +9,7 @@ import numpy as np
 
 from .._native_libs import native_library
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -61,6 +61,12 @@ class SegmentInfo(ctypes.Structure):
         ("process_name", ctypes.c_char * 64),
         ("cmdline", ctypes.c_char * 1024),
         ("host_name", ctypes.c_char * 256),
+        # ABI 5:
+        ("header_size", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("process_start_ns", ctypes.c_uint64),
+        ("parent_pid", ctypes.c_int64),
+        ("parent_process_start_ns", ctypes.c_uint64),
     ]
 
 
@@ -134,6 +140,15 @@ def library() -> ctypes.CDLL:
                 "nvtxr_open_segment": (ctypes.c_int, [vp, ctypes.c_char_p, ctypes.c_char_p, u32]),
                 "nvtxr_segment_info": (ctypes.c_int, [vp, ctypes.POINTER(SegmentInfo)]),
                 "nvtxr_peek_segment": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(SegmentInfo)]),
+                "nvtxr_read_segment_header": (
+                    ctypes.c_int,
+                    [ctypes.c_char_p, ctypes.POINTER(SegmentInfo), ctypes.c_char_p, u32],
+                ),
+                "nvtxr_rewrite_segment_header": (
+                    ctypes.c_int,
+                    [vp, ctypes.c_uint64, i64, i64, i64, i64, ctypes.c_char_p, ctypes.c_char_p],
+                ),
+                "nvtxr_rewrite_chunk": (ctypes.c_int, [vp, ctypes.c_uint64, i64, i64, i64]),
                 "nvtxr_next": (i64, [vp, vp, i64]),
                 "nvtxr_close_segment": (None, [vp]),
                 "nvtxr_finish": (None, [vp]),
@@ -166,6 +181,64 @@ def peek_segment(path) -> SegmentInfo | None:
     if library().nvtxr_peek_segment(str(path).encode(), ctypes.byref(info)) != 0:
         return None
     return info
+
+
+class SegmentReadError(OSError):
+    """A segment file that cannot be read at all (the message names it and says why)."""
+
+
+def read_segment_header(path) -> SegmentInfo | None:
+    """Header of the segment file ``path``, checked as the decoder checks it before reading
+    the segment (``nvtxr_read_segment_header``); None when its header is damaged or it is no
+    segment. Raises :class:`SegmentReadError` when the file cannot be read."""
+    info = SegmentInfo()
+    err = ctypes.create_string_buffer(512)
+    rc = library().nvtxr_read_segment_header(str(path).encode(), ctypes.byref(info), err, len(err))
+    if rc == -1:
+        raise SegmentReadError(err.value.decode(errors="replace") or f"cannot read {path}")
+    return info if rc == 0 else None
+
+
+def _writable(buf, name: str) -> ctypes.Array:
+    """A ctypes view of the writable buffer ``buf`` (no copy)."""
+    try:
+        view = memoryview(buf)
+    except TypeError:
+        raise TypeError(f"{name} must be a writable buffer such as a bytearray, not {type(buf).__name__}") from None
+    if view.readonly:
+        raise TypeError(f"{name} must be a writable buffer such as a bytearray, not read-only {type(buf).__name__}")
+    view = view.cast("B")
+    return (ctypes.c_char * len(view)).from_buffer(view)
+
+
+def rewrite_segment_header(
+    header, shift_ns: int, *, pid: int, ppid: int, parent_pid: int, process_name: bytes, cmdline: bytes
+) -> None:
+    """Move a segment header onto another clock and process, in place (``header``: the
+    first ``header_size`` bytes of the segment file, writable). ``start_ns``,
+    ``process_start_ns`` and ``parent_process_start_ns`` (unless 0) gain ``shift_ns``; the
+    pids and names are replaced (the names cut to their fields). See
+    ``nvtxr_rewrite_segment_header``. Raises ValueError when ``header`` is no segment header."""
+    view = _writable(header, "header")
+    rc = library().nvtxr_rewrite_segment_header(
+        view, len(view), shift_ns, pid, ppid, parent_pid, bytes(process_name), bytes(cmdline)
+    )
+    if rc != 0:
+        raise ValueError("header does not hold a segment header")
+
+
+#: rewrite_chunk's results
+CHUNK_DONE, CHUNK_UNPUBLISHED, CHUNK_DAMAGED = 0, 1, -2
+
+
+def rewrite_chunk(chunk, shift_ns: int, old_pid: int, new_pid: int) -> int:
+    """Move one chunk (writable bytes) onto another clock and process, in place: every
+    timestamp gains ``shift_ns`` and the main thread ``old_pid`` becomes ``new_pid``, the
+    records walked as the decoder walks them (``nvtxr_rewrite_chunk``). Returns
+    :data:`CHUNK_DONE`, :data:`CHUNK_UNPUBLISHED` (left as it is) or :data:`CHUNK_DAMAGED`
+    (rewritten up to the damage, the rest left as it is)."""
+    view = _writable(chunk, "chunk")
+    return library().nvtxr_rewrite_chunk(view, len(view), shift_ns, old_pid, new_pid)
 
 
 class Decoder:
