@@ -15,7 +15,10 @@ SCRIPT = textwrap.dedent(
     for i in (1, 2):
         with nvtx.annotate(f"Dense {i}", domain="Forward"):
             pass
-    with nvtx.annotate("XlaPass#name=cluster_0," + "x" * 180 + "#", domain="TSL"):
+    # TensorFlow's XLA ranges: TraceMe metadata after a ':' (TSL's "XlaPass:#name=...#").
+    with nvtx.annotate("XlaPass:#name=cluster_0," + "x" * 180 + "#", domain="TSL"):
+        pass
+    with nvtx.annotate("XlaCompile:#module=cluster_1,program_id=7#", domain="TSL"):
         pass
     """
 )
@@ -56,9 +59,11 @@ def test_numbered_names_share_a_row_by_default(tmp_path, child_env):
         rows = [
             line
             for line in text.splitlines()
-            if line.rstrip().endswith(("Keras:batch *", "Forward:Dense 1", "Forward:Dense 2", "TSL:XlaPass"))
+            if line.rstrip().endswith(
+                ("Keras:batch *", "Forward:Dense 1", "Forward:Dense 2", "TSL:XlaPass", "TSL:XlaCompile")
+            )
         ]
-        assert len(rows) == 4, text
+        assert len(rows) == 5, text
         assert " 12 " in next(r for r in rows if r.endswith("batch *"))
         assert "batch 3" not in text
 
@@ -75,7 +80,7 @@ def test_keep_numbered_and_csv_keep_every_name_whole(tmp_path, child_env):
     )
     names = {r["Range"] for r in rows}
     assert {f"Keras:batch {i}" for i in range(12)} <= names
-    assert any(n.startswith("TSL:XlaPass#name=cluster_0,") and len(n) > 180 for n in names)
+    assert any(n.startswith("TSL:XlaPass:#name=cluster_0,") and len(n) > 180 for n in names)
 
 
 def test_by_process_shows_the_command_line(tmp_path, child_env):

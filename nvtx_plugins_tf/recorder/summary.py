@@ -13,10 +13,10 @@ by the same grouping and :meth:`Summary.format` lists them under the table.
 
 Names are grouped by default (``group_names=False`` keeps them apart): a family of at
 least GROUP_MIN names that differ only in a trailing number ('batch 0' ... 'batch 99') is
-one row, 'batch *'; TensorFlow's TraceMe-style names with metadata ('XlaPass#name=...#', up
-to ~200 characters under XLA) are grouped by what precedes the metadata. In the table,
-names longer than NAME_WIDTH are shortened in the middle; :meth:`Summary.to_csv` has them
-whole.
+one row, 'batch *'; TensorFlow's TraceMe-style names with metadata ('XlaPass:#name=...#', up
+to ~200 characters under XLA) are grouped by what precedes the metadata and its ':'
+('XlaPass'). In the table, names longer than NAME_WIDTH are shortened in the middle;
+:meth:`Summary.to_csv` has them whole.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ GROUP_MIN = 10  # names in a numbered family before they share a row
 NAME_WIDTH = 100  # characters of a name in the table
 
 _NUMBERED = re.compile(r"^(.*\S)\s+\d+$")
-_TRACEME_METADATA = re.compile(r"^(.+?)#.*#$")
+# TraceMe encodes metadata as 'name#key=value,...#'; TensorFlow's NVTX names put a ':' between
+# (TSL's 'XlaPass:#name=...#'), which is no part of the row name.
+_TRACEME_METADATA = re.compile(r"^(.+?):?#.*#$")
 
 
 def group_names(labels: list[str]) -> list[str]:
@@ -51,8 +53,8 @@ def group_names(labels: list[str]) -> list[str]:
 
     >>> group_names([f"batch {i}" for i in range(12)])[:2] + group_names(["Dense 1", "Dense 2"])
     ['batch *', 'batch *', 'Dense 1', 'Dense 2']
-    >>> group_names(["TSL:XlaPass#name=cluster_0,step=1#"])
-    ['TSL:XlaPass']
+    >>> group_names(["TSL:XlaPass:#name=cluster_0,step=1#", "TSL:XlaCompile:#module=m#"])
+    ['TSL:XlaPass', 'TSL:XlaCompile']
     """
     bases = [_TRACEME_METADATA.sub(r"\1", label) for label in labels]
     families = Counter()
