@@ -333,8 +333,9 @@ def test_clocks_within_a_millisecond_are_one_clock(tmp_path):
 
 def test_rewrite_chunk_skips_whole_records():
     """Every record kind is stepped over by its length (strings, the payload extension's schema
-    records and extended payload blocks included): only timestamps change."""
-    from nvtx_plugins_tf.recorder import _synth
+    records and extended payload blocks included): only timestamps change. (merge's chunk
+    rewrite is the native reader's nvtxr_rewrite_chunk.)"""
+    from nvtx_plugins_tf.recorder import _decoder, _synth
 
     body = (
         _synth.chunk_header(0, 99, 0)
@@ -346,7 +347,7 @@ def test_rewrite_chunk_skips_whole_records():
         + _synth.word0(_synth.K_DOMAIN_CREATE, 0, 1, 1) + struct.pack("<Q", 3000)
     )  # fmt: skip
     chunk = bytearray(body.ljust(4096, b"\0"))
-    merge_mod._rewrite_chunk(chunk, 10**9, 99, 5_000_000)
+    assert _decoder.rewrite_chunk(chunk, 10**9, 99, 5_000_000) == _decoder.CHUNK_DONE
     expect = bytearray(body.ljust(4096, b"\0"))
     struct.pack_into("<q", expect, 8, 5_000_000)  # the main thread's tid (== pid)
     ts_offsets = []

@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._paths import SEGMENT_SUFFIX, recording_stem
+from . import _decoder
 from .reader import segment_files
 
 __all__ = ["MergeError", "NotARecording", "Source", "merge", "SAME_CLOCK_NS", "FIRST_NEW_PID"]
@@ -56,17 +56,8 @@ SAME_CLOCK_NS = 1_000_000
 FIRST_NEW_PID = 1 << 22
 _LAST_PID = (1 << 24) - 1
 MANIFEST = "merge.json"
-
-# record_format.h, transcribed (see _synth.py)
-_MAGIC = b"NVTXREC1"
-_CHUNK_MAGIC = 0x4B4E4843
-_CHUNK_HEADER = 64
-_HEADER_V2_END = 1192  # process_start_ns and after are present in headers this long
-_HOST_NAME = slice(1192, 1448)  # host_name: zero from older writers
-_EVENT_KINDS = (1, 2, 3, 4, 5)
-_K_STRING, _K_DOMAIN_CREATE, _K_DOMAIN_DESTROY, _K_CATEGORY, _K_THREAD_NAME = 16, 17, 18, 19, 20
-_K_PAYLOAD_SCHEMA = 21  # u32 byte_length, u32 0, the bytes padded to 8 (as kStringDef)
-_PAYLOAD_EXT = 7  # extended payload: the u64 payload is the length of the block after the record
+# The recording format is known only to the native reader (cc_ops/reader/decode.h): it
+# reads each segment header and rewrites headers and chunks; this module plans the merge.
 
 
 class MergeError(Exception):
@@ -80,7 +71,8 @@ class NotARecording(MergeError):
 @dataclass
 class _Segment:
     path: Path
-    header: bytes
+    #: the header as the decoder reads it; None when it would skip the segment as damaged
+    info: _decoder.SegmentInfo | None = None
     pid: int = 0
     start_ns: int = 0
     realtime_ns: int = 0
@@ -111,20 +103,24 @@ class Source:
 
 
 def _read_header(path: Path) -> _Segment:
-    with open(path, "rb") as f:
-        head = f.read(4096)
-    seg = _Segment(path, head)
-    if len(head) < 1144 or head[:8] != _MAGIC:
-        return seg
-    header_size, chunk_size = struct.unpack_from("<II", head, 12)
-    if header_size < 1144 or chunk_size == 0 or chunk_size % 4096:
-        return seg
-    seg.pid, _ppid, seg.start_ns, seg.realtime_ns = struct.unpack_from("<qqQQ", head, 24)
-    if header_size >= _HEADER_V2_END and len(head) >= _HEADER_V2_END:
-        seg.process_start_ns = struct.unpack_from("<Q", head, 1160)[0]
-    seg.host = head[_HOST_NAME].split(b"\0", 1)[0].decode(errors="replace")
-    seg.valid = seg.realtime_ns != 0
-    return seg
+    """A segment file's header; invalid (copied as it is) when the decoder would skip it or
+    it has no wall-clock anchor. :class:`MergeError` when the file cannot be read."""
+    try:
+        info = _decoder.read_segment_header(path)
+    except _decoder.SegmentReadError as exc:
+        raise MergeError(str(exc)) from exc
+    if info is None:
+        return _Segment(path)
+    return _Segment(
+        path,
+        info,
+        pid=info.pid,
+        start_ns=info.start_ns,
+        realtime_ns=info.start_realtime_ns,
+        process_start_ns=info.process_start_ns,
+        host=info.host_name.decode(errors="replace"),
+        valid=info.start_realtime_ns != 0,
+    )
 
 
 def _host_labels(segment_lists: list[list[_Segment]]) -> list[str] | None:
@@ -204,73 +200,20 @@ def _plan(sources: list[Source]) -> int:
     return reference
 
 
-def _label_bytes(text: str, size: int) -> bytes:
-    data = text.encode("utf-8", errors="replace")[: size - 1]
-    return data + b"\0" * (size - len(data))
-
-
-def _rewrite_header(seg: _Segment, src: Source, shift: int) -> bytes:
-    head = bytearray(seg.header)
-    pid_map = src.pid_map
-    pid, ppid, start_ns = struct.unpack_from("<qqQ", head, 24)
-    struct.pack_into("<qqQ", head, 24, pid_map.get(pid, pid), pid_map.get(ppid, ppid), start_ns + shift)
-    comm = head[56:120].split(b"\0", 1)[0].decode(errors="replace")
-    cmdline = head[120:1144].split(b"\0", 1)[0].decode(errors="replace")
-    head[56:120] = _label_bytes(f"{src.label}:{comm}", 64)
-    head[120:1144] = _label_bytes(f"{src.label}:{pid} {cmdline}", 1024)
-    header_size = struct.unpack_from("<I", head, 12)[0]
-    if header_size >= _HEADER_V2_END:
-        pstart, parent_pid, parent_start = struct.unpack_from("<QqQ", head, 1160)
-        struct.pack_into(
-            "<QqQ",
-            head,
-            1160,
-            pstart + shift if pstart else 0,
-            pid_map.get(parent_pid, parent_pid),
-            parent_start + shift if parent_start else 0,
-        )
-    return bytes(head)
-
-
-def _rewrite_chunk(chunk: bytearray, shift: int, old_pid: int, new_pid: int) -> None:
-    """Shift the timestamps of one chunk's records in place (the main thread's tid too)."""
-    if len(chunk) < _CHUNK_HEADER or struct.unpack_from("<I", chunk, 0)[0] != _CHUNK_MAGIC:
-        return  # never published: the reader skips it
-    if new_pid != old_pid and struct.unpack_from("<q", chunk, 8)[0] == old_pid:
-        struct.pack_into("<q", chunk, 8, new_pid)
-    pos, end = _CHUNK_HEADER, len(chunk)
-    unpack, pack = struct.unpack_from, struct.pack_into
-    while pos + 16 <= end:
-        kind, flags = chunk[pos], chunk[pos + 1]
-        if kind == 0:
-            return
-        if kind in _EVENT_KINDS:
-            ptype = flags >> 4
-            if ptype > _PAYLOAD_EXT:
-                return  # damage: the reader stops here too
-            length = 16 + (8 if kind in (3, 4) else 0) + (8 if flags & 3 else 0) + (8 if ptype else 0)
-            if ptype == _PAYLOAD_EXT and pos + length <= end:  # its u64 payload: the block's length
-                length += (unpack("<Q", chunk, pos + length - 8)[0] + 7) & ~7
-            if pos + length > end:
-                return
-            if shift:
-                pack("<Q", chunk, pos + 8, unpack("<Q", chunk, pos + 8)[0] + shift)
-        elif kind in (_K_STRING, _K_PAYLOAD_SCHEMA):
-            n = unpack("<I", chunk, pos + 8)[0]
-            length = 16 + ((n + 7) & ~7)
-        elif kind in (_K_DOMAIN_CREATE, _K_DOMAIN_DESTROY):
-            length = 16
-            if shift:
-                pack("<Q", chunk, pos + 8, unpack("<Q", chunk, pos + 8)[0] + shift)
-        elif kind == _K_THREAD_NAME:
-            length = 16
-            if new_pid != old_pid and unpack("<q", chunk, pos + 8)[0] == old_pid:
-                pack("<q", chunk, pos + 8, new_pid)
-        elif kind == _K_CATEGORY:
-            length = 16
-        else:
-            return
-        pos += length
+def _rewrite_header(head: bytearray, seg: _Segment, src: Source, shift: int) -> None:
+    """Label the segment's process with its source, renumber its pids, shift its clock."""
+    info, pid_map = seg.info, src.pid_map
+    comm = info.process_name.decode(errors="replace")
+    cmdline = info.cmdline.decode(errors="replace")
+    _decoder.rewrite_segment_header(
+        head,
+        shift,
+        pid=pid_map.get(info.pid, info.pid),
+        ppid=pid_map.get(info.ppid, info.ppid),
+        parent_pid=pid_map.get(info.parent_pid, info.parent_pid),
+        process_name=f"{src.label}:{comm}".encode(errors="replace"),
+        cmdline=f"{src.label}:{info.pid} {cmdline}".encode(errors="replace"),
+    )
 
 
 def _copy_segment(seg: _Segment, src: Source, out_dir: Path, used_names: set[str]) -> str:
@@ -288,18 +231,18 @@ def _copy_segment(seg: _Segment, src: Source, out_dir: Path, used_names: set[str
         n += 1
         name = f"{new_pid}-{seg.start_ns + shift}.{n}{SEGMENT_SUFFIX}"
     used_names.add(name)
-    header_size, chunk_size = struct.unpack_from("<II", seg.header, 12)
     fd = os.open(out_dir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with open(seg.path, "rb") as fin, os.fdopen(fd, "wb") as fout:
-        fin.seek(header_size)
-        head = _rewrite_header(seg, src, shift)
-        fout.write(head + b"\0" * (header_size - len(head)) if header_size > len(head) else head[:header_size])
-        while True:
-            chunk = bytearray(fin.read(chunk_size))
-            if not chunk:
-                break
-            _rewrite_chunk(chunk, shift, seg.pid, new_pid)
-            fout.write(chunk)
+        head = bytearray(fin.read(seg.info.header_size))
+        _rewrite_header(head, seg, src, shift)
+        fout.write(head)
+        chunk = bytearray(seg.info.chunk_size)
+        while n := fin.readinto(chunk):
+            part = memoryview(chunk)[:n]
+            # a chunk never published or ending at damage is copied as it is from there:
+            # the reader skips it or reports the damage
+            _decoder.rewrite_chunk(part, shift, seg.pid, new_pid)
+            fout.write(part)
     return name
 
 
