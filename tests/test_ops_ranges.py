@@ -35,7 +35,9 @@ def test_function_range_attributes_and_enclosure():
         y = _inner_marker(y)
         return nvtx_tf.ops.end(y, ctx)
 
-    f(tf.constant(1.0), tf.constant(3, tf.int64))  # trace outside the capture
+    # Traced outside the capture with another payload than the captured call's (not
+    # capture_steps): a payload fixed at trace time would show as 3.
+    f(tf.constant(1.0), tf.constant(3, tf.int64))
     with capture() as rec:
         out = f(tf.constant(1.0), tf.constant(42, tf.int64))
     assert out.numpy() == 2.0
@@ -78,20 +80,18 @@ def test_session_graph_range():
         assert outer.payload == 5
 
 
-def test_range_context_manager_orders_block_ops():
+def test_range_context_manager_orders_block_ops(capture_steps):
     @tf.function
     def f(x):
         with nvtx_tf.ops.range("block", domain_name="Forward"):
             y = _inner_marker(x)
         return y
 
-    f(tf.constant(0.0))
-    with capture() as rec:
-        f(tf.constant(0.0))
+    rec = capture_steps(f, tf.constant(0.0))
     _assert_encloses(_only(rec, "block", "Forward"), _only(rec, "inner", "probe"))
 
 
-def test_none_inputs_range_with_control_dependencies():
+def test_none_inputs_range_with_control_dependencies(capture_steps):
     @tf.function
     def f(x):
         _, ctx = nvtx_tf.ops.start(None, "no tensors")
@@ -101,9 +101,7 @@ def test_none_inputs_range_with_control_dependencies():
             assert nvtx_tf.ops.end(None, ctx) is None
         return y
 
-    f(tf.constant(0.0))
-    with capture() as rec:
-        f(tf.constant(0.0))
+    rec = capture_steps(f, tf.constant(0.0))
     _assert_encloses(_only(rec, "no tensors"), _only(rec, "inner", "probe"))
 
 
@@ -126,16 +124,13 @@ def test_nested_ranges_and_trace_decorator():
     _assert_encloses(_only(rec, "outer"), _only(rec, "traced", "Forward"))
 
 
-def test_constant_inputs_emit_every_step_under_default_grappler():
+def test_constant_inputs_emit_every_step_under_default_grappler(capture_steps):
     @tf.function
     def f():
         x, ctx = nvtx_tf.ops.start(tf.constant([1.0, 2.0]), "const")
         return nvtx_tf.ops.end(x * 2.0, ctx)
 
-    f()
-    with capture() as rec:
-        for _ in range(5):
-            f()
+    rec = capture_steps(f, steps=5)
     assert rec.count(message="const") == 5
     assert not rec.open_ranges
 
@@ -152,7 +147,7 @@ def test_mark_op():
     assert len(marks) == 1 and marks[0].domain == "Marks" and marks[0].payload == 9
 
 
-def test_ranges_end_on_other_threads_are_paired():
+def test_ranges_end_on_other_threads_are_paired(capture_steps):
     """Kernels run on TensorFlow's pool: start/end ranges may end on another thread."""
 
     @tf.function
@@ -164,10 +159,7 @@ def test_ranges_end_on_other_threads_are_paired():
             outs.append(nvtx_tf.ops.end(y, ctx))
         return tf.add_n(outs)
 
-    f(tf.constant(1.0))
-    with capture() as rec:
-        for _ in range(3):
-            f(tf.constant(1.0))
+    rec = capture_steps(f, tf.constant(1.0), steps=3)
     for i in range(8):
         assert rec.count(message=f"branch {i}") == 3
     assert not rec.open_ranges
