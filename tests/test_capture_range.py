@@ -25,28 +25,16 @@ from pathlib import Path
 
 import nsys_oracle
 import pytest
+from conftest import TSAN_OPTIONS, _child_env
 
 from nvtx_plugins_tf.cli import _common as cli
 
 REPO = Path(__file__).resolve().parents[1]
-SRC = REPO / "tests" / "native" / "capture_sample.c"
 
 
 @pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Path:
-    sys.path.insert(0, str(REPO / "build_tools"))
-    try:
-        import build_native
-    finally:
-        sys.path.pop(0)
-    exe = tmp_path_factory.mktemp("capture_sample") / "capture_sample"
-    proc = subprocess.run(
-        ["gcc", "-O2", "-Wall", f"-I{build_native.nvtx_include_dir()}", str(SRC), "-o", str(exe), "-ldl", "-pthread"],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return exe
+def sample(c_sample) -> Path:
+    return c_sample("capture_sample")
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +45,7 @@ def nsys():
 def record(exe: Path, ops: list[str], prefix: Path, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(prefix), *flags, "--", str(exe), *ops],
-        env=nsys_oracle.clean_env(PYTHONPATH=str(REPO)),
+        env=_child_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -256,7 +244,7 @@ def test_domain_filter_escapes(sample, tmp_path):
 
 def test_capture_range_with_domain_filter_flags_override_environment(sample, tmp_path):
     """Both at once; and record's flags, not the caller's environment, decide."""
-    env = nsys_oracle.clean_env(PYTHONPATH=str(REPO), NVTX_TF_CAPTURE_RANGE="x", NVTX_TF_DOMAIN_EXCLUDE="default")
+    env = _child_env(NVTX_TF_CAPTURE_RANGE="x", NVTX_TF_DOMAIN_EXCLUDE="default")
     ops = ["push:x", "pop", "push:profile", "push:a@A", "pop@A", "push:b@B", "pop@B", "pop", "push:y", "pop"]
     proc = subprocess.run(
         [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "o"), "--capture-range", "profile",
@@ -319,7 +307,7 @@ def test_keras_profile_batches_with_record_and_nsys(nsys, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "ours"), "--capture-range",
          "profile@Keras", "--", sys.executable, str(KERAS_SCRIPT), "2,4"],
-        env=nsys_oracle.clean_env(PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600,
+        env=_child_env(), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     our = nsys_oracle.load(tmp_path / "ours.sqlite")
@@ -340,22 +328,17 @@ def test_keras_profile_batches_arguments():
     assert NVTXCallback(profile_batches=[1, 1]).profile_batches == (1, 1)
 
 
-def test_windows_opening_and_closing_under_tsan(tmp_path_factory, tmp_path):
+def test_windows_opening_and_closing_under_tsan(tsan_build, recorder_env, tmp_path):
     """4 threads push/pop 'stress-<t>' concurrently; every 'stress-0' opens and closes a window
     (repeat) while the other threads write or skip their events: no data race reported, and
     the recording holds every window's range and other threads' ranges begun inside."""
-    from test_tsan import _tsan_available, tsan_build
-
-    if not _tsan_available(tmp_path):
-        pytest.skip("this compiler has no working ThreadSanitizer runtime")
-    lib, exe = tsan_build.__wrapped__(tmp_path_factory)
-    env = dict(
-        nsys_oracle.clean_env(),
-        NVTX_INJECTION64_PATH=str(lib),
-        NVTX_TF_RECORD_DIR=str(tmp_path / "rec"),
+    lib, exe = tsan_build  # conftest.py: both built with -fsanitize=thread
+    env = recorder_env(
+        tmp_path / "rec",
+        library=lib,
         NVTX_TF_CAPTURE_RANGE="stress-0",
         NVTX_TF_CAPTURE_RANGE_END="repeat",
-        TSAN_OPTIONS=f"halt_on_error=0 exitcode=66 suppressions={REPO / 'tests' / 'native' / 'tsan.supp'}",
+        TSAN_OPTIONS=TSAN_OPTIONS,
     )
     proc = subprocess.run([str(exe), "stress", "4", "2000"], env=env, capture_output=True, text=True, timeout=300)
     assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-4000:]
@@ -402,7 +385,7 @@ def test_nvtx_package_skips_excluded_domains_at_the_source(tmp_path, flags, dumm
     proc = subprocess.run(
         [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "o"), *flags, "--",
          sys.executable, str(script)],
-        env=nsys_oracle.clean_env(PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=120,
+        env=_child_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     kinds = dict(line.split() for line in proc.stdout.splitlines() if line.endswith("Domain"))
@@ -419,12 +402,11 @@ def test_nvtx_package_skips_excluded_domains_at_the_source(tmp_path, flags, dumm
         {"NVTX_TF_DOMAIN_INCLUDE": "A", "NVTX_TF_DOMAIN_EXCLUDE": "B"},
     ],
 )
-def test_bad_variables_never_change_the_programs_fate(sample, tmp_path, variables):
+def test_bad_variables_never_change_the_programs_fate(sample, recorder_env, tmp_path, variables):
     """Set by hand (record validates its flags): the program runs as without the recorder; a
     capture range the recorder cannot read is ignored (everything written), include wins
     over exclude."""
-    env = dict(nsys_oracle.clean_env(), NVTX_INJECTION64_PATH=str(REPO / "nvtx_plugins_tf" / "_native" /
-               "libnvtx_recorder.so"), NVTX_TF_RECORD_DIR=str(tmp_path / "rec"), **variables)  # fmt: skip
+    env = recorder_env(tmp_path / "rec", **variables)
     proc = subprocess.run(
         [str(sample), "push:x", "pop", "push:a@A", "pop@A", "push:b@B", "pop@B", "enabled:B"],
         env=env, capture_output=True, text=True, timeout=60,
