@@ -18,8 +18,10 @@ import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build import build
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
+from setuptools.errors import CompileError
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "build_tools"))
@@ -28,8 +30,35 @@ import build_native  # noqa: E402  (build_tools/ is not a package; this is the b
 sys.path.pop(0)
 
 
+def require_compiler(editable: bool) -> None:
+    """Stop before anything is built when the compiler is missing: one message (setuptools
+    prints a CompileError as ``error: MESSAGE``, without a traceback), then pip's frame."""
+    if shutil.which(build_native.COMPILER) is None:
+        again = "pip install -e ." if editable else "pip install ."
+        raise CompileError(f"nvtx_plugins_tf: {build_native.no_compiler_message(then=again)}")
+
+
+class BuildFirstChecksCompiler(build):
+    """``pip install .`` (bdist_wheel) runs build: check before build_py's file listing."""
+
+    def run(self):
+        require_compiler(editable=False)
+        super().run()
+
+
 class BuildNative(build_ext):
-    """Each Extension names one target of build_tools/build_native.py."""
+    """Each Extension names one target of build_tools/build_native.py; a failed build stops
+    the install with the compiler's command and output, not a traceback."""
+
+    def run(self):
+        require_compiler(editable=self.editable_mode)  # pip install -e runs build_ext alone
+        if "tf_ops" not in TARGETS:
+            print(
+                "nvtx_plugins_tf: TensorFlow not in the build environment; the op library is built "
+                f"on first use (or by: {build_native.REBUILD_COMMAND})",
+                file=sys.stderr,
+            )
+        super().run()
 
     def get_ext_filename(self, ext_name):
         return str(Path(*ext_name.split(".")[:-1]) / build_native.LIBRARY_NAMES[ext_name.split(".")[-1]])
@@ -37,7 +66,10 @@ class BuildNative(build_ext):
     def build_extension(self, ext):
         target = ext.name.split(".")[-1]
         out_dir = Path(self.get_ext_fullpath(ext.name)).parent
-        build_native.BUILDERS[target](out_dir)
+        try:
+            build_native.BUILDERS[target](out_dir)
+        except build_native.BuildError as exc:  # the message holds the command and its output
+            raise CompileError(f"nvtx_plugins_tf: building the {target} library failed: {exc}") from None
 
 
 class BuildPyWithSources(build_py):
@@ -57,13 +89,8 @@ class BuildPyWithSources(build_py):
 TARGETS = list(build_native.TARGETS)
 if importlib.util.find_spec("tensorflow") is None:
     TARGETS.remove("tf_ops")
-    print(
-        "nvtx_plugins_tf: TensorFlow not in the build environment; the op library is built "
-        "on first use (or by: python -m nvtx_plugins_tf build)",
-        file=sys.stderr,
-    )
 
 setup(
     ext_modules=[Extension(f"nvtx_plugins_tf._native.{t}", sources=[]) for t in TARGETS],
-    cmdclass={"build_ext": BuildNative, "build_py": BuildPyWithSources},
+    cmdclass={"build": BuildFirstChecksCompiler, "build_ext": BuildNative, "build_py": BuildPyWithSources},
 )

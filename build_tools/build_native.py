@@ -37,20 +37,21 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 
 
-def _library_names() -> dict:
-    """``LIBRARY_NAMES`` of ``nvtx_plugins_tf/_native_libs.py``, loaded by path (this script
-    runs before the package is installed): beside this file once shipped as
-    ``nvtx_plugins_tf/_build``, else in the repository."""
+def _native_libs():
+    """``nvtx_plugins_tf/_native_libs.py``, loaded by path (this script runs before the
+    package is installed): beside this file once shipped as ``nvtx_plugins_tf/_build``, else
+    in the repository."""
     for candidate in (_HERE.parent / "_native_libs.py", _HERE.parent / "nvtx_plugins_tf" / "_native_libs.py"):
         if candidate.is_file():
             spec = importlib.util.spec_from_file_location("nvtx_plugins_tf_native_libs_names", candidate)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
-            return dict(module.LIBRARY_NAMES)
+            return module
     raise RuntimeError(f"cannot find nvtx_plugins_tf/_native_libs.py near {_HERE}")
 
 
-LIBRARY_NAMES = _library_names()
+_NATIVE_LIBS = _native_libs()
+LIBRARY_NAMES = dict(_NATIVE_LIBS.LIBRARY_NAMES)
 TARGETS = tuple(LIBRARY_NAMES)  # recorder, reader, host, tf_ops
 _COMMON_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-pthread", "-Wall", "-Wno-sign-compare"]
 
@@ -71,8 +72,8 @@ def nvtx_include_dir() -> Path:
     """The folder holding ``nvtx3/nvToolsExt.h`` from the ``nvidia-nvtx`` wheel."""
     try:
         import nvidia  # namespace package installed by nvidia-nvtx
-    except ImportError as exc:
-        raise BuildError("NVTX headers not found: pip install nvidia-nvtx") from exc
+    except ImportError:  # "No module named 'nvidia'" says no more than this message
+        raise BuildError("NVTX headers not found: pip install nvidia-nvtx") from None
     found = []
     for base in list(getattr(nvidia, "__path__", [])):
         for header in sorted(Path(base).glob("*/include/nvtx3/nvToolsExt.h")):
@@ -122,24 +123,33 @@ def tf_build_info() -> dict:
     }
 
 
-NO_COMPILER = (
-    "no C++ compiler: {name} was not found. Install one (Debian/Ubuntu: apt-get install g++; "
-    "Fedora: dnf install gcc-c++), then run: python -m nvtx_plugins_tf build"
-)
+#: The compiler every target is built with (looked up on PATH; CXX is not read).
+COMPILER = "g++"
+#: The command that builds the libraries again once the compiler is installed.
+REBUILD_COMMAND = _NATIVE_LIBS.BUILD_COMMAND
+
+
+def no_compiler_message(then: str = REBUILD_COMMAND) -> str:
+    """What a user without :data:`COMPILER` reads: what is missing, how to install it, and
+    ``then``, the command to run again afterwards (``pip install .`` from setup.py)."""
+    return (
+        f"no C++ compiler: {COMPILER} was not found on PATH. Install it (Debian/Ubuntu: apt-get install g++; "
+        f"Fedora: dnf install gcc-c++), then run: {then}"
+    )
 
 
 def _compiler_version() -> str:
     try:
-        return subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    except (FileNotFoundError, IndexError) as exc:
-        raise BuildError(NO_COMPILER.format(name="g++")) from exc
+        return subprocess.run([COMPILER, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    except (FileNotFoundError, IndexError):
+        raise BuildError(no_compiler_message()) from None  # the chained error only repeats it
 
 
 def _run(cmd: list[str]) -> None:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
-    except FileNotFoundError as exc:  # the compiler itself is missing
-        raise BuildError(NO_COMPILER.format(name=cmd[0])) from exc
+    except FileNotFoundError:  # the compiler itself is missing; the chained error only repeats it
+        raise BuildError(no_compiler_message()) from None
     if proc.returncode != 0:
         raise BuildError(f"{shlex.join(cmd)}\n{proc.stdout}{proc.stderr}")
 
@@ -152,13 +162,13 @@ def _compile_and_link(sources: list[Path], output: Path, cflags: list[str], ldfl
         jobs = max(1, min(len(sources), os.cpu_count() or 1))
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             futures = [
-                pool.submit(_run, ["g++", *cflags, "-c", str(src), "-o", str(obj)])
+                pool.submit(_run, [COMPILER, *cflags, "-c", str(src), "-o", str(obj)])
                 for src, obj in zip(sources, objects)
             ]
             for future in futures:
                 future.result()
         partial = output.with_name(output.name + f".tmp{os.getpid()}")
-        _run(["g++", "-shared", *map(str, objects), "-o", str(partial), *ldflags])
+        _run([COMPILER, "-shared", *map(str, objects), "-o", str(partial), *ldflags])
         os.replace(partial, output)
 
 

@@ -102,11 +102,7 @@ def _build(args: argparse.Namespace) -> int:
     try:
         for target in args.targets or build.TARGETS:
             print(f"built {_build_one(build, target, args.out)}")
-    except build.BuildError as exc:
-        print(f"nvtx-tf: error: build failed: {str(exc).splitlines()[0]}", file=sys.stderr)
-        print(str(exc), file=sys.stderr)
-        return 1
-    except OSError as exc:
+    except (build.BuildError, OSError) as exc:  # once: a compiler's command and output follow on their lines
         print(f"nvtx-tf: error: build failed: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -9,27 +9,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_build_without_a_compiler_says_install_g_plus_plus(tmp_path, child_env):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(sys.executable)  # a PATH with Python and no g++
-    env = child_env(PATH=str(bin_dir))
-    proc = subprocess.run(
-        [
-            str(bin_dir / "python"),
-            str(ROOT / "build_tools" / "build_native.py"),
-            "reader",
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        env=env,
+NO_COMPILER = "no C++ compiler: g++ was not found on PATH"
+
+
+def _build_without_a_compiler(tmp_path, child_env, *args) -> subprocess.CompletedProcess:
+    """Run the venv's Python (by its own path: a link to it elsewhere loses the venv) with
+    ``args`` and a PATH holding no tools at all, so no g++ (the build looks it up on PATH)."""
+    no_tools = tmp_path / "bin"
+    no_tools.mkdir()
+    return subprocess.run(
+        [sys.executable, *args, "reader", "--out", str(tmp_path / "out")],
+        env=child_env(PATH=str(no_tools)),
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_build_script_without_a_compiler_says_install_g_plus_plus(tmp_path, child_env):
+    proc = _build_without_a_compiler(tmp_path, child_env, str(ROOT / "build_tools" / "build_native.py"))
     assert proc.returncode == 1
-    assert "no C++ compiler: g++ was not found" in proc.stderr and "apt-get install g++" in proc.stderr, proc.stderr
+    assert NO_COMPILER in proc.stderr and "apt-get install g++" in proc.stderr, proc.stderr
     assert "Errno 2" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_build_without_a_compiler_says_it_once(tmp_path, child_env):
+    proc = _build_without_a_compiler(tmp_path, child_env, "-m", "nvtx_plugins_tf", "build")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"nvtx-tf: error: build failed: {NO_COMPILER}"), proc.stderr
+    assert proc.stderr.count(NO_COMPILER) == 1, proc.stderr  # printed twice before
+    assert "then run: python -m nvtx_plugins_tf build" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_keras_3_tensor_in_a_tf_keras_layer_gets_a_hint(child_env):
