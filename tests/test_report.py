@@ -1,10 +1,21 @@
-"""`report`: numbered names grouped, long names shortened (whole in CSV), processes named."""
+"""`report`: numbered names grouped, long names shortened (whole in CSV), processes named;
+`report --pairs` on a recording, our SQLite export and a real nsys export."""
 
 import csv
 import io
+import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
+from pathlib import Path
+
+import nsys_oracle as oracle
+
+from nvtx_plugins_tf.cli.report import EXIT_NO_RANGE_IDS
+
+REPO = Path(__file__).resolve().parents[1]
 
 SCRIPT = textwrap.dedent(
     """
@@ -112,13 +123,72 @@ TRAINING = textwrap.dedent(
 )
 
 
-def test_pairs_links_each_backward_range_to_its_forward_range(tmp_path, child_env):
-    prefix, _ = _record(tmp_path, child_env, TRAINING)
-    out = _report(str(prefix) + ".nvtxrec", "--pairs", env=child_env())
-    assert out.splitlines()[0].split()[0] == "Pairs"
+def _check_pairs(out: str) -> None:
+    """``report --pairs`` of TRAINING: each forward range with its backward range, 5 steps."""
+    assert out.splitlines()[0].split()[0] == "Pairs", out
     lines = out.splitlines()[2:]
     assert any(line.endswith("Forward:Dense 1  Backward:Dense 1") and line.split()[0] == "5" for line in lines), out
     assert any(line.endswith("Forward:Dense 2  Backward:Dense 2 grad") and line.split()[0] == "5" for line in lines), (
         out
     )
     assert len(lines) == 2, out
+
+
+def test_pairs_links_each_backward_range_to_its_forward_range(tmp_path, child_env):
+    """From the recording and from our SQLite export of it (the forward row's rangeId is the
+    backward row's int64Value)."""
+    prefix, _ = _record(tmp_path, child_env, TRAINING)
+    for path in (str(prefix) + ".nvtxrec", str(prefix) + ".sqlite"):
+        _check_pairs(_report(path, "--pairs", env=child_env()))
+
+
+def test_pairs_on_a_real_nsys_export(tmp_path):
+    """nsys 2022.4 exports the ids it handed the program as rangeId: the same pairs. A file
+    without them (rangeId NULL) says so in one line, with its own exit code."""
+    nsys = oracle.nsys_or_skip()
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING)
+    env = oracle.clean_env(PYTHONPATH=str(REPO))
+    sqlite = oracle.run_nsys(nsys, [sys.executable, script], tmp_path / "nsys", env=env).sqlite
+    _check_pairs(_report(sqlite, "--pairs", env=env))
+    no_ids = tmp_path / "no_ids.sqlite"
+    shutil.copy(sqlite, no_ids)
+    with closing(sqlite3.connect(no_ids)) as con, con:
+        con.execute("UPDATE NVTX_EVENTS SET rangeId = NULL")
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", "report", "--pairs", str(no_ids)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == EXIT_NO_RANGE_IDS and proc.stdout == "", (proc.returncode, proc.stderr)
+    assert proc.stderr.startswith("nvtx-tf: error: ") and "rangeId" in proc.stderr, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_pairs_link_within_a_process():
+    """Range ids are per process: two processes' forward ranges with the same id each keep
+    their own backward range."""
+    from nvtx_plugins_tf.recorder.pairs import pair_ranges
+    from nvtx_plugins_tf.recorder.recording import Range
+
+    def start_end(name, pid, start, range_id, payload=None):
+        kind = None if payload is None else "i64"
+        return Range(
+            name,
+            "",
+            start,
+            start + 10,
+            pid,
+            pid,
+            pid,
+            "start-end",
+            payload=payload,
+            payload_type=kind,
+            range_id=range_id,
+        )
+
+    forward = [start_end("A", 1, 0, 7), start_end("B", 2, 5, 7)]
+    ranges = forward + [start_end("a", 1, 20, 8, payload=7), start_end("b", 2, 25, 9, payload=7)]
+    assert sorted((f.message, b.message) for f, b in pair_ranges(ranges)) == [("A", "a"), ("B", "b")]

@@ -10,6 +10,10 @@ from pathlib import Path
 from .._paths import RECORDING_SUFFIX, SEGMENT_SUFFIX, recording_path
 from ._common import EXIT_DAMAGED, EXIT_INPUT_NOT_FOUND, EXIT_NO_EVENTS, EXIT_OK, EXIT_USAGE, CliError
 
+#: ``report --pairs`` on an SQLite file whose start/end ranges have no ids (no ``rangeId``):
+#: the file cannot tell which backward range mirrors which forward range.
+EXIT_NO_RANGE_IDS = 12
+
 _STYLE_WORDS = {
     "pushpop_trace": "push/pop ranges",
     "pushpop_sum": "push/pop ranges",
@@ -196,12 +200,21 @@ def _print_nsys_report(ranges, report_type: str, domains, args, path: Path) -> i
 
 def _report_pairs(path: Path) -> int:
     """``report --pairs``: backward ranges with the forward ranges they mirror."""
-    from ..recorder.pairs import format_pairs, pair_rows
+    from ..recorder.pairs import NoRangeIds, format_pairs, pair_rows, sqlite_ranges
     from ..recorder.reader import load
     from ..recorder.summary import is_sqlite
 
     if path.is_file() and is_sqlite(path):
-        raise CliError(f"--pairs reads a recording folder (PREFIX.nvtxrec), not an SQLite file: {path}", EXIT_USAGE)
+        import sqlite3
+
+        try:
+            ranges = sqlite_ranges(path)
+        except NoRangeIds as exc:
+            raise CliError(str(exc), EXIT_NO_RANGE_IDS) from exc
+        except (sqlite3.Error, ValueError) as exc:
+            raise CliError(f"cannot read {path}: {exc}", EXIT_INPUT_NOT_FOUND) from exc
+        print(format_pairs(pair_rows(ranges)))
+        return EXIT_OK
     recording = load(path)
     print(format_pairs(pair_rows(recording.events)))
     if recording.damage.damaged:
@@ -249,6 +262,7 @@ def register(subparsers) -> None:
     p.add_argument(
         "--pairs",
         action="store_true",
-        help="backward ranges paired with the forward ranges they mirror (their payload is its id)",
+        help="backward ranges paired with the forward ranges they mirror (their payload is its id), from a "
+        "recording or an SQLite file (ours or `nsys export`: the forward row's rangeId)",
     )
     p.set_defaults(func=cmd_report)
