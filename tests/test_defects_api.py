@@ -76,7 +76,7 @@ def test_tensor_list_keeps_its_element_shape_through_start_end():
     assert stack().shape == (3, 2)
 
 
-def test_annotate_skips_the_package_own_layers():
+def test_annotate_skips_the_package_own_layers(capture_steps):
     inputs = keras.Input((4,))
     x, marker_id, domain_id = NVTXStart(message="Dense 1", domain_name="Forward")(inputs)
     x = keras.layers.Dense(4, activation="relu", name="dense_1")(x)
@@ -90,9 +90,7 @@ def test_annotate_skips_the_package_own_layers():
     assert annotated == {"dense_1"}
     model.compile(optimizer="sgd", loss="mse")
     data = np.ones((8, 4), "float32"), np.ones((8, 1), "float32")
-    model.fit(*data, batch_size=4, verbose=0)
-    with capture() as rec:
-        model.fit(*data, batch_size=4, verbose=0)
+    rec = capture_steps(model.fit, *data, batch_size=4, verbose=0)
     assert rec.count(message="Dense 1", domain="Forward") == 2
     assert rec.count(message="dense_1", domain="Forward") == 2
     assert rec.count(message="head", domain="Forward") == 2  # once: from NVTXRange only
