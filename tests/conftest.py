@@ -6,8 +6,9 @@
   library=None, **variables)`` (``library``: another build of libnvtx_recorder.so).
 * ``venv_python``: the project's virtualenv interpreter (this one when there is none).
 * ``recorder_build``: libnvtx_recorder.so built afresh from cc_ops/recorder, once a session.
-* ``c_sample``: ``c_sample(name, *flags) -> Path``: tests/native/NAME.c compiled with gcc
-  against NVTX's headers, once a session per (name, flags).
+* ``c_sample``: ``c_sample(name, *flags) -> Path``: tests/native/NAME.c (or the C file
+  ``name`` when it is a Path) compiled with gcc against NVTX's headers, once a session per
+  (name, flags).
 * ``tsan_build``: (recorder, nvtx_sample) both built with -fsanitize=thread (skips without
   a working ThreadSanitizer runtime).
 * ``capture_steps``: call a step once outside the capture (tracing), then record N calls.
@@ -108,13 +109,14 @@ def c_sample(tmp_path_factory):
     """``c_sample(name, *flags) -> Path`` (see the module docstring). ``-shared`` makes a library."""
     built: dict[tuple, Path] = {}
 
-    def build(name: str, *flags: str) -> Path:
-        key = (name, flags)
+    def build(name: str | Path, *flags: str) -> Path:
+        source = name if isinstance(name, Path) else NATIVE / f"{name}.c"
+        key = (str(source), flags)
         if key not in built:
-            folder = tmp_path_factory.mktemp(name)
-            out = folder / (f"lib{name}.so" if "-shared" in flags else name)
+            folder = tmp_path_factory.mktemp(source.stem)
+            out = folder / (f"lib{source.stem}.so" if "-shared" in flags else source.stem)
             include = _build_module().nvtx_include_dir()
-            cmd = ["gcc", "-O2", "-Wall", "-Werror", *flags, f"-I{include}", str(NATIVE / f"{name}.c")]
+            cmd = ["gcc", "-O2", "-Wall", "-Werror", *flags, f"-I{include}", str(source)]
             proc = subprocess.run([*cmd, "-o", str(out), "-ldl", "-pthread"], capture_output=True, text=True)
             assert proc.returncode == 0, proc.stderr
             built[key] = out
