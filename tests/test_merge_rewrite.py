@@ -121,3 +121,27 @@ def test_merge_shifts_every_record_kind(every_kind, tmp_path):
         if r.message != "anchor"
     )
     assert got == moved
+
+
+def test_rewrite_chunk_stops_at_damage_and_names_bad_arguments():
+    """A chunk ending at damage is rewritten up to it and kept as it is from there (the reader
+    reports it); an unpublished one is left alone; bad arguments are named."""
+    from nvtx_plugins_tf.recorder import _decoder, _synth
+
+    good = _synth.chunk_header(0, 5, 0) + _synth.event(_synth.K_MARK, 100)
+    damaged = _synth.word0(99) + struct.pack("<Q", 200)  # no record kind 99
+    chunk = bytearray((good + damaged).ljust(4096, b"\0"))
+    assert _decoder.rewrite_chunk(chunk, 7, 5, 6) == _decoder.CHUNK_DAMAGED
+    assert struct.unpack_from("<qQQ", chunk, 8)[0] == 6 and struct.unpack_from("<Q", chunk, 72)[0] == 107
+    assert chunk[len(good) :] == (damaged.ljust(4096 - len(good), b"\0"))
+    unpublished = bytearray(4096)
+    unpublished[72:80] = struct.pack("<Q", 100)
+    assert _decoder.rewrite_chunk(unpublished, 7, 5, 6) == _decoder.CHUNK_UNPUBLISHED
+    assert unpublished[72:80] == struct.pack("<Q", 100)
+    with pytest.raises(TypeError, match="chunk must be a writable buffer"):
+        _decoder.rewrite_chunk(bytes(chunk), 7, 5, 6)
+    names = {"pid": 1, "ppid": 1, "parent_pid": 0, "process_name": b"p", "cmdline": b"c"}
+    with pytest.raises(TypeError, match="header must be a writable buffer"):
+        _decoder.rewrite_segment_header("header", 7, **names)
+    with pytest.raises(ValueError, match="header does not hold a segment header"):
+        _decoder.rewrite_segment_header(bytearray(4096), 7, **names)
