@@ -33,8 +33,15 @@ def _host_events(logdir):
         for event in line.events:
             meta = host.event_metadata[event.metadata_id]
             stats = {stat_names[s.metadata_id]: _value(host, s) for s in event.stats}
-            events.append((meta.name, line.name, event.duration_ps, stats))
+            # (a line's name is its thread's, not unique: two Python threads are both 'python')
+            events.append((meta.name, f"{line.name}#{line.id}", event.duration_ps, stats))
     return events
+
+
+def _caller_line(events, caller):
+    """The line (thread) of the Python thread that ran inside ``Trace(caller)``."""
+    (line,) = {line for name, line, *_ in events if name == caller}
+    return line
 
 
 def test_ranges_and_marks_appear_in_tf_profiler_trace(tmp_path):
@@ -121,11 +128,15 @@ def _fit_with_callback_profiled(logdir):
     x, y = tf.ones([8, 4]), tf.ones([8, 1])
     model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # traced before the profiler starts
     tf.profiler.experimental.start(str(logdir))
-    model.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[NVTXCallback()])
+    with tf.profiler.experimental.Trace("fit caller"):  # marks the line of this thread
+        model.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[NVTXCallback()])
     tf.profiler.experimental.stop()
 
 
 def _assert_callback_ranges(events):
+    # The callback runs on the Python thread that called fit: all its ranges on that line.
+    keras_lines = {line for _, line, _, stats in events if stats.get("domain") == "Keras"}
+    assert keras_lines == {_caller_line(events, "fit caller")}, keras_lines
     by_name = {}
     for name, _line, duration, stats in events:
         by_name.setdefault(name, []).append((duration, stats))
@@ -185,9 +196,10 @@ def test_callback_and_hook_ranges_in_tf_profiler_trace_without_nvtx_tool(tmp_pat
             train = tf.compat.v1.assign_add(step, 1)
             tf.profiler.experimental.start({str(tmp_path / "hook")!r})
             hook = NVTXHook(skip_n_steps=0, name="Session", step_message="step {{step}}")
-            with tf.compat.v1.train.MonitoredSession(hooks=[hook]) as session:
-                for _ in range(3):
-                    session.run(train)
+            with tf.profiler.experimental.Trace("hook caller"):
+                with tf.compat.v1.train.MonitoredSession(hooks=[hook]) as session:
+                    for _ in range(3):
+                        session.run(train)
             tf.profiler.experimental.stop()
         print("DONE")
         """
@@ -202,3 +214,6 @@ def test_callback_and_hook_ranges_in_tf_profiler_trace_without_nvtx_tool(tmp_pat
     steps = sorted(stats.get("payload") for name, _, _, stats in hook_events if name.startswith("step "))
     assert steps == [0, 1, 2]
     assert [name for name, *_ in hook_events].count("Session") == 1
+    # The hook runs on the Python thread that ran the session: all its ranges on that line.
+    hook_lines = {line for name, line, *_ in hook_events if name == "Session" or name.startswith("step ")}
+    assert hook_lines == {_caller_line(hook_events, "hook caller")}, hook_lines
