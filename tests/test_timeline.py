@@ -12,7 +12,9 @@ import pytest
 
 from nvtx_plugins_tf.recorder._decoder import FLAG_HAS_COLOR, KIND_PUSH_POP, KIND_START_END, ROW_DTYPE
 from nvtx_plugins_tf.recorder.timeline import (
+    ELLIPSIS,
     LABEL_PAD_PX,
+    MIN_LABEL_CHARS,
     TimelineSink,
     _figure,
     box_color,
@@ -130,10 +132,17 @@ def test_labels_only_where_they_fit_as_drawn():
     rows = r.array()
     plan = _plan(rows, window="all", width_px=float(rows["end_ns"].max() / MS))
     drawn = _boxes_and_texts(plan)
-    assert {b.label for b, _, _ in drawn} == {"WWWWWWWWWWWW", "iiii"}
-    assert len(drawn) < len(plan.boxes)  # and the narrow boxes have none
     for b, (bx0, bx1), (tx0, tx1) in drawn:
         assert bx0 < tx0 and tx1 <= bx1, (b, (bx0, bx1), (tx0, tx1))
+    for b in plan.boxes:
+        room = (b.x1 - b.x0) / plan.ms_per_px - 2 * LABEL_PAD_PX
+        if label_width_px(b.name) <= room:
+            assert b.label == b.name  # the whole name wherever it fits
+        elif b.label is not None:  # else its first characters (six at least) and an ellipsis
+            assert b.label.endswith(ELLIPSIS) and b.name.startswith(b.label[:-1])
+            assert len(b.label) - 1 >= MIN_LABEL_CHARS
+    labels = {b.label for b in plan.boxes}
+    assert {"WWWWWWWWWWWW", "iiii", None} <= labels and any(x and x.endswith(ELLIPSIS) for x in labels)
 
 
 def test_labels_of_the_example_fit_and_tiny_boxes_have_none():

@@ -10,7 +10,8 @@
   colours, whatever NVTX color its ranges set, so the legend holds; a range of another
   domain keeps its own NVTX color if it set one, else its domain's colour;
 * a label only inside a box wide (and tall) enough for it, as measured in the font it is
-  drawn with, so labels never overlap nor overrun their box;
+  drawn with, so labels never overlap nor overrun their box: the range's name, or where
+  only part of it fits, its first characters (six at least) and an ellipsis;
 * the window: by default the recording without its first step, the one where TensorFlow
   traces the functions; ``window="A:B"`` shows steps A to B (0-based, either side may be
   empty), ``window="all"`` everything. Steps are the ranges of one family of numbered
@@ -62,6 +63,7 @@ AXES_WIDTH_PX = 1400.0  # the time axis; the figure grows around it for lane nam
 ROW_PX, MAX_AXES_HEIGHT_PX = 22.0, 3000.0  # a row's height, unless the lanes need more than the maximum
 BOX_HEIGHT = 0.9  # of a row
 FONT_PT = 6.0  # labels
+MIN_LABEL_CHARS, ELLIPSIS = 6, "\u2026"  # a shortened label keeps at least this many characters
 LABEL_PAD_PX = 3.0  # a label's distance from its box's left edge, and at least as much on the right
 
 #: The fields of a row the timeline keeps.
@@ -83,8 +85,9 @@ class Box:
     family: str  # a FAMILIES key, or "" (another domain)
     shade: float  # 0..1 within the family's colormap, or the other palette's slot
     rgb: tuple | None  # the range's own NVTX color (other domains only)
-    label: str | None  # drawn only where it fits
+    label: str | None  # drawn only where it fits: the name, or its first characters and "…"
     mark: bool = False
+    name: str = ""  # the range's
 
 
 @dataclass
@@ -142,15 +145,33 @@ def _label_height_px() -> float:
     return float(height)
 
 
-def box_color(box: Box) -> tuple:
-    """The RGBA colour ``box`` is drawn in (and its domain's legend entry, for a family)."""
+@functools.lru_cache(maxsize=None)
+def _colormap(name: str):
     import matplotlib
 
-    if box.family:
-        return tuple(matplotlib.colormaps[FAMILIES[box.family]](box.shade))
-    if box.rgb is not None:
-        return (*box.rgb, 1.0)
-    return tuple(matplotlib.colormaps[_OTHER](box.shade))
+    return matplotlib.colormaps[name]  # (a copy on each lookup: cached)
+
+
+def _colors(boxes: list[Box]) -> np.ndarray:
+    """RGBA of each box (n x 4): its family's colormap at its shade; for another domain its
+    own NVTX color, else the other palette's colour of its domain."""
+    out = np.ones((len(boxes), 4))
+    by_map: dict[str, list[int]] = {}
+    for i, b in enumerate(boxes):
+        if b.family:
+            by_map.setdefault(FAMILIES[b.family], []).append(i)
+        elif b.rgb is not None:
+            out[i, :3] = b.rgb
+        else:
+            by_map.setdefault(_OTHER, []).append(i)
+    for name, idx in by_map.items():  # one colormap call per map: 20,000 scalar calls take long
+        out[idx] = _colormap(name)(np.array([boxes[i].shade for i in idx]))
+    return out
+
+
+def box_color(box: Box) -> tuple:
+    """The RGBA colour ``box`` is drawn in (and its domain's legend entry, for a family)."""
+    return tuple(float(c) for c in _colors([box])[0])
 
 
 def _other_slot(domain: str) -> float:
@@ -205,6 +226,23 @@ def _window(window: str, steps: list[tuple[float, float]], lo: float, hi: float)
         raise ValueError(f"window {window!r}: the recording has steps 0..{len(steps) - 1}")
     b = min(b, len(steps) - 1)
     return steps[a][0], max(steps[b][1], steps[a][0] + 1e-6)
+
+
+def _label(name: str, room_px: float, label_px: Callable[[str], float]) -> str | None:
+    """``name`` if it fits in ``room_px``, else its longest prefix of at least
+    :data:`MIN_LABEL_CHARS` characters with an ellipsis that does, else None."""
+    if label_px(name) <= room_px:
+        return name
+    if len(name) <= MIN_LABEL_CHARS or label_px(name[:MIN_LABEL_CHARS] + ELLIPSIS) > room_px:
+        return None  # (most narrow boxes end here, on two widths cached per name)
+    lo, hi = MIN_LABEL_CHARS, len(name) - 1  # the longest prefix that fits lies in lo..hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if label_px(name[:mid] + ELLIPSIS) <= room_px:
+            lo = mid
+        else:
+            hi = mid - 1
+    return name[:lo] + ELLIPSIS
 
 
 def layout(
@@ -287,11 +325,19 @@ def layout(
     row_px = min(ROW_PX, MAX_AXES_HEIGHT_PX / max(lane_rows, 1))
     tall_enough = _label_height_px() <= row_px * BOX_HEIGHT if placed else False
 
-    def fits(name: str, x0: float, x1: float) -> bool:
-        return tall_enough and (x1 - x0) / ms_per_px >= 2 * LABEL_PAD_PX + label_px(name)
-
     boxes = [
-        Box(lane, row, x0, x1, family, shade, rgb, name if not mark and fits(name, x0, x1) else None, mark)
+        Box(
+            lane,
+            row,
+            x0,
+            x1,
+            family,
+            shade,
+            rgb,
+            _label(name, (x1 - x0) / ms_per_px - 2 * LABEL_PAD_PX, label_px) if tall_enough and not mark else None,
+            mark,
+            name,
+        )
         for lane, row, x0, x1, family, shade, rgb, name, mark in placed
     ]
     return Layout(
@@ -507,7 +553,7 @@ def _figure(plan: Layout, window: str):
         ax.add_collection(
             PolyCollection(
                 verts,
-                facecolors=[box_color(b) for b in bars],
+                facecolors=_colors(bars),
                 edgecolors=[(0.2, 0.2, 0.2, 1.0) if w else (0, 0, 0, 0) for w in wide],
                 linewidths=[0.3 if w else 0.0 for w in wide],
             )
@@ -518,7 +564,7 @@ def _figure(plan: Layout, window: str):
             [b.x0 for b in marks],
             [base[b.lane] + b.row for b in marks],
             [base[b.lane] + b.row + BOX_HEIGHT for b in marks],
-            colors=[box_color(b) for b in marks],
+            colors=_colors(marks),
             linewidth=0.8,
         )
     pad_ms = LABEL_PAD_PX * plan.ms_per_px
