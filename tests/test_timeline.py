@@ -153,6 +153,20 @@ def test_labels_of_the_example_fit_and_tiny_boxes_have_none():
     assert "Train" in labelled and "a very long name" not in labelled  # a 0.01 ms box
 
 
+def test_a_line_where_each_step_of_the_window_begins():
+    rows = _rows()
+    assert _plan(rows).step_starts == [80.0, 90.0]  # batches 2 and 3; batch 1 begins the window
+    assert _plan(rows, window="all").step_starts == [70.0, 80.0, 90.0]
+    fig, ax = _figure(_plan(rows), "1:")
+    try:
+        lines = [c for c in ax.collections if c.get_linestyle()[0][1] is not None]  # dashed
+        assert [seg[0][0] for seg in lines[0].get_segments()] == [80.0, 90.0]
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
 def test_window_picks_steps_or_everything():
     rows = _rows()
     assert _plan(rows, window="all").window_ms == (0.0, 100.0)
@@ -245,6 +259,7 @@ def test_window_applied_before_the_cap(tmp_path, spill_rows):
     # the whole recording holds 343 ranges, its window 41 (step 1 and its 40 short ops):
     # every one of them is drawn, though 300 longer ones lie outside
     assert len(sink.plan.boxes) == sink.plan.ranges_in_window == 41
+    assert sink.plan.step_starts == []  # one step shown
     assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -263,6 +278,20 @@ def test_a_cap_that_drops_ranges_of_the_window_says_so(tmp_path, capsys):
     assert "25 of 41 ranges, the longest" in ax.get_title()
     err = capsys.readouterr().err
     assert err.count("41 ranges") == 1 and "25 longest" in err
+
+
+def test_the_sink_finds_the_steps_among_all_its_rows(tmp_path):
+    from nvtx_plugins_tf.recorder.exports import feed
+    from nvtx_plugins_tf.recorder.reader import RecordingReader
+
+    rec = _synthetic(tmp_path, long_outside=5, short_inside=5)
+    with RecordingReader(rec) as reader:
+        sink = TimelineSink(reader, tmp_path / "t.png", window="all", spill_rows=4)
+        feed(reader, [sink])
+        sink.finish()
+        origin = reader.origin_ns
+    assert sink.plan.step_starts == [(10_000 + i * 1_000_000 - origin) / 1e6 for i in (1, 2)]
+    assert len(sink.plan.boxes) == 13
 
 
 def test_render_writes_a_png(tmp_path):

@@ -16,7 +16,8 @@
   traces the functions; ``window="A:B"`` shows steps A to B (0-based, either side may be
   empty), ``window="all"`` everything. Steps are the ranges of one family of numbered
   names: ``batch N`` or ``step N`` if there is one, else the family whose ranges do not
-  overlap each other and cover the most time (ties: the first name in sorted order).
+  overlap each other and cover the most time (ties: the first name in sorted order);
+  a dashed line across all lanes where each step of the window begins.
 
 At most ``max_ranges`` ranges of the window are drawn (the longest ones) so big recordings
 stay quick; the title says so when ranges are left out.
@@ -103,6 +104,7 @@ class Layout:
     width_px: float = AXES_WIDTH_PX
     row_px: float = ROW_PX
     ranges_in_window: int = 0  # more than len(boxes) when the drawing left some out
+    step_starts: list[float] = field(default_factory=list)  # inside the window: a line across all lanes
 
     @property
     def ms_per_px(self) -> float:
@@ -256,6 +258,7 @@ def layout(
     width_px: float = AXES_WIDTH_PX,
     *,
     window_ms: tuple[float, float] | None = None,
+    steps: list[tuple[float, float]] | None = None,
     label_px: Callable[[str], float] | None = None,
 ) -> Layout:
     """Where each range of ``rows`` goes (see the module docstring).
@@ -264,7 +267,8 @@ def layout(
     ``domain_names`` the reader's tables; ``lane_names`` (pid, tid) -> lane label;
     ``origin``/``last_ns``: the recording's time origin and its last timestamp (the end of
     ranges never closed). ``window``: steps "A:B" or "all"; ``window_ms`` a window already
-    found (then ``window`` is not looked at). ``width_px``: the time axis's width;
+    found (then ``window`` is not looked at) and ``steps`` the steps (ms) it was found
+    among, for the lines between steps. ``width_px``: the time axis's width;
     ``label_px``: a label's width in pixels (by default measured as drawn).
     """
     label_px = label_width_px if label_px is None else label_px
@@ -274,9 +278,10 @@ def layout(
     if window_ms is None:
         lo = float(starts_ms.min()) if len(rows) else 0.0
         hi = float(ends_ms.max()) if len(rows) else 1.0
-        steps = _steps(rows["message"], starts_ms, ends_ms, strings) if window != "all" else []
+        steps = _steps(rows["message"], starts_ms, ends_ms, strings)
         window_ms = _window(window, steps, lo, hi)
     x_lo, x_hi = window_ms
+    step_starts = [s for s, _ in steps or [] if x_lo < s < x_hi]
     keep = (ends_ms >= x_lo) & (starts_ms <= x_hi)
     ms_per_px = max(x_hi - x_lo, 1e-9) / width_px
     lanes = sorted(set(zip(rows["pid"][keep].tolist(), rows["tid"][keep].tolist())))
@@ -349,6 +354,7 @@ def layout(
         width_px,
         row_px,
         len(boxes),
+        step_starts,
     )
 
 
@@ -453,22 +459,19 @@ class TimelineSink(Sink):
             ends = np.where(chunk["flags"] & FLAG_UNCLOSED, self._last_ns, chunk["end_ns"])
             yield chunk, (chunk["start_ns"] - origin) / 1e6, (ends - origin) / 1e6
 
-    def _window_ms(self, strings: list[str]) -> tuple[float, float]:
+    def _window_ms(self, strings: list[str]) -> tuple[tuple[float, float], list[tuple[float, float]]]:
+        """The window (ms) and the recording's steps, from the rows of numbered names."""
         origin = self.reader.origin_ns
         lo = (self._first_ns - origin) / 1e6 if self._first_ns is not None else 0.0
         hi = (self._last_ns - origin) / 1e6 if self._first_ns is not None else 1.0
-        if self.window == "all":
-            return lo, hi
         numbered = np.fromiter(_numbered(strings), dtype=np.int64)
         parts = [
             (c["message"][m], s[m], e[m])
             for c, s, e in self._chunks_ms()
             if (m := np.isin(c["message"], numbered)).any()
         ]
-        if not parts:
-            return _window(self.window, [], lo, hi)
-        message, starts, ends = (np.concatenate(p) for p in zip(*parts))
-        return _window(self.window, _steps(message, starts, ends, strings), lo, hi)
+        steps = _steps(*(np.concatenate(p) for p in zip(*parts)), strings) if parts else []
+        return _window(self.window, steps, lo, hi), steps
 
     def _in_window(self, x_lo: float, x_hi: float) -> tuple[np.ndarray, int]:
         """The ``max_ranges`` longest ranges of the window (all of them if fewer), and how many it holds."""
@@ -493,7 +496,7 @@ class TimelineSink(Sink):
         try:
             reader = self.reader
             strings, domain_names = reader.strings(), reader.domain_names()
-            window_ms = self._window_ms(strings)
+            window_ms, steps = self._window_ms(strings)
             kept, total = self._in_window(*window_ms)
         finally:
             self._store.close()
@@ -502,7 +505,9 @@ class TimelineSink(Sink):
             (p, t): f"{processes[p].name if p in processes else 'pid'} {p} / {thread_names.get((p, t), 'thread')} ({t})"
             for p, t in set(zip(kept["pid"].tolist(), kept["tid"].tolist()))
         }
-        plan = layout(kept, strings, domain_names, lane_names, reader.origin_ns, self._last_ns, window_ms=window_ms)
+        plan = layout(
+            kept, strings, domain_names, lane_names, reader.origin_ns, self._last_ns, window_ms=window_ms, steps=steps
+        )
         plan.ranges_in_window = total
         self.plan = plan
         if total > len(plan.boxes):
@@ -567,18 +572,23 @@ def _figure(plan: Layout, window: str):
             colors=_colors(marks),
             linewidth=0.8,
         )
+    if plan.step_starts:  # where each step begins, across every lane
+        ax.vlines(plan.step_starts, -0.2, lane_top, colors="0.25", linewidth=0.7, linestyles=(0, (3, 3)), zorder=3)
     pad_ms = LABEL_PAD_PX * plan.ms_per_px
-    for b in bars:
-        if b.label:
-            ax.text(
-                b.x0 + pad_ms,
-                base[b.lane] + b.row + BOX_HEIGHT / 2,
-                b.label,
-                fontsize=FONT_PT,
-                va="center",
-                ha="left",
-                clip_on=True,
-            )
+    labelled = [b for b in bars if b.label]
+    # white on dark boxes, black on light ones (relative luminance, sRGB weights)
+    luminance = _colors(labelled)[:, :3] @ np.array([0.2126, 0.7152, 0.0722]) if labelled else []
+    for b, lum in zip(labelled, luminance):
+        ax.text(
+            b.x0 + pad_ms,
+            base[b.lane] + b.row + BOX_HEIGHT / 2,
+            b.label,
+            fontsize=FONT_PT,
+            va="center",
+            ha="left",
+            color="white" if lum < 0.4 else "black",
+            clip_on=True,
+        )
     ax.set_xlim(*plan.window_ms)
     ax.set_ylim(lane_top, -0.2)
     ax.set_yticks([base[i] + n / 2 for i, n in enumerate(plan.rows_per_lane)])
