@@ -244,7 +244,7 @@ def _label(name: str, room_px: float, label_px: Callable[[str], float]) -> str |
             lo = mid
         else:
             hi = mid - 1
-    return name[:lo] + ELLIPSIS
+    return name[:lo].rstrip() + ELLIPSIS  # ("Dense 3…", not "Dense 3 …")
 
 
 def layout(
