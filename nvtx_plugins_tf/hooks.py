@@ -1,11 +1,21 @@
 """NVTXHook: NVTX ranges around ``session.run`` steps of a ``tf.compat.v1`` session.
 
-Same constructor as NVIDIA's old ``nvtx.plugins.tf.estimator.NVTXHook``::
+Same constructor as NVIDIA's old ``nvtx.plugins.tf.estimator.NVTXHook``:
 
-    hook = nvtx_tf.hooks.NVTXHook(skip_n_steps=1, name="Train")
-    with tf.compat.v1.train.MonitoredSession(hooks=[hook]) as sess:
-        while not sess.should_stop():
-            sess.run(train_op)
+>>> import tensorflow as tf
+>>> import nvtx_plugins_tf as nvtx_tf
+>>> from nvtx_plugins_tf.testing import capture
+>>> with tf.Graph().as_default():
+...     step = tf.compat.v1.train.get_or_create_global_step()
+...     train_op = tf.compat.v1.assign_add(step, 1)
+...     hook = nvtx_tf.hooks.NVTXHook(skip_n_steps=1, name="Train")
+...     stop = tf.compat.v1.train.StopAtStepHook(last_step=3)
+...     with capture() as rec:
+...         with tf.compat.v1.train.MonitoredSession(hooks=[hook, stop]) as sess:
+...             while not sess.should_stop():
+...                 _ = sess.run(train_op)
+>>> [(r.message, r.payload) for r in sorted(rec.find(domain=""), key=lambda r: r.start_ns)]
+[('Train', None), ('step 1', 1), ('step 2', 2)]
 
 gives one range ``step {n}`` per ``run`` call (``n`` from 0; the step number is also the
 payload) after the first ``skip_n_steps`` ones, and, when ``name`` is given, an outer

@@ -9,11 +9,25 @@ the trace loaded and nothing is fetched from the internet. The server here diffe
 otherwise (reach it with ``ssh -L``), streams the JSON from disk (vizviewer parses it whole
 first), answers several requests at once, and takes ``--port 0`` for a free port.
 
+Serving a trace (``record -o PREFIX`` writes ``PREFIX.json``) from a background thread,
+and asking for it as the UI does (``nvtx-tf view`` calls :meth:`PerfettoServer.serve_forever`
+instead, which blocks until Ctrl-C):
+
+>>> import json, tempfile, urllib.request
+>>> from pathlib import Path
 >>> from nvtx_plugins_tf import viewer
->>> source = viewer.find_trace("out/demo")  # doctest: +SKIP
->>> with viewer.PerfettoServer(source.json, port=0) as server:  # doctest: +SKIP
-...     print(server.url)
-...     server.serve_forever()
+>>> folder = tempfile.TemporaryDirectory()
+>>> trace = {"traceEvents": [{"name": "Train", "ph": "X", "ts": 0, "dur": 5, "pid": 1, "tid": 1}]}
+>>> _ = (Path(folder.name) / "demo.json").write_text(json.dumps(trace))
+>>> source = viewer.find_trace(Path(folder.name) / "demo")  # PREFIX, PREFIX.json or PREFIX.nvtxrec
+>>> source.json.name, source.needs_export
+('demo.json', False)
+>>> local = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy for 127.0.0.1
+>>> with viewer.PerfettoServer(source.json, port=0).start() as server:
+...     with local.open(server.url + "localtrace") as reply:
+...         json.load(reply) == trace
+True
+>>> folder.cleanup()
 """
 
 from __future__ import annotations

@@ -1,8 +1,20 @@
 """NVTXCallback: NVTX ranges for Keras ``fit`` / ``evaluate`` / ``predict``, epochs and batches.
 
-Same names as NVIDIA's old ``nvtx.plugins.tf.keras.callbacks.NVTXCallback`` by default::
+Same names as NVIDIA's old ``nvtx.plugins.tf.keras.callbacks.NVTXCallback`` by default:
 
-    model.fit(x, y, epochs=2, callbacks=[nvtx_tf.keras.callbacks.NVTXCallback()])
+>>> import numpy as np
+>>> import nvtx_plugins_tf as nvtx_tf
+>>> from nvtx_plugins_tf.keras import keras
+>>> from nvtx_plugins_tf.testing import capture
+>>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+>>> model.compile(optimizer="sgd", loss="mse")
+>>> x, y = np.ones((8, 4)), np.ones((8, 1))
+>>> with capture() as rec:
+...     _ = model.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[nvtx_tf.keras.callbacks.NVTXCallback()])
+>>> [r.message for r in sorted(rec.find(domain="Keras"), key=lambda r: r.start_ns)]
+['Train', 'epoch 0', 'batch 0', 'batch 1', 'epoch 1', 'batch 0', 'batch 1']
+>>> [r.payload for r in rec.find(domain="Keras", category="phase: Train")]
+[0, 1, 0, 1]
 
 gives ``Train`` > ``epoch 0`` > ``batch 0``, ``batch 1`` ... (and ``Test``/``Predict`` for
 ``evaluate``/``predict``, with their own batch ranges), in the ``"Keras"`` domain. The

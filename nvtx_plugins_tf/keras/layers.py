@@ -1,13 +1,22 @@
 """Keras layers that open (NVTXStart) and close (NVTXEnd) an NVTX range in a model.
 
-The call shapes of NVIDIA's old ``nvtx.plugins.tf.keras.layers``::
+The call shapes of NVIDIA's old ``nvtx.plugins.tf.keras.layers``; one training step
+records the forward range and the backward one:
 
-    from nvtx_plugins_tf.keras.layers import NVTXStart, NVTXEnd
-
-    inputs = keras.Input((64,))
-    x, marker_id, domain_id = NVTXStart(message="Dense 1", domain_name="Forward")(inputs)
-    x = keras.layers.Dense(1024, activation="relu")(x)
-    x = NVTXEnd(grad_message="Dense 1 grad", grad_domain_name="Backward")([x, marker_id, domain_id])
+>>> import numpy as np
+>>> from nvtx_plugins_tf.keras import keras
+>>> from nvtx_plugins_tf.keras.layers import NVTXStart, NVTXEnd
+>>> from nvtx_plugins_tf.testing import capture
+>>> inputs = keras.Input((4,))
+>>> x, marker_id, domain_id = NVTXStart(message="Dense 1", domain_name="Forward")(inputs)
+>>> x = keras.layers.Dense(8, activation="relu")(x)
+>>> x = NVTXEnd(grad_message="Dense 1 grad", grad_domain_name="Backward")([x, marker_id, domain_id])
+>>> model = keras.Model(inputs, keras.layers.Dense(1)(x))
+>>> model.compile(optimizer="sgd", loss="mse")
+>>> with capture() as rec:
+...     _ = model.fit(np.ones((4, 4)), np.ones((4, 1)), batch_size=4, verbose=0)
+>>> sorted({(r.domain, r.message) for r in rec.ranges if r.message.startswith("Dense 1")})
+[('Backward', 'Dense 1 grad'), ('Forward', 'Dense 1')]
 
 ``marker_id`` is the range id (an int64 scalar tensor) and ``domain_id`` a string scalar
 tensor holding the domain name, read back statically by NVTXEnd (the NvtxEnd op must name

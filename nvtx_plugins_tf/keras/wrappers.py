@@ -2,14 +2,30 @@
 
 ``NVTXRange(layer)`` is a ``keras.layers.Wrapper``: a forward range around the layer's
 call and a backward range around its gradient, named after the layer. It works in
-``Sequential`` models too::
+``Sequential`` models too:
 
-    model = keras.Sequential([keras.Input((64,)), NVTXRange(keras.layers.Dense(1024)), ...])
+>>> import numpy as np
+>>> from nvtx_plugins_tf.keras import NVTXRange, annotate, keras
+>>> from nvtx_plugins_tf.testing import capture
+>>> hidden = NVTXRange(keras.layers.Dense(8, name="hidden"))
+>>> model = keras.Sequential([keras.Input((4,)), hidden, keras.layers.Dense(1)])
+>>> with capture() as rec:
+...     model.predict(np.ones((2, 4)), verbose=0).shape
+(2, 1)
+>>> [(r.domain, r.message) for r in rec.ranges if r.domain == "Forward"]
+[('Forward', 'hidden')]
 
 ``annotate(model)`` annotates every layer of an existing (possibly pre-built, e.g.
-``keras.applications``) model in place, nested models included (their ranges nest)::
+``annotate(keras.applications.MobileNetV2(weights=None))``) model in place, nested models
+included (their ranges nest):
 
-    model = annotate(keras.applications.MobileNetV2(weights=None))
+>>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, name="a"), keras.layers.Dense(1, name="b")])
+>>> model = annotate(model)
+>>> with capture() as rec:
+...     model.predict(np.ones((2, 4)), verbose=0).shape
+(2, 1)
+>>> [r.message for r in sorted(rec.ranges, key=lambda r: r.start_ns) if r.domain == "Forward"]
+['a', 'b']
 """
 
 from __future__ import annotations

@@ -1,12 +1,24 @@
 """NVTX ranges that open and close while the graph executes.
 
-Same calls as NVIDIA's old ``nvtx.plugins.tf.ops``::
+Same calls as NVIDIA's old ``nvtx.plugins.tf.ops``: a forward range in ``Forward`` and,
+where the tape differentiates the region, a backward range in ``Gradient``
+(:func:`nvtx_plugins_tf.testing.capture` reads back what the recorder got):
 
-    import nvtx_plugins_tf as nvtx_tf
-    x, ctx = nvtx_tf.ops.start(x, message="Dense 1", domain_name="Forward",
-                               grad_domain_name="Gradient")
-    x = tf.keras.layers.Dense(1024)(x)
-    x = nvtx_tf.ops.end(x, ctx)
+>>> import tensorflow as tf
+>>> import nvtx_plugins_tf as nvtx_tf
+>>> from nvtx_plugins_tf.testing import capture
+>>> dense = tf.keras.layers.Dense(16)
+>>> with capture() as rec:
+...     with tf.GradientTape() as tape:
+...         x, ctx = nvtx_tf.ops.start(tf.ones([2, 8]), message="Dense 1", domain_name="Forward",
+...                                    grad_domain_name="Gradient")
+...         x = dense(x)
+...         x = nvtx_tf.ops.end(x, ctx)
+...     grads = tape.gradient(x, dense.trainable_variables)
+>>> x.shape
+TensorShape([2, 16])
+>>> sorted((r.domain, r.message) for r in rec.ranges if r.message == "Dense 1")
+[('Forward', 'Dense 1'), ('Gradient', 'Dense 1')]
 
 plus :func:`mark`, the :func:`range` context manager, and ``color``/``category``/``payload``.
 """
