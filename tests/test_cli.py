@@ -204,6 +204,7 @@ def test_every_exit_code_is_its_documented_number():
         "EXIT_NO_CAPTURE_WINDOW": 9,
         "EXIT_VIEWER_UNAVAILABLE": 10,
         "EXIT_PORT_IN_USE": 11,
+        "EXIT_NO_RANGE_IDS": 12,
     }
     # the package's names are the same numbers
     assert all(getattr(cli, name, value) == value for name, value in codes.items())

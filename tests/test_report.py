@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nsys_oracle as oracle
 
-from nvtx_plugins_tf.cli.report import EXIT_NO_RANGE_IDS
+from nvtx_plugins_tf.cli._common import EXIT_NO_RANGE_IDS
 
 REPO = Path(__file__).resolve().parents[1]
 

