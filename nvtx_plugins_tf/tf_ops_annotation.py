@@ -11,7 +11,8 @@ CUPTI to itself, this is the way to get per-op ranges without a custom TensorFlo
     with nvtx_tf.tf_op_ranges():          # or nvtx_tf.tf_op_ranges(True) for the process
         model.fit(...)
 
-The op ranges nest inside the user's ranges of the same thread. TensorFlow's GPU tracer
+The op ranges fall inside the user's ranges in time (the executor runs a step's ops on its
+pool threads, so not necessarily on the thread of the user's range). TensorFlow's GPU tracer
 switches the same flag: stopping a TensorFlow GPU profile turns the op ranges off again.
 """
 

@@ -15,7 +15,7 @@ generated from a real export). Tables we have no data for stay empty:
   Messages as nsys stores them: a plain (ASCII/Unicode) message in ``text`` with
   ``textId`` NULL, a registered string (``nvtxDomainRegisterString``) in ``textId``
   (-> ``StringIds``) with ``text`` NULL; read both with
-  ``coalesce(text, (SELECT value FROM StringIds WHERE id = textId))``. ``endGlobalTid``
+  ``coalesce((SELECT value FROM StringIds WHERE id = textId), text)`` (nsys's order). ``endGlobalTid``
   is set only for a start/end range that ended on another thread than it started
   (NULL otherwise, as in nsys). Payloads in the column of their type (u64 payloads above
   2**63-1 are stored wrapped to int64: SQLite integers are signed).

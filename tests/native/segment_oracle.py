@@ -195,7 +195,7 @@ def decode_dir(path: Path) -> list[Segment]:
 #     segment defines is damage (the event is kept); pops and ends name nothing (a range
 #     takes its message from its begin), their msg field is not read.
 HEADER_V1_END = 1144  # offsetof(SegmentHeader, chunk_count)
-HEADER_STRUCT_SIZE = 1192  # sizeof(SegmentHeader)
+HEADER_STRUCT_SIZE = 1448  # sizeof(SegmentHeader): shorter headers hold no chunk_count (as the decoder reads them)
 
 
 @dataclass
