@@ -60,6 +60,10 @@ class BuildError(RuntimeError):
     """A native build failed; the message holds the compiler's command and output."""
 
 
+class CompilerMissing(BuildError):
+    """No C++ compiler: the message says how to install one and what to run then, whole."""
+
+
 def sources_root() -> Path:
     """The ``cc_ops`` folder: beside this file once installed, else in the repository."""
     for candidate in (_HERE / "cc_ops", _HERE.parent / "cc_ops"):
@@ -142,14 +146,14 @@ def _compiler_version() -> str:
     try:
         return subprocess.run([COMPILER, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     except (FileNotFoundError, IndexError):
-        raise BuildError(no_compiler_message()) from None  # the chained error only repeats it
+        raise CompilerMissing(no_compiler_message()) from None  # the chained error only repeats it
 
 
 def _run(cmd: list[str]) -> None:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     except FileNotFoundError:  # the compiler itself is missing; the chained error only repeats it
-        raise BuildError(no_compiler_message()) from None
+        raise CompilerMissing(no_compiler_message()) from None
     if proc.returncode != 0:
         raise BuildError(f"{shlex.join(cmd)}\n{proc.stdout}{proc.stderr}")
 

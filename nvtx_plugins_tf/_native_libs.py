@@ -107,6 +107,8 @@ def native_library(target: str) -> Path:
         build = build_module()
         return build.BUILDERS[target](cached.parent)
     except Exception as exc:  # noqa: BLE001 - turned into one clear line
+        if type(exc).__name__ == "CompilerMissing":  # its own way out, not a second command
+            raise NativeLibraryMissing(f"nvtx_plugins_tf: {names[target]} is not built: {exc}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise NativeLibraryMissing(
             f"nvtx_plugins_tf: {names[target]} is not built and building it failed ({first}); run: {BUILD_COMMAND}"

@@ -173,3 +173,28 @@ def test_pip_install_without_a_compiler_says_install_g_plus_plus(source, tmp_pat
     assert "Traceback" not in output and "Errno 2" not in output, output
     assert output.count(NO_COMPILER) == 1 and "apt-get install g++" in output, output
     assert "then run: pip install .\n" in output, output  # not "python -m nvtx_plugins_tf build": nothing installed
+
+
+@pytest.mark.parametrize(
+    "load, names, code",
+    [
+        ("from nvtx_plugins_tf import _native_libs; _native_libs.native_library('reader')", "libnvtx_reader.so", 1),
+        ("import nvtx_plugins_tf.ops", "the op library", 0),  # a warning at import; the ops fail when used
+    ],
+    ids=["reader", "op library"],
+)
+def test_library_built_on_first_use_without_a_compiler_names_one_way_out(source, tmp_path, load, names, code):
+    """An unbuilt copy whose first use has to build a library, on a machine without g++: the
+    error says what is missing and one command to run then (before, the loader added its own
+    `run: ...` after the compiler message's, two commands in one line)."""
+    no_tools = tmp_path / "bin"
+    no_tools.mkdir()
+    env = _child_env(PATH=no_tools, XDG_CACHE_HOME=tmp_path / "cache", TF_CPP_MIN_LOG_LEVEL=3)
+    env.pop("NVTX_TF_NO_AUTO_BUILD", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", load], cwd=source, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == code, proc.stderr[-3000:]
+    (line,) = [x for x in proc.stderr.splitlines() if NO_COMPILER in x]
+    assert names in line and line.count("run: ") == 1, line
+    assert line.endswith(f"then run: {_native_libs.BUILD_COMMAND}"), line

@@ -161,6 +161,8 @@ def _load() -> ModuleType:
             try:
                 library = build_into_cache(identity)
             except Exception as exc:  # noqa: BLE001 - one line with the way out
+                if type(exc).__name__ == "CompilerMissing":  # its own way out, not a second command
+                    raise ImportError(f"nvtx_plugins_tf: the op library is not built: {exc}") from None
                 raise ImportError(
                     f"{refusal} (automatic rebuild failed: "
                     f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r})"
