@@ -28,6 +28,7 @@ from pathlib import Path
 
 import nsys_oracle as oracle
 import pytest
+from conftest import _child_env
 
 from nvtx_plugins_tf import cli
 from nvtx_plugins_tf.recorder import nsys_reports
@@ -41,7 +42,7 @@ TYPES = ("pushpop_trace", "pushpop_sum", "startend_sum")
 def run_report(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "nvtx_plugins_tf", "report", *map(str, args)],
-        env=oracle.clean_env(PYTHONPATH=str(REPO)),
+        env=_child_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -78,30 +79,8 @@ def nsys() -> Path:
 
 
 @pytest.fixture(scope="module")
-def workload(tmp_path_factory) -> Path:
-    sys.path.insert(0, str(REPO / "build_tools"))
-    try:
-        import build_native
-    finally:
-        sys.path.pop(0)
-    exe = tmp_path_factory.mktemp("nested") / "nested_ranges"
-    proc = subprocess.run(
-        [
-            "gcc",
-            "-O2",
-            "-Wall",
-            f"-I{build_native.nvtx_include_dir()}",
-            str(SOURCE),
-            "-o",
-            str(exe),
-            "-pthread",
-            "-ldl",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return exe
+def workload(c_sample) -> Path:
+    return c_sample(SOURCE)
 
 
 @pytest.fixture(scope="module")

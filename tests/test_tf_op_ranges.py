@@ -65,12 +65,8 @@ def test_one_range_per_executed_op_per_step_nested_in_the_user_range():
     assert enclosing_steps == {s.range_id for s in steps}  # every step, not one step many times
 
 
-def test_no_op_ranges_when_off():
-    step = _training_step()
-    x = tf.ones([2, 4])
-    step(x)
-    with capture() as rec:
-        step(x)
+def test_no_op_ranges_when_off(capture_steps):
+    rec = capture_steps(_training_step(), tf.ones([2, 4]))
     assert rec.count(domain="TSL") == 0
 
 
