@@ -39,16 +39,16 @@ def _session_settings() -> tuple[str, ...]:
 
     return (
         libs.INJECTION_ENV,
-        "NVTX_INJECTION32_PATH",
+        libs.INJECTION32_ENV,
         libs.RECORD_DIR_ENV,
-        "NVTX_TF_CHUNK_SIZE",
+        libs.CHUNK_SIZE_ENV,
         libs.RECORDER_CLOCK_ENV,
         libs.CAPTURE_RANGE_ENV,
         libs.CAPTURE_RANGE_END_ENV,
         libs.DOMAIN_INCLUDE_ENV,
         libs.DOMAIN_EXCLUDE_ENV,
-        "NVTX_TF_KERAS_LAYERS",
-        "NVTX_TF_OP_RANGES",
+        libs.KERAS_LAYERS_ENV,
+        libs.TF_OP_RANGES_ENV,
     )
 
 

@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from nvtx_plugins_tf import _native_libs as libs
+
 REPO = Path(__file__).resolve().parents[1]
 WORKLOADS = REPO / "tests" / "nsys"
 PYTHON = sys.executable
@@ -50,7 +52,7 @@ finally:
 
 # Environment variables of an attached NVTX tool (ours, from the pytest plugin): removed
 # for the nsys run so that nsys's own injection library is the one loaded.
-_TOOL_ENV = ("NVTX_INJECTION64_PATH", "NVTX_INJECTION32_PATH", "NVTX_TF_RECORD_DIR", "NVTX_TF_CHUNK_SIZE")
+_TOOL_ENV = (libs.INJECTION_ENV, libs.INJECTION32_ENV, libs.RECORD_DIR_ENV, libs.CHUNK_SIZE_ENV)
 
 NSYS_PROFILE_ARGS = ["profile", "-t", "nvtx", "-s", "none", "--cpuctxsw=none", "-f", "true"]
 

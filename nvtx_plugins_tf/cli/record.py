@@ -14,7 +14,9 @@ from .._native_libs import (
     DOMAIN_EXCLUDE_ENV,
     DOMAIN_INCLUDE_ENV,
     INJECTION_ENV,
+    KERAS_LAYERS_ENV,
     RECORD_DIR_ENV,
+    TF_OP_RANGES_ENV,
 )
 from .._paths import RECORDING_SUFFIX, SEGMENT_SUFFIX, recording_stem
 from ._child import _resolve_command, _run_forwarding_signals
@@ -92,10 +94,6 @@ def domain_list(value: str) -> str:
     if not value.replace("\\,", "x").strip(", "):
         raise argparse.ArgumentTypeError(f"{value!r}: expected a comma-separated list of NVTX domains")
     return value
-
-
-KERAS_LAYERS_ENV = "NVTX_TF_KERAS_LAYERS"
-TF_OP_RANGES_ENV = "NVTX_TF_OP_RANGES"
 
 
 def _segments(raw_dir: Path) -> dict[str, tuple[int, int]]:
