@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import shutil
 import sys
@@ -105,12 +106,13 @@ def generate(directory: Path, events: int = 10_000_000, pid: int = 4242, start_n
     return path
 
 
-def _record_exports(rec: Path, prefix: Path):
-    """What ``record`` does once the command ended: PREFIX.json, PREFIX.sqlite, the summary."""
+def _record_exports(rec: Path, prefix: Path, png: bool = False):
+    """What ``record`` does once the command ended: PREFIX.json, PREFIX.sqlite, the summary
+    (and PREFIX.png with ``record --png``, its default window)."""
     from nvtx_plugins_tf.cli._exports import write_exports
 
-    with contextlib.redirect_stdout(io.StringIO()):
-        return write_exports(rec, prefix, png=False)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return write_exports(rec, prefix, png=png)
 
 
 def main(argv=None) -> int:
@@ -139,6 +141,8 @@ def main(argv=None) -> int:
         s = timed("summary (recording)", lambda: summarize(rec))
         timed("summary (SQLite)", lambda: summarize(work / "bench.sqlite"))
         timed("record's exports (all)", lambda: _record_exports(rec, work / "record"))
+        if importlib.util.find_spec("matplotlib") is not None:
+            timed("same with --png", lambda: _record_exports(rec, work / "record_png", png=True))
         print()
         print(
             f"events: {args.events:,}  ranges: {rows:,}  segment: {size / 1e6:.0f} MB  "
