@@ -100,6 +100,15 @@ def build_module() -> ModuleType:
     return module
 
 
+def compiler_missing(exc: BaseException) -> bool:
+    """Whether a build failed for want of a C++ compiler (``build_native.CompilerMissing``):
+    its message says how to install one and what to run next, and is passed on whole."""
+    try:
+        return isinstance(exc, build_module().CompilerMissing)
+    except NativeLibraryMissing:  # no build script, so no build ran
+        return False
+
+
 def native_library(target: str) -> Path:
     """Path of the built ``recorder``, ``reader`` or ``host`` library, building it once if
     missing (into the per-user cache). The TensorFlow op library has its own loader."""
@@ -116,7 +125,7 @@ def native_library(target: str) -> Path:
         build = build_module()
         return build.BUILDERS[target](cached.parent)
     except Exception as exc:  # noqa: BLE001 - turned into one clear line
-        if type(exc).__name__ == "CompilerMissing":  # its own way out, not a second command
+        if compiler_missing(exc):  # its own way out, not a second command
             raise NativeLibraryMissing(f"nvtx_plugins_tf: {names[target]} is not built: {exc}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise NativeLibraryMissing(

@@ -22,7 +22,14 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-from nvtx_plugins_tf._native_libs import LIBRARY_NAMES, NATIVE_DIR, OPS_BUILD_COMMAND, build_module, cache_dir
+from nvtx_plugins_tf._native_libs import (
+    LIBRARY_NAMES,
+    NATIVE_DIR,
+    OPS_BUILD_COMMAND,
+    build_module,
+    cache_dir,
+    compiler_missing,
+)
 
 LIBRARY_NAME = LIBRARY_NAMES["tf_ops"]
 _lock = threading.Lock()
@@ -161,7 +168,7 @@ def _load() -> ModuleType:
             try:
                 library = build_into_cache(identity)
             except Exception as exc:  # noqa: BLE001 - one line with the way out
-                if type(exc).__name__ == "CompilerMissing":  # its own way out, not a second command
+                if compiler_missing(exc):  # its own way out, not a second command
                     raise ImportError(f"nvtx_plugins_tf: the op library is not built: {exc}") from None
                 raise ImportError(
                     f"{refusal} (automatic rebuild failed: "
