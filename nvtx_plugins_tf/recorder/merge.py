@@ -237,8 +237,8 @@ def _copy_segment(seg: _Segment, src: Source, out_dir: Path, used_names: set[str
         _rewrite_header(head, seg, src, shift)
         fout.write(head)
         chunk = bytearray(seg.info.chunk_size)
-        while n := fin.readinto(chunk):
-            part = memoryview(chunk)[:n]
+        while size := fin.readinto(chunk):
+            part = memoryview(chunk)[:size]
             # a chunk never published or ending at damage is copied as it is from there:
             # the reader skips it or reports the damage
             _decoder.rewrite_chunk(part, shift, seg.pid, new_pid)
