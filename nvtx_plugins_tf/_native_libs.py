@@ -44,8 +44,9 @@ DOMAIN_EXCLUDE_ENV = "NVTX_TF_DOMAIN_EXCLUDE"
 #: ``tsc``; else clock_gettime), ``tsc`` (the TSC whenever it is invariant) or ``monotonic``
 #: (always clock_gettime). Timestamps are CLOCK_MONOTONIC nanoseconds either way.
 RECORDER_CLOCK_ENV = "NVTX_TF_RECORDER_CLOCK"
-#: NVTX's variable for a 32-bit tool (unused by us; a test environment drops it with ours),
-#: and the recorder's chunk size in bytes (tests use small chunks to reach chunk boundaries).
+#: NVTX's variable for a 32-bit tool (unused by us; the nsys oracle's runs drop it with
+#: ours), and the recorder's chunk size in bytes (tests use small chunks to reach chunk
+#: boundaries).
 INJECTION32_ENV = "NVTX_INJECTION32_PATH"
 CHUNK_SIZE_ENV = "NVTX_TF_CHUNK_SIZE"
 #: The start-up switches ``record --keras-layers`` and ``record --tf-ops`` set for the child

@@ -34,15 +34,14 @@ TSAN_OPTIONS = f"halt_on_error=0 exitcode=66 suppressions={NATIVE / 'tsan.supp'}
 def _session_settings() -> tuple[str, ...]:
     """What a child must not inherit from the test session: the recorder's settings (the
     pytest plugin's, or a session run under record --capture-range ...) and record's
-    start-up switches."""
+    start-up switches. The recorder's clock (and chunk size) pass through on purpose: the
+    suite run with NVTX_TF_RECORDER_CLOCK=monotonic tests the clock_gettime fallback in
+    every child too."""
     from nvtx_plugins_tf import _native_libs as libs
 
     return (
         libs.INJECTION_ENV,
-        libs.INJECTION32_ENV,
         libs.RECORD_DIR_ENV,
-        libs.CHUNK_SIZE_ENV,
-        libs.RECORDER_CLOCK_ENV,
         libs.CAPTURE_RANGE_ENV,
         libs.CAPTURE_RANGE_END_ENV,
         libs.DOMAIN_INCLUDE_ENV,
