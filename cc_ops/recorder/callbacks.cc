@@ -36,9 +36,11 @@ struct Event {
 
 std::atomic<uint64_t> g_fallback_range_ids{1};
 
-// Range id when the thread has no state (exiting thread): still nonzero and unique.
+// Range id when the thread has no state (exiting thread, or busy): still nonzero and
+// unique; its start was not written (counted as dropped), so its end is not either.
 uint64_t FallbackRangeId() {
-  return (uint64_t(1) << 63) | g_fallback_range_ids.fetch_add(1, std::memory_order_relaxed);
+  return (uint64_t(1) << 63) | kSkippedRangeBit |
+         (g_fallback_range_ids.fetch_add(1, std::memory_order_relaxed) & kRangeCounterMask);
 }
 
 inline uint16_t DomainId(nvtxDomainHandle_t h) {
@@ -126,27 +128,6 @@ NVTXREC_INLINE void ParseAttributes(const nvtxEventAttributes_t* a, Event* ev) {
 #undef NVTXREC_HAS
 }
 
-// Per-call thread state with a re-entrancy guard (an NVTX call from a signal handler
-// interrupting one on the same thread is dropped).
-class Call {
- public:
-  Call() : ts_(GetThreadState()) {
-    if (ts_) {
-      if (ts_->busy)
-        ts_ = nullptr;
-      else
-        ts_->busy = 1;
-    }
-  }
-  ~Call() {
-    if (ts_) ts_->busy = 0;
-  }
-  ThreadState* ts() const { return ts_; }
-
- private:
-  ThreadState* ts_;
-};
-
 __attribute__((noinline)) uint32_t ResolveOtherMessage(ThreadState* ts, const Event& ev, uint8_t* flags) {
   switch (ev.msg_kind) {
     case kMsgUnicode: {
@@ -216,130 +197,156 @@ NVTXREC_INLINE void Record(ThreadState* ts, uint8_t kind, uint16_t domain, const
   CountDrop();
 }
 
-inline int32_t& DepthSlot(ThreadState* ts, uint16_t domain) { return ts->depth[domain % kDepthSlots]; }
+inline int32_t& Depth(ThreadState* ts, uint16_t domain) { return ts->depth[domain]; }
 
-// ---- gated implementations (a capture range or a domain filter is set; gate.h) ----
+inline uint64_t NextRangeId(ThreadState* ts) { return ts->range_hi | (++ts->range_counter & kRangeCounterMask); }
+
+// ---- gated implementations: a capture range or a domain filter is set (gate.h), or the
+// thread still has open push/pop ranges that were not written (skipped_open). Every
+// clock read here is ordered: whether an event is inside a window depends on other
+// threads. ----
 
 __attribute__((noinline)) int GatedPush(ThreadState* ts, uint16_t domain, const Event& ev) {
-  int32_t& d = DepthSlot(ts, domain);
+  int32_t& d = Depth(ts, domain);
   if (DomainDisabled(domain)) return d++;
-  bool write = Capturing() || TryOpenWindow(domain, ev.msg_kind, ev.msg, ts, d, 0);
-  if (write) Record(ts, kRangePush, domain, ev, NowNs(ts), false, 0);
-  if (d >= 0 && d < 64) {
-    uint64_t bit = uint64_t(1) << d;
-    uint64_t& w = ts->written[domain % kDepthSlots];
-    w = write ? (w | bit) : (w & ~bit);
+  uint64_t now = 0;
+  bool write = true;
+  if (CaptureRangeSet()) {
+    const WindowOpener opener{ts, domain, d, 0, ev.msg_kind, ev.msg};
+    write = DecideWritten(ts, &now, &opener);
+  } else {
+    now = NowNsOrdered(ts);
   }
+  // A skipped push whose fate cannot be kept (no memory for its bit) is written instead.
+  if (!write && !MarkSkipped(ts, domain, d)) {
+    write = true;
+    now = NowNsOrdered(ts);
+  }
+  if (write) Record(ts, kRangePush, domain, ev, now, false, 0);
   return d++;
 }
 
 __attribute__((noinline)) int GatedPop(ThreadState* ts, uint16_t domain) {
-  int32_t& d = DepthSlot(ts, domain);
+  int32_t& d = Depth(ts, domain);
   if (!DomainDisabled(domain)) {
     const int32_t top = d - 1;
-    uint64_t& w = ts->written[domain % kDepthSlots];
-    const bool write = top >= 0 && top < 64 ? (w >> top) & 1 : Capturing();
-    if (top >= 0 && top < 64) w &= ~(uint64_t(1) << top);
-    if (write) Record(ts, kRangePop, domain, Event(), NowNs(ts), false, 0);
-    if (top >= 0) NotePop(ts, domain, top);
+    bool write;
+    uint64_t now = 0;
+    if (top >= 0) {
+      write = !TakeSkipped(ts, domain, top);
+      if (CaptureRangeSet()) ClosePushWindowIfOpener(ts, domain, top);
+      now = NowNsOrdered(ts);
+    } else {
+      // A pop without push (recorded as an error, as on the ungated path): written
+      // when a push now would be.
+      write = !CaptureRangeSet() || DecideWritten(ts, &now, nullptr);
+      if (!CaptureRangeSet()) now = NowNsOrdered(ts);
+    }
+    if (write) Record(ts, kRangePop, domain, Event(), now, false, 0);
   }
   if (d <= 0) return -1;
   return --d;
 }
 
 __attribute__((noinline)) nvtxRangeId_t GatedStart(ThreadState* ts, uint16_t domain, const Event& ev) {
-  uint64_t id = ts->range_hi | (++ts->range_counter & (kWrittenRangeBit - 1));
-  if (DomainDisabled(domain)) return id;
-  if (!(g_gate.load(std::memory_order_relaxed) & kGateCapture)) {
-    Record(ts, kRangeStart, domain, ev, NowNs(ts), true, id);
-    return id;
+  uint64_t id = NextRangeId(ts);
+  if (DomainDisabled(domain)) return id | kSkippedRangeBit;
+  uint64_t now = 0;
+  if (CaptureRangeSet()) {
+    const WindowOpener opener{ts, domain, 0, id, ev.msg_kind, ev.msg};
+    if (!DecideWritten(ts, &now, &opener)) return id | kSkippedRangeBit;
+  } else {
+    now = NowNsOrdered(ts);
   }
-  if (Capturing() || TryOpenWindow(domain, ev.msg_kind, ev.msg, ts, 0, id | kWrittenRangeBit)) {
-    id |= kWrittenRangeBit;
-    Record(ts, kRangeStart, domain, ev, NowNs(ts), true, id);
-  }
+  Record(ts, kRangeStart, domain, ev, now, true, id);
   return id;
 }
 
 __attribute__((noinline)) void GatedEnd(ThreadState* ts, uint16_t domain, nvtxRangeId_t id) {
+  if (DomainDisabled(domain) || (id & kSkippedRangeBit)) return;
+  if (CaptureRangeSet()) CloseStartWindowIfOpener(id);
+  Record(ts, kRangeEnd, domain, Event(), NowNsOrdered(ts), true, id);
+}
+
+__attribute__((noinline)) void GatedMark(ThreadState* ts, uint16_t domain, const Event& ev) {
   if (DomainDisabled(domain)) return;
-  if (!(g_gate.load(std::memory_order_relaxed) & kGateCapture)) {
-    Record(ts, kRangeEnd, domain, Event(), NowNs(ts), true, id);
-    return;
+  uint64_t now = 0;
+  if (CaptureRangeSet()) {
+    if (!DecideWritten(ts, &now, nullptr)) return;
+  } else {
+    now = NowNsOrdered(ts);
   }
-  // Written: ranges of ours whose start was written (the fallback ids of exiting threads
-  // carry bit 63 and are never written while a capture range is set).
-  if ((id & kWrittenRangeBit) && !(id >> 63)) {
-    Record(ts, kRangeEnd, domain, Event(), NowNs(ts), true, id);
-    NoteEnd(id);
-  }
+  Record(ts, kMark, domain, ev, now, false, 0);
 }
 
 // ---- generic implementations ----
+// Push/pop stamp with the plain clock read (a thread's own nesting); start, end and mark
+// with the ordered one (a range id or a mark may follow another thread's event).
 
 int PushImpl(uint16_t domain, const Event& ev) {
-  Call call;
-  ThreadState* ts = call.ts();
+  EntryGuard guard;
+  ThreadState* ts = guard.ts();
   if (!ts) {
     CountDrop();
     return NVTX_NO_PUSH_POP_TRACKING;
   }
-  if (GateActive()) return GatedPush(ts, domain, ev);
+  if (GateActive() || ts->skipped_open) return GatedPush(ts, domain, ev);
   uint64_t now = NowNs(ts);
   Record(ts, kRangePush, domain, ev, now, false, 0);
-  return DepthSlot(ts, domain)++;
+  return Depth(ts, domain)++;
 }
 
 int PopImpl(uint16_t domain) {
-  Call call;
-  ThreadState* ts = call.ts();
+  EntryGuard guard;
+  ThreadState* ts = guard.ts();
   if (!ts) {
     CountDrop();
     return NVTX_NO_PUSH_POP_TRACKING;
   }
-  if (GateActive()) return GatedPop(ts, domain);
+  if (GateActive() || ts->skipped_open) return GatedPop(ts, domain);
   uint64_t now = NowNs(ts);
   Record(ts, kRangePop, domain, Event(), now, false, 0);
-  int32_t& d = DepthSlot(ts, domain);
+  int32_t& d = Depth(ts, domain);
   if (d <= 0) return -1;  // pop without push: recorded, reported as an error
   return --d;
 }
 
 nvtxRangeId_t StartImpl(uint16_t domain, const Event& ev) {
-  Call call;
-  ThreadState* ts = call.ts();
+  EntryGuard guard;
+  ThreadState* ts = guard.ts();
   if (!ts) {
     CountDrop();
     return FallbackRangeId();
   }
   if (GateActive()) return GatedStart(ts, domain, ev);
-  uint64_t now = NowNs(ts);
-  uint64_t id = ts->range_hi | (++ts->range_counter & ((uint64_t(1) << kRangeCounterBits) - 1));
+  uint64_t now = NowNsOrdered(ts);
+  uint64_t id = NextRangeId(ts);
   Record(ts, kRangeStart, domain, ev, now, true, id);
   return id;
 }
 
 void EndImpl(uint16_t domain, nvtxRangeId_t id) {
-  Call call;
-  ThreadState* ts = call.ts();
+  EntryGuard guard;
+  ThreadState* ts = guard.ts();
   if (!ts) {
-    CountDrop();
+    if (!(id & kSkippedRangeBit)) CountDrop();
     return;
   }
   if (GateActive()) return GatedEnd(ts, domain, id);
-  uint64_t now = NowNs(ts);
+  if (id & kSkippedRangeBit) return;  // its start was not written (decided at the start)
+  uint64_t now = NowNsOrdered(ts);
   Record(ts, kRangeEnd, domain, Event(), now, true, id);
 }
 
 void MarkImpl(uint16_t domain, const Event& ev) {
-  Call call;
-  ThreadState* ts = call.ts();
+  EntryGuard guard;
+  ThreadState* ts = guard.ts();
   if (!ts) {
     CountDrop();
     return;
   }
-  if (GateActive() && (DomainDisabled(domain) || !Capturing())) return;
-  uint64_t now = NowNs(ts);
+  if (GateActive()) return GatedMark(ts, domain, ev);
+  uint64_t now = NowNsOrdered(ts);
   Record(ts, kMark, domain, ev, now, false, 0);
 }
 
@@ -369,6 +376,17 @@ inline Event AttrEvent(const nvtxEventAttributes_t* a) {
 
 inline size_t SafeLen(const char* s) { return s ? strlen(s) : 0; }
 
+// Registrations (names, strings, domains) hold an EntryGuard too: one that re-enters the
+// recorder on its thread (from a signal handler) is dropped, counted, and gets a handle
+// that is still usable (a string id never defined, the default domain).
+#define NVTXREC_REGISTRATION(fallback) \
+  EntryGuard guard;                    \
+  if (guard.reentered()) {             \
+    CountDrop();                       \
+    return fallback;                   \
+  }                                    \
+  static_assert(true, "")
+
 // ---- NVTX_CB_MODULE_CORE ----
 
 void NVTX_API MarkEx(const nvtxEventAttributes_t* a) { MarkImpl(0, AttrEvent(a)); }
@@ -383,13 +401,21 @@ int NVTX_API RangePushA(const char* m) { return PushImpl(0, AsciiEvent(m)); }
 int NVTX_API RangePushW(const wchar_t* m) { return PushImpl(0, UnicodeEvent(m)); }
 int NVTX_API RangePop(void) { return PopImpl(0); }
 
-void NVTX_API NameCategoryA(uint32_t category, const char* name) { NameCategory(0, category, name, SafeLen(name)); }
+void NVTX_API NameCategoryA(uint32_t category, const char* name) {
+  NVTXREC_REGISTRATION();
+  NameCategory(0, category, name, SafeLen(name));
+}
 void NVTX_API NameCategoryW(uint32_t category, const wchar_t* name) {
+  NVTXREC_REGISTRATION();
   std::string s = Utf32ToUtf8String(name, MaxStringBytes());
   NameCategory(0, category, s.data(), s.size());
 }
-void NVTX_API NameOsThreadA(uint32_t tid, const char* name) { NameOsThread(tid, name, SafeLen(name)); }
+void NVTX_API NameOsThreadA(uint32_t tid, const char* name) {
+  NVTXREC_REGISTRATION();
+  NameOsThread(tid, name, SafeLen(name));
+}
 void NVTX_API NameOsThreadW(uint32_t tid, const wchar_t* name) {
+  NVTXREC_REGISTRATION();
   std::string s = Utf32ToUtf8String(name, MaxStringBytes());
   NameOsThread(tid, s.data(), s.size());
 }
@@ -416,20 +442,24 @@ nvtxResourceHandle_t NVTX_API DomainResourceCreate(nvtxDomainHandle_t, nvtxResou
 void NVTX_API DomainResourceDestroy(nvtxResourceHandle_t) {}
 
 void NVTX_API DomainNameCategoryA(nvtxDomainHandle_t d, uint32_t category, const char* name) {
+  NVTXREC_REGISTRATION();
   if (DomainId(d) == kDisabledDomain) return;
   NameCategory(DomainId(d), category, name, SafeLen(name));
 }
 void NVTX_API DomainNameCategoryW(nvtxDomainHandle_t d, uint32_t category, const wchar_t* name) {
+  NVTXREC_REGISTRATION();
   if (DomainId(d) == kDisabledDomain) return;
   std::string s = Utf32ToUtf8String(name, MaxStringBytes());
   NameCategory(DomainId(d), category, s.data(), s.size());
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t d, const char* s) {
+  NVTXREC_REGISTRATION(reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocStringId())));
   if (DomainId(d) == kDisabledDomain) return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocStringId()));
   uint32_t id = RegisterString(DomainId(d), s, SafeLen(s));
   return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(id));
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t d, const wchar_t* s) {
+  NVTXREC_REGISTRATION(reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocStringId())));
   if (DomainId(d) == kDisabledDomain) return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocStringId()));
   std::string u = Utf32ToUtf8String(s, MaxStringBytes());
   uint32_t id = RegisterString(DomainId(d), u.data(), u.size());
@@ -443,12 +473,17 @@ nvtxDomainHandle_t CreateDomainHandle(const char* name, size_t len) {
   }
   return DomainHandle(CreateDomain(name, len));
 }
-nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) { return CreateDomainHandle(name, SafeLen(name)); }
+nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
+  NVTXREC_REGISTRATION(nullptr);
+  return CreateDomainHandle(name, SafeLen(name));
+}
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
+  NVTXREC_REGISTRATION(nullptr);
   std::string u = Utf32ToUtf8String(name, MaxStringBytes());
   return CreateDomainHandle(u.data(), u.size());
 }
 void NVTX_API DomainDestroy(nvtxDomainHandle_t d) {
+  NVTXREC_REGISTRATION();
   uint16_t id = DomainId(d);
   if (id && id != kDisabledDomain) DestroyDomain(id);
 }

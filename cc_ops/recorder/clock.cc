@@ -208,7 +208,7 @@ uint64_t ClockNowSlow(ClockLine* line) {
   for (int waited = 0;; ++waited) {
     const uint32_t seq = g_latch.load(std::memory_order_acquire);
     const ClockLine cur = ReadShared();
-    uint64_t delta = ReadTsc() - cur.base_tsc;
+    uint64_t delta = ReadTscOrdered() - cur.base_tsc;
     // Before the anchor by less than a span (another CPU's counter a few cycles behind, a
     // read issued early): the anchor itself, so that no value precedes the line's start.
     if (int64_t(delta) < 0 && uint64_t(-int64_t(delta)) < cur.span) delta = 0;

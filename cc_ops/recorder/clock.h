@@ -80,6 +80,21 @@ inline uint64_t ReadTsc() {
 #endif
 }
 
+// An ordered read, for events that another thread may have caused: rdtscp waits until every
+// earlier instruction has executed and every earlier load is globally visible, so a read
+// that follows an acquire (a range id handed over by another thread, a window opened
+// there) is not taken before it. A plain rdtsc may execute ahead of that load and stamp
+// an end before its start (tests/test_review_defects.py, clk_pp). Writes need no fence:
+// the reading instruction retires before any later store becomes visible.
+inline uint64_t ReadTscOrdered() {
+#if NVTXREC_HAVE_TSC
+  unsigned int aux;
+  return __rdtscp(&aux);
+#else
+  return 0;
+#endif
+}
+
 inline uint64_t LineNs(const ClockLine& line, uint64_t delta) {
   return line.base_ns + uint64_t((static_cast<unsigned __int128>(delta) * line.mult) >> kClockShift);
 }
@@ -96,10 +111,15 @@ extern std::atomic<uint32_t> g_clock_source;
 uint64_t ClockNowSlow(ClockLine* line);
 
 // The hot path: a thread's copy of the line; clock_gettime inline when that is the
-// source (no call on the way); else ClockNowSlow.
+// source (no call on the way); else ClockNowSlow. kOrdered: ReadTscOrdered (start, end,
+// marks and every event of the gated paths); else the plain read (push/pop: a thread's
+// own nesting, ordered by program order). clock_gettime is ordered either way (the
+// vDSO fences its own read); ClockNowSlow always reads ordered.
+template <bool kOrdered>
 NVTXREC_INLINE uint64_t ClockNow(ClockLine* line) {
   if (NVTXREC_LIKELY(line->span != 0)) {
-    const uint64_t delta = ReadTsc() - line->base_tsc;  // a TSC below the anchor wraps: slow path
+    const uint64_t tsc = kOrdered ? ReadTscOrdered() : ReadTsc();
+    const uint64_t delta = tsc - line->base_tsc;  // a TSC below the anchor wraps: slow path
     if (NVTXREC_LIKELY(delta < line->span)) return LineNs(*line, delta);
   } else if (g_clock_source.load(std::memory_order_relaxed) == kClockMonotonic) {
     return MonotonicNs();

@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
 #include <string>
 #include <vector>
 
@@ -13,8 +17,6 @@
 namespace nvtx_recorder {
 
 std::atomic<uint32_t> g_gate{0};
-// 1 when events are written: no capture range set, or inside a window.
-std::atomic<int> g_capturing{1};
 
 namespace {
 
@@ -37,7 +39,11 @@ struct CaptureConfig {
 // Published once complete; replaced configurations are leaked (a callback may hold one).
 std::atomic<CaptureConfig*> g_capture{nullptr};
 std::atomic<uint64_t> g_windows{0};
-// The range that opened the current window.
+// The window: (generation << 1) | open. The generation grows at every opening, so an
+// event that read "open" twice knows it was the same window (DecideWritten).
+std::atomic<uint64_t> g_window{0};
+// The range that opened the current window (written under the recorder mutex; read
+// without it only as a first filter, then checked again under it).
 std::atomic<int> g_win_kind{0};
 std::atomic<void*> g_win_thread{nullptr};
 std::atomic<uint32_t> g_win_domain{0};
@@ -148,7 +154,8 @@ int SetCaptureRange(const char* spec, const char* end) {
   if (!spec || !*spec) {
     g_capture.store(nullptr, std::memory_order_release);
     g_gate.fetch_and(~kGateCapture, std::memory_order_relaxed);
-    g_capturing.store(1, std::memory_order_release);
+    g_win_kind.store(0, std::memory_order_relaxed);
+    g_window.store((g_window.load(std::memory_order_relaxed) | 1) + 1, std::memory_order_release);  // closed
     return 0;
   }
   CaptureConfig* c = new (std::nothrow) CaptureConfig();
@@ -177,7 +184,7 @@ int SetCaptureRange(const char* spec, const char* end) {
   ForEachRegisteredString([c](uint16_t domain, uint32_t id, const std::string& text) {
     if (text == c->name && MatchesDomain(c, domain)) AddString(c, id);
   });
-  g_capturing.store(0, std::memory_order_release);
+  g_window.store((g_window.load(std::memory_order_relaxed) | 1) + 1, std::memory_order_release);  // closed
   g_windows.store(0, std::memory_order_relaxed);
   g_win_kind.store(0, std::memory_order_relaxed);
   g_capture.store(c, std::memory_order_release);
@@ -187,7 +194,7 @@ int SetCaptureRange(const char* spec, const char* end) {
 
 uint64_t CaptureWindowsOpened() { return g_windows.load(std::memory_order_relaxed); }
 bool CaptureWindowOpen() {
-  return g_capture.load(std::memory_order_acquire) != nullptr && g_capturing.load(std::memory_order_acquire);
+  return g_capture.load(std::memory_order_acquire) != nullptr && (g_window.load(std::memory_order_acquire) & 1);
 }
 
 void ConfigureGateFromEnvironment() {
@@ -237,48 +244,92 @@ void GateNoteRegisteredString(uint16_t domain, uint32_t id, const char* text, si
   }
 }
 
-bool TryOpenWindow(uint16_t domain, int msg_kind, const void* msg, void* opener, int32_t depth, uint64_t range_id) {
-  CaptureConfig* c = g_capture.load(std::memory_order_acquire);
-  if (!c) return true;  // cleared meanwhile: everything is written again
-  if (!Armed(c) || !MatchesDomain(c, domain) || !MatchesMessage(c, msg_kind, msg)) return false;
-  std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
-  if (g_capture.load(std::memory_order_relaxed) != c) return false;
-  if (g_capturing.load(std::memory_order_relaxed)) return true;  // another thread opened one
+namespace {
+
+// Under the recorder mutex: opens a window for `o` if it names one and windows remain.
+bool OpenWindowLocked(const CaptureConfig* c, ThreadState* ts, uint64_t* now, const WindowOpener& o) {
   if (!Armed(c)) return false;
+  // Stamped before the window is published: no event inside precedes its opener.
+  *now = NowNsOrdered(ts);
   g_windows.fetch_add(1, std::memory_order_relaxed);
-  g_win_kind.store(range_id ? kWindowStart : kWindowPush, std::memory_order_relaxed);
-  g_win_thread.store(opener, std::memory_order_relaxed);
-  g_win_domain.store(domain, std::memory_order_relaxed);
-  g_win_depth.store(depth, std::memory_order_relaxed);
-  g_win_range_id.store(range_id, std::memory_order_relaxed);
-  g_capturing.store(1, std::memory_order_release);
+  g_win_kind.store(o.range_id ? kWindowStart : kWindowPush, std::memory_order_relaxed);
+  g_win_thread.store(o.thread, std::memory_order_relaxed);
+  g_win_domain.store(o.domain, std::memory_order_relaxed);
+  g_win_depth.store(o.depth, std::memory_order_relaxed);
+  g_win_range_id.store(o.range_id, std::memory_order_relaxed);
+  g_window.store((g_window.load(std::memory_order_relaxed) | 1) + 2, std::memory_order_release);
   return true;
 }
 
-namespace {
-void CloseWindow() {
-  CaptureConfig* c = g_capture.load(std::memory_order_acquire);
-  if (!c || c->end_mode == kEndNone) return;
-  std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
-  if (g_capture.load(std::memory_order_relaxed) != c) return;
+// Under the recorder mutex: closes the window (unless the end mode keeps it open). The
+// exchange is a locked instruction: the close is visible to every thread before the
+// caller reads the clock for the closing range's end.
+void CloseWindowLocked(const CaptureConfig* c) {
+  if (c->end_mode == kEndNone) return;
   g_win_kind.store(0, std::memory_order_relaxed);
-  g_capturing.store(0, std::memory_order_release);
+  g_window.exchange(g_window.load(std::memory_order_relaxed) & ~uint64_t(1), std::memory_order_seq_cst);
 }
+
+// Keeps the clock read that follows the first load of g_window and precedes the second
+// one in that order (rdtscp waits for earlier loads; the lfence holds back later ones).
+inline void LoadFence() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_lfence();
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
 }  // namespace
 
-void NotePop(void* thread, uint16_t domain, int32_t depth) {
-  if (g_win_kind.load(std::memory_order_relaxed) == kWindowPush &&
-      g_win_thread.load(std::memory_order_relaxed) == thread &&
-      g_win_domain.load(std::memory_order_relaxed) == domain && g_win_depth.load(std::memory_order_relaxed) == depth) {
-    CloseWindow();
+bool DecideWritten(ThreadState* ts, uint64_t* now, const WindowOpener* opener) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const CaptureConfig* c = g_capture.load(std::memory_order_acquire);
+    if (!c) {  // cleared meanwhile: everything is written again
+      *now = NowNsOrdered(ts);
+      return true;
+    }
+    const uint64_t before = g_window.load(std::memory_order_acquire);
+    if (before & 1) {
+      *now = NowNsOrdered(ts);
+      LoadFence();
+      if (g_window.load(std::memory_order_acquire) == before) return true;
+      continue;  // the window closed (or another opened) while stamping: decide again
+    }
+    if (!opener || !Armed(c) || !MatchesDomain(c, opener->domain) ||
+        !MatchesMessage(c, opener->msg_kind, opener->msg)) {
+      return false;
+    }
+    std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
+    if (g_capture.load(std::memory_order_relaxed) != c) continue;
+    if (g_window.load(std::memory_order_relaxed) & 1) continue;  // another thread opened one
+    return OpenWindowLocked(c, ts, now, *opener);
   }
+  return false;  // the window kept changing under this event: counted as outside
 }
 
-void NoteEnd(uint64_t range_id) {
-  if (g_win_kind.load(std::memory_order_relaxed) == kWindowStart &&
-      g_win_range_id.load(std::memory_order_relaxed) == range_id) {
-    CloseWindow();
-  }
+void ClosePushWindowIfOpener(void* thread, uint16_t domain, int32_t depth) {
+  auto matches = [&] {
+    return g_win_kind.load(std::memory_order_relaxed) == kWindowPush &&
+           g_win_thread.load(std::memory_order_relaxed) == thread &&
+           g_win_domain.load(std::memory_order_relaxed) == domain &&
+           g_win_depth.load(std::memory_order_relaxed) == depth;
+  };
+  if (!matches()) return;
+  std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
+  const CaptureConfig* c = g_capture.load(std::memory_order_relaxed);
+  if (c && matches()) CloseWindowLocked(c);
+}
+
+void CloseStartWindowIfOpener(uint64_t range_id) {
+  auto matches = [&] {
+    return g_win_kind.load(std::memory_order_relaxed) == kWindowStart &&
+           g_win_range_id.load(std::memory_order_relaxed) == range_id;
+  };
+  if (!matches()) return;
+  std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
+  const CaptureConfig* c = g_capture.load(std::memory_order_relaxed);
+  if (c && matches()) CloseWindowLocked(c);
 }
 
 }  // namespace nvtx_recorder

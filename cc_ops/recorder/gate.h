@@ -15,7 +15,8 @@
 // * only ranges that start inside a window are written, with every thread's events; a
 //   range opened before the window and closed inside is dropped (start and end), one
 //   opened inside keeps its real end even after the window closed (nsys cuts it at the
-//   window's end); marks are written inside windows only;
+//   window's end); marks are written inside windows only; a range open when the capture
+//   range is set (or cleared) keeps the fate it had at its start: written (or not);
 // * definitions (domains, registered strings, categories, thread names) are always
 //   written, so events inside a window resolve;
 // * end mode: stop (one window), repeat[:N] (up to N windows, 0: no limit), none (the
@@ -35,6 +36,7 @@
 #include <atomic>
 
 #include "recorder/recorder_internal.h"
+#include "recorder/segment_writer.h"
 
 namespace nvtx_recorder {
 
@@ -44,10 +46,9 @@ extern std::atomic<uint32_t> g_gate;
 
 // Domain id of the handle handed out for excluded domains (never a real domain's id).
 constexpr uint16_t kDisabledDomain = 0xFFFF;
-// Bit of a start/end range id: the start was written (only while a capture range is set).
-constexpr uint64_t kWrittenRangeBit = uint64_t(1) << 39;
 
 inline bool GateActive() { return NVTXREC_UNLIKELY(g_gate.load(std::memory_order_relaxed) != 0); }
+inline bool CaptureRangeSet() { return (g_gate.load(std::memory_order_relaxed) & kGateCapture) != 0; }
 
 // Reads NVTX_TF_CAPTURE_RANGE, NVTX_TF_CAPTURE_RANGE_END, NVTX_TF_DOMAIN_INCLUDE and
 // NVTX_TF_DOMAIN_EXCLUDE once.
@@ -71,16 +72,44 @@ inline bool DomainDisabled(uint16_t domain) {
 void GateNoteDomain(uint16_t id, const char* name, size_t len);
 void GateNoteRegisteredString(uint16_t domain, uint32_t id, const char* text, size_t len);
 
-// ---- capture decisions (callbacks.cc) ----
-// A push/start that is not inside a window: does it open one? (message as in Event)
-bool TryOpenWindow(uint16_t domain, int msg_kind, const void* msg, void* opener, int32_t depth, uint64_t range_id);
-// After a pop at `depth` / an end of `range_id` was handled: closes the window it ends.
-void NotePop(void* thread, uint16_t domain, int32_t depth);
-void NoteEnd(uint64_t range_id);
+// ---- capture decisions (callbacks.cc; only while a capture range is set) ----
+//
+// A range's fate is decided at its start and kept to its end: a push that is not
+// written sets its (domain, depth) bit in the thread's FateTable (segment_writer.h), a
+// start that is not written carries kSkippedRangeBit in its id; their pop / end is then
+// not written either, whatever the window's state by then, and every other pop / end is.
+//
+// Time: a written event's timestamp lies inside its window, [the opening range's start,
+// the closing range's end], also when threads race the opening or closing: the opener
+// stamps its range before it publishes the window; an event inside reads the window's
+// state, then the clock (ordered), then the state again, and counts as inside only if
+// the same window was open both times; the closing range publishes the close (a locked
+// exchange) before it reads the clock for its end (CloseWindowIfOpener).
 
-// Whether an event now is written: no capture range set, or inside a window.
-extern std::atomic<int> g_capturing;
-inline bool Capturing() { return g_capturing.load(std::memory_order_acquire) != 0; }
+// Where the thread's event, `*now` being its time, is written: inside an open window,
+// or opening one (a push / start, `opener` non-null, whose message names the window).
+// May re-read *now (an event that finds a window opened meanwhile is stamped after it).
+struct WindowOpener {
+  void* thread;
+  uint16_t domain;
+  int32_t depth;      // push windows
+  uint64_t range_id;  // start windows (0 for a push)
+  int msg_kind;       // as in callbacks.cc's Event
+  const void* msg;
+};
+bool DecideWritten(ThreadState* ts, uint64_t* now, const WindowOpener* opener);
+
+// The pop of (thread, domain, depth) / the end of range_id: closes the window it opened.
+// Call before the clock is read for that pop / end.
+void ClosePushWindowIfOpener(void* thread, uint16_t domain, int32_t depth);
+void CloseStartWindowIfOpener(uint64_t range_id);
+
+// The thread's fate bits (segment_writer.h's FateTable). MarkSkipped: the push at
+// (domain, depth) was not written (false when no memory: the caller then writes it).
+// TakeSkipped: whether it was not, clearing the bit. ReleaseFates: thread exit.
+bool MarkSkipped(ThreadState* ts, uint16_t domain, int32_t depth);
+bool TakeSkipped(ThreadState* ts, uint16_t domain, int32_t depth);
+void ReleaseFates(ThreadState* ts);
 
 }  // namespace nvtx_recorder
 

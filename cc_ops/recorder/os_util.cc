@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -13,6 +14,21 @@
 namespace nvtx_recorder {
 
 int64_t GetTid() { return static_cast<int64_t>(syscall(SYS_gettid)); }
+
+void* MapZeroed(size_t n) {
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void UnmapMemory(void* p, size_t n) {
+  if (p) munmap(p, n);
+}
+
+void* RemapMemory(void* p, size_t old_n, size_t n) {
+  if (!p) return MapZeroed(n);
+  void* q = mremap(p, old_n, n, MREMAP_MAYMOVE);
+  return q == MAP_FAILED ? nullptr : q;
+}
 
 int MakeDirs(const char* path) {
   size_t n = strlen(path);

@@ -27,6 +27,16 @@ size_t ReadProcLine(const char* path, char* buf, size_t cap);
 // the process. The recorder never goes past it: true when a file may extend to `end`.
 bool FileLimitAllows(uint64_t end);
 
+// Zeroed private anonymous memory of `n` bytes (pages materialize when first touched),
+// null on failure; freed with UnmapMemory. The recorder's per-thread memory comes from
+// here rather than malloc: an NVTX event may come from a signal handler that
+// interrupted malloc on the same thread, and mmap is a plain system call.
+void* MapZeroed(size_t n);
+void UnmapMemory(void* p, size_t n);
+// Grows (or creates, when p is null) such a mapping to `n` bytes, keeping its contents;
+// null on failure (p is then left as it was).
+void* RemapMemory(void* p, size_t old_n, size_t n);
+
 // Writes all n bytes at offset off (retrying short writes and EINTR); false on error.
 bool PwriteAll(int fd, const void* buf, size_t n, uint64_t off);
 

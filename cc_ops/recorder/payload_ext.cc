@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "recorder/os_util.h"
+
 // After callbacks.h (NVTX_NO_IMPL, through payload_ext.h): types and ids only.
 #include <nvtx3/nvToolsExtPayload.h>
 
@@ -121,14 +123,14 @@ uint64_t StringUnit(uint64_t t) {
   return t == NVTX_PAYLOAD_ENTRY_TYPE_CSTRING_UTF16 ? 2 : t == NVTX_PAYLOAD_ENTRY_TYPE_CSTRING_UTF32 ? 4 : 1;
 }
 
-// Writes one kPayloadSchema record (a registering thread; dropped when there is no space).
+// Writes one kPayloadSchema record (the registering thread, inside its EntryGuard;
+// dropped when there is no space or no thread state).
 void WriteSchemaRecord(uint16_t domain, const std::string& body) {
-  ThreadState* ts = GetThreadState();
-  if (!ts || ts->busy || body.size() > MaxStringBytes()) {
+  ThreadState* ts = t_state;
+  if (!ts || body.size() > MaxStringBytes()) {
     CountDrop();
     return;
   }
-  ts->busy = 1;
   uint32_t padded = uint32_t(Pad8(body.size()));
   uint32_t n = 16 + padded;
   uint8_t* p = Reserve(ts, n);
@@ -141,7 +143,6 @@ void WriteSchemaRecord(uint16_t domain, const std::string& body) {
   } else {
     CountDrop();
   }
-  ts->busy = 0;
 }
 
 void AppendName(std::string* out, const char* s) {
@@ -181,6 +182,11 @@ size_t SafeReadString(const void* src, char* buf, size_t cap, bool* terminated) 
 }  // namespace
 
 uint64_t NVTX_API PayloadSchemaRegister(nvtxDomainHandle_t domain_handle, const void* attr_ptr) {
+  EntryGuard guard;  // re-entered from a signal handler: not registered (segment_writer.h)
+  if (guard.reentered()) {
+    CountDrop();
+    return 0;
+  }
   const auto* attr = static_cast<const nvtxPayloadSchemaAttr_t*>(attr_ptr);
   if (!attr) return 0;
   const uint16_t domain = DomainOf(domain_handle);
@@ -300,6 +306,11 @@ uint64_t NVTX_API PayloadSchemaRegister(nvtxDomainHandle_t domain_handle, const 
 }
 
 uint64_t NVTX_API PayloadEnumRegister(nvtxDomainHandle_t domain_handle, const void* attr_ptr) {
+  EntryGuard guard;  // re-entered from a signal handler: not registered (segment_writer.h)
+  if (guard.reentered()) {
+    CountDrop();
+    return 0;
+  }
   const auto* attr = static_cast<const nvtxPayloadEnumAttr_t*>(attr_ptr);
   if (!attr) return 0;
   const uint16_t domain = DomainOf(domain_handle);
@@ -342,8 +353,9 @@ uint64_t NVTX_API PayloadEnumRegister(nvtxDomainHandle_t domain_handle, const vo
 }
 
 uint32_t BuildPayloadBlock(uint16_t domain, const void* data, int32_t count, const uint8_t** out) {
-  static __thread uint8_t* t_buf = nullptr;  // one per thread, kMaxExtPayloadBytes, never freed
-  if (!t_buf) t_buf = static_cast<uint8_t*>(calloc(1, kMaxExtPayloadBytes));
+  // One per thread, kMaxExtPayloadBytes, never freed; mapped, not malloc'ed (os_util.h).
+  static __thread uint8_t* t_buf = nullptr;
+  if (!t_buf) t_buf = static_cast<uint8_t*>(MapZeroed(kMaxExtPayloadBytes));
   if (!t_buf) return 0;
   *out = t_buf;
   uint32_t cap = kMaxExtPayloadBytes;
@@ -373,16 +385,12 @@ uint32_t BuildPayloadBlock(uint16_t domain, const void* data, int32_t count, con
     budget -= padded;
   }
   // Pointer C strings of registered schemas, copied safely, with what space is left.
-  for (uint32_t i = 0; i < n; ++i) {
-    std::vector<uint64_t> ptrs;
-    {
-      std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
-      if (!g_schemas) break;
-      auto it = g_schemas->find({domain, pd[i].schemaId});
-      if (it == g_schemas->end()) continue;
-      ptrs = it->second.string_ptrs;
-    }
-    for (uint64_t off : ptrs) {
+  // (under the recorder mutex while the schema's offsets are read: no copy, no malloc)
+  std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
+  for (uint32_t i = 0; i < n && g_schemas; ++i) {
+    auto it = g_schemas->find({domain, pd[i].schemaId});
+    if (it == g_schemas->end()) continue;
+    for (uint64_t off : it->second.string_ptrs) {
       if (!pd[i].payload || off + 8 > pd[i].size) continue;
       if (pos + sizeof(PayloadEntryHeader) + 8 > cap) break;
       const void* str;

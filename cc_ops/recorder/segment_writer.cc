@@ -10,9 +10,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <memory>
-#include <new>
-
 #include "recorder/config.h"
 #include "recorder/os_util.h"
 #include "recorder/registry.h"
@@ -67,10 +64,39 @@ bool FailEpoch(uint32_t epoch) {
   return false;
 }
 
+// The current segment's header page is mapped at one address for the whole process,
+// each new segment's header mapped over the previous one (MAP_FIXED replaces it in one
+// step): a thread racing a segment switch still writes valid memory when it counts a
+// drop (into the old segment's header or the new one's), and the process holds one
+// such mapping however many segments it opens (before: one leaked 4 KiB mapping per
+// segment, each keeping its file's disk space after the file was deleted).
+uint8_t* g_header_page = nullptr;  // under RecorderMutex(); never unmapped
+
+SegmentHeader* MapHeaderLocked(int fd) {
+  void* want = g_header_page;
+  const int fixed = want ? MAP_FIXED : 0;
+  void* m = mmap(want, kSegmentHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED | fixed, fd, 0);
+  if (m == MAP_FAILED) return nullptr;
+  g_header_page = static_cast<uint8_t*>(m);
+  return static_cast<SegmentHeader*>(m);
+}
+
+// No file behind the header page any more (a forked child's inherited mapping of its
+// parent's file): anonymous memory in its place, at the same address.
+void DetachHeaderLocked() {
+  if (!g_header_page) return;
+  void* m =
+      mmap(g_header_page, kSegmentHeaderSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  if (m == MAP_FAILED) {  // keep the address reserved at least
+    munmap(g_header_page, kSegmentHeaderSize);
+    g_header_page = nullptr;
+  }
+}
+
 void CloseSegmentLocked() {
   g_drop_slot.store(nullptr, std::memory_order_release);
   if (g_seg.fd >= 0) close(g_seg.fd);
-  // g_seg.header stays mapped (4 KiB, leaked): a thread may still count a drop into it.
+  // The header page stays mapped until the next segment's header replaces it.
   g_seg = Segment();
 }
 
@@ -124,22 +150,22 @@ bool OpenSegmentLocked(uint32_t epoch) {
   CloseSegmentLocked();
   const char* dir = OutputDirLocked();
   if (!dir) return false;
-  std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[kSegmentHeaderSize]());
-  if (!buf) return false;
-  SegmentHeader* h = reinterpret_cast<SegmentHeader*>(buf.get());
+  // (static, under the mutex: no malloc on the way to an event's record)
+  alignas(8) static uint8_t buf[kSegmentHeaderSize];
+  memset(buf, 0, sizeof(buf));
+  SegmentHeader* h = reinterpret_cast<SegmentHeader*>(buf);
   FillSegmentHeader(h);
   if (!FileLimitAllows(kSegmentHeaderSize)) return false;
   ScopedFd fd(CreateSegmentFile(dir, h));
   if (fd.get() < 0) return false;
-  if (!PwriteAll(fd.get(), buf.get(), kSegmentHeaderSize, 0)) return false;
+  if (!PwriteAll(fd.get(), buf, kSegmentHeaderSize, 0)) return false;
   g_seg.fd = fd.release();
   g_seg.epoch = epoch;
   g_seg.file_size = kSegmentHeaderSize;
   g_seg.need_globals = true;
   // The header page is backed (written above): stores into it cannot fault.
-  void* m = mmap(nullptr, kSegmentHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED, g_seg.fd, 0);
-  if (m != MAP_FAILED) {
-    g_seg.header = static_cast<SegmentHeader*>(m);
+  if (SegmentHeader* m = MapHeaderLocked(g_seg.fd)) {
+    g_seg.header = m;
     uint64_t pending = g_pending_drops.exchange(0, std::memory_order_relaxed);
     if (pending) __atomic_fetch_add(&g_seg.header->dropped_events, pending, __ATOMIC_RELAXED);
     g_drop_slot.store(&g_seg.header->dropped_events, std::memory_order_release);
@@ -303,7 +329,7 @@ void SegmentWriterAfterForkInChild() {
   g_drop_slot.store(nullptr, std::memory_order_relaxed);
   g_pending_drops.store(0, std::memory_order_relaxed);
   g_dropped_total.store(0, std::memory_order_relaxed);
-  if (g_seg.header) munmap(g_seg.header, kSegmentHeaderSize);
+  DetachHeaderLocked();
   if (g_seg.fd >= 0) close(g_seg.fd);
   g_seg = Segment();
   g_parent_pid = g_process_start_ns ? int64_t(getppid()) : 0;

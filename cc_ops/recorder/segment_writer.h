@@ -26,9 +26,10 @@
 
 namespace nvtx_recorder {
 
-constexpr int kStringCacheSize = 1024;            // direct-mapped, per thread
-constexpr uint32_t kMaxCachedStringBytes = 1024;  // longer texts are defined per use
-constexpr int kDepthSlots = 256;                  // push/pop depth per domain id (mod slots)
+constexpr int kStringCacheSize = 1024;              // direct-mapped, per thread
+constexpr uint32_t kMaxCachedStringBytes = 1024;    // longer texts are defined per use
+constexpr uint32_t kStringArenaBytes = 256 * 1024;  // the cached copies (string_table.cc)
+constexpr int kDomainIds = 65536;                   // push/pop depth: one counter per domain id
 constexpr uint32_t kMaxEventRecordBytes = 40;
 // Chunks are brought into the page cache window by window as the thread fills them (see
 // Prefault in segment_writer.cc): cheap page faults on the hot path, and at most one
@@ -42,7 +43,7 @@ struct StringCacheEntry {
   uint64_t hash;
   uint32_t len;
   uint32_t id;  // 0: empty slot
-  char* text;   // owned copy (malloc)
+  char* text;   // copy in the thread's string arena
 };
 
 // First-level message cache keyed by the caller's pointer; a hit is confirmed by
@@ -54,16 +55,35 @@ struct PointerCacheEntry {
 };
 constexpr int kPointerCacheSize = 256;
 
+// Which open push/pop ranges of a thread were not written (a capture range was set and
+// no window open at their push): one bit per (domain, depth), in an open-addressing
+// table of 64-bit words keyed by (domain, depth / 64), in memory of its own (gate.cc).
+// A set bit means "skipped"; only open skipped ranges have their bit set, so a push
+// written, or made while no capture range was set, needs no bit at all.
+struct FateWord {
+  uint64_t key;  // ((domain << 32) | depth / 64) + 1; 0: empty
+  uint64_t bits;
+};
+struct FateTable {
+  FateWord* words;    // null until the first skipped push
+  uint32_t capacity;  // power of two
+  uint32_t used;
+};
+
+// Every thread that records owns one, in zeroed memory of its own (MapZeroed: never
+// malloc, see os_util.h); its pages materialize as they are touched (depth[] is large
+// and mostly untouched).
 struct ThreadState {
   // Hot fields first.
   uint8_t* chunk;         // currently mapped chunk, or null
   uint32_t pos;           // offset of the next record inside the chunk
   uint32_t limit;         // end of the prefaulted part of the chunk (0: no chunk)
   uint32_t chunk_end;     // chunk size when a chunk is mapped, else 0
+  uint32_t skipped_open;  // open push/pop ranges not written (FateTable bits set)
   uint64_t chunk_offset;  // file offset of the chunk
   uint32_t epoch;         // epoch the chunk belongs to (0: none yet)
   uint32_t gen;           // bumped whenever the thread switches segment
-  uint32_t busy;          // re-entrancy guard (signal handlers)
+  uint32_t busy;          // inside an entry point (re-entrancy guard: signal handlers)
   uint32_t in_segment;    // has claimed a chunk in the current segment
   uint64_t range_hi;      // (thread serial + 1) << kRangeCounterBits
   uint64_t range_counter;
@@ -76,18 +96,22 @@ struct ThreadState {
   uint64_t serial;    // process-wide thread serial (ChunkHeader.thread_serial - 1)
   ThreadState* next;  // list of live thread states (under RecorderMutex)
   ThreadState* prev;
-  char* scratch;  // UTF-32 -> UTF-8 conversion buffer
+  char* scratch;  // UTF-32 -> UTF-8 conversion buffer (MapZeroed)
   size_t scratch_cap;
-  int32_t depth[kDepthSlots];
+  char* arena;  // kStringArenaBytes for the cache's copies (MapZeroed, on first use)
+  uint32_t arena_used;
+  FateTable fates;
   PointerCacheEntry ptr_cache[kPointerCacheSize];
   StringCacheEntry cache[kStringCacheSize];
-  // Only with a capture range (gate.h), last so the hot fields keep their places: bit d of
-  // written[slot] is set when the push at depth d was written, so that its pop is written
-  // too (and no other pop).
-  uint64_t written[kDepthSlots];
+  int32_t depth[kDomainIds];  // push/pop nesting depth per domain id
 };
 
+// A start/end range id: (thread serial + 1) << kRangeCounterBits | bit 39: the start was
+// not written (a capture range was set and no window open, or its domain is filtered
+// out: its end is not written either, wherever it happens) | a 39-bit counter.
 constexpr int kRangeCounterBits = 40;
+constexpr uint64_t kSkippedRangeBit = uint64_t(1) << 39;
+constexpr uint64_t kRangeCounterMask = kSkippedRangeBit - 1;
 
 // ---- process-wide state ----
 extern std::atomic<uint32_t> g_epoch;
@@ -100,7 +124,9 @@ std::recursive_mutex& RecorderMutex();
 // CLOCK_MONOTONIC nanoseconds (clock.h): NowNs(ts) on the hot path, through the thread's
 // copy of the clock's line; NowNs() where there is no thread state at hand. One function
 // of the TSC either way, so timestamps from both are ordered as their reads are.
-NVTXREC_INLINE uint64_t NowNs(ThreadState* ts) { return ClockNow(&ts->clock); }
+// NowNsOrdered(ts) for events another thread may have caused (clock.h: ReadTscOrdered).
+NVTXREC_INLINE uint64_t NowNs(ThreadState* ts) { return ClockNow<false>(&ts->clock); }
+NVTXREC_INLINE uint64_t NowNsOrdered(ThreadState* ts) { return ClockNow<true>(&ts->clock); }
 inline uint64_t NowNs() { return ClockNowShared(); }
 
 inline uint32_t AllocStringId() {
@@ -126,6 +152,37 @@ inline ThreadState* GetThreadState() {
   if (NVTXREC_LIKELY(ts != nullptr)) return ts;
   return CreateThreadState();
 }
+
+// Marks the calling thread as inside the recorder for the guard's lifetime. Every entry
+// point (events, registrations, the control API) holds one: an NVTX call from a signal
+// handler that interrupted another on the same thread finds the thread busy and is
+// dropped (counted), since the interrupted call may hold the recorder mutex, be half way
+// through a record or a registry update. ts() is null when the thread has no state
+// (exiting) or was busy (reentered() then says so).
+class EntryGuard {
+ public:
+  EntryGuard() : ts_(GetThreadState()) {
+    if (ts_) {
+      if (ts_->busy) {
+        ts_ = nullptr;
+        reentered_ = true;
+      } else {
+        ts_->busy = 1;
+      }
+    }
+  }
+  ~EntryGuard() {
+    if (ts_) ts_->busy = 0;
+  }
+  EntryGuard(const EntryGuard&) = delete;
+  EntryGuard& operator=(const EntryGuard&) = delete;
+  ThreadState* ts() const { return ts_; }
+  bool reentered() const { return reentered_; }
+
+ private:
+  ThreadState* ts_;
+  bool reentered_ = false;
+};
 
 // Space for an `n`-byte record (n multiple of 8, n <= chunk payload) in the thread's
 // current chunk of the current segment; null if recording is impossible right now.

@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "recorder/os_util.h"
+
 namespace nvtx_recorder {
 
 using namespace nvtx_record;
@@ -14,11 +16,12 @@ size_t Utf8TruncateLen(const char* s, size_t len, size_t max) {
   return k;
 }
 
+// The scratch buffer grows in whole pages by mremap (no malloc on an event's path).
 static bool GrowScratch(ThreadState* ts, size_t need) {
   if (ts->scratch_cap >= need) return true;
-  size_t cap = ts->scratch_cap ? ts->scratch_cap : 256;
+  size_t cap = ts->scratch_cap ? ts->scratch_cap : 4096;
   while (cap < need) cap *= 2;
-  char* p = static_cast<char*>(realloc(ts->scratch, cap));
+  char* p = static_cast<char*>(RemapMemory(ts->scratch, ts->scratch_cap, cap));
   if (!p) return false;
   ts->scratch = p;
   ts->scratch_cap = cap;
@@ -100,16 +103,35 @@ bool WriteStringDef(ThreadState* ts, uint32_t id, uint16_t domain, const char* s
   return true;
 }
 
+namespace {
+
+// A copy of s[0, len) NUL-terminated in the thread's string arena (mapped on first use);
+// when the arena is full, the whole cache is forgotten and the arena starts over (the
+// texts are defined again at their next use). Null when no memory could be mapped.
+char* ArenaCopy(ThreadState* ts, const char* s, size_t len) {
+  if (!ts->arena) {
+    ts->arena = static_cast<char*>(MapZeroed(kStringArenaBytes));
+    if (!ts->arena) return nullptr;
+    ts->arena_used = 0;
+  }
+  const uint32_t need = uint32_t((len + 1 + 7) & ~size_t(7));
+  if (ts->arena_used + need > kStringArenaBytes) ClearStringCache(ts);
+  char* copy = ts->arena + ts->arena_used;
+  ts->arena_used += need;
+  memcpy(copy, s, len);
+  copy[len] = 0;
+  return copy;
+}
+
+}  // namespace
+
 uint32_t InternSlow(ThreadState* ts, const char* s, size_t len, uint64_t hash) {
   uint32_t id = AllocStringId();
   if (!WriteStringDef(ts, id, 0, s, len)) return 0;
   if (len > kMaxCachedStringBytes) return id;  // long texts: defined at every use
-  StringCacheEntry& e = ts->cache[hash & (kStringCacheSize - 1)];
-  char* copy = static_cast<char*>(malloc(len + 1));
+  char* copy = ArenaCopy(ts, s, len);
   if (!copy) return id;
-  memcpy(copy, s, len);
-  copy[len] = 0;
-  free(e.text);
+  StringCacheEntry& e = ts->cache[hash & (kStringCacheSize - 1)];
   e.text = copy;
   e.hash = hash;
   e.len = uint32_t(len);
@@ -119,14 +141,17 @@ uint32_t InternSlow(ThreadState* ts, const char* s, size_t len, uint64_t hash) {
 
 void ClearStringCache(ThreadState* ts) {
   for (int i = 0; i < kPointerCacheSize; ++i) ts->ptr_cache[i] = PointerCacheEntry{nullptr, 0, 0};
-  for (int i = 0; i < kStringCacheSize; ++i) {
-    StringCacheEntry& e = ts->cache[i];
-    free(e.text);
-    e.text = nullptr;
-    e.id = 0;
-    e.hash = 0;
-    e.len = 0;
-  }
+  for (int i = 0; i < kStringCacheSize; ++i) ts->cache[i] = StringCacheEntry{0, 0, 0, nullptr};
+  ts->arena_used = 0;
+}
+
+void ReleaseStringMemory(ThreadState* ts) {
+  ClearStringCache(ts);
+  UnmapMemory(ts->arena, kStringArenaBytes);
+  ts->arena = nullptr;
+  UnmapMemory(ts->scratch, ts->scratch_cap);
+  ts->scratch = nullptr;
+  ts->scratch_cap = 0;
 }
 
 }  // namespace nvtx_recorder

@@ -88,8 +88,10 @@ inline uint32_t InternCString(ThreadState* ts, const char* s) {
   return id;
 }
 
-// Forgets every cached id (segment switch) and frees the cached copies.
+// Forgets every cached id (segment switch, or a full arena) and their copies.
 void ClearStringCache(ThreadState* ts);
+// Unmaps the thread's string arena and scratch buffer (thread exit).
+void ReleaseStringMemory(ThreadState* ts);
 
 }  // namespace nvtx_recorder
 

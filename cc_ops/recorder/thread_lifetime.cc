@@ -8,6 +8,7 @@
 #include <new>
 
 #include "recorder/clock.h"
+#include "recorder/gate.h"
 #include "recorder/os_util.h"
 #include "recorder/segment_writer.h"
 #include "recorder/string_table.h"
@@ -18,7 +19,8 @@ __thread ThreadState* t_state = nullptr;
 
 namespace {
 
-__thread bool t_dead = false;  // set once this thread's state was torn down
+__thread bool t_dead = false;      // set once this thread's state was torn down
+__thread bool t_creating = false;  // inside CreateThreadState (a signal handler's event drops)
 
 // Guarded by RecorderMutex().
 ThreadState* g_threads = nullptr;  // live thread states
@@ -42,9 +44,9 @@ void ThreadExit(void* p) {
   }
   if (ts->chunk) munmap(ts->chunk, ts->chunk_end);
   ts->chunk = nullptr;
-  ClearStringCache(ts);
-  free(ts->scratch);
-  delete ts;
+  ReleaseStringMemory(ts);
+  ReleaseFates(ts);
+  UnmapMemory(ts, sizeof(ThreadState));
 }
 
 // The clock's writer flag after the recorder mutex (a clock anchor never takes the mutex,
@@ -107,11 +109,20 @@ void EnsureRuntime() {
   pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild);
 }
 
+// No malloc on the way (MapZeroed), and a signal handler's event that interrupts it finds
+// t_creating set and is dropped. The state's memory is zeroed pages: nothing to
+// initialize but what is set below (a default-initialized ThreadState has no constructor
+// that runs: std::atomic's default constructor is trivial in C++17).
 ThreadState* CreateThreadState() {
-  if (t_dead) return nullptr;
+  if (t_dead || t_creating) return nullptr;
+  t_creating = true;
   EnsureRuntime();
-  ThreadState* ts = new (std::nothrow) ThreadState();
-  if (!ts) return nullptr;
+  void* mem = MapZeroed(sizeof(ThreadState));
+  if (!mem) {
+    t_creating = false;
+    return nullptr;
+  }
+  ThreadState* ts = new (mem) ThreadState;
   ts->tid = GetTid();
   {
     std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
@@ -124,6 +135,7 @@ ThreadState* CreateThreadState() {
   }
   pthread_setspecific(g_exit_key, ts);
   t_state = ts;
+  t_creating = false;
   return ts;
 }
 
