@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # The public modules whose docstring examples run with the tests.
 DOCTEST_MODULES := nvtx_plugins_tf/_paths.py nvtx_plugins_tf/ops/__init__.py nvtx_plugins_tf/ops/ranges.py nvtx_plugins_tf/recorder/summary.py nvtx_plugins_tf/tf_ops_annotation.py nvtx_plugins_tf/viewer.py nvtx_plugins_tf/keras/layers.py nvtx_plugins_tf/keras/wrappers.py nvtx_plugins_tf/keras/callbacks.py nvtx_plugins_tf/hooks.py nvtx_plugins_tf/_host_ranges.py
 
-.PHONY: all demo test bench native clean nsys lint
+.PHONY: all demo test bench native clean nsys lint sanitize
 
 all: test
 
@@ -41,6 +41,12 @@ test: $(NATIVE)
 	-$(PY) build_tools/fetch_nsys.py
 	$(PY) -m pytest -q --doctest-modules $(DOCTEST_MODULES)
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+# The recorder under AddressSanitizer + UndefinedBehaviorSanitizer and ThreadSanitizer: the
+# stress program of issue 20 (threads handing ranges over, signals, capture windows, deep
+# nesting, segment rotation) and the TSan runs. Both files also run in `make test`.
+sanitize: $(NATIVE)
+	$(PY) -m pytest -q tests/test_stress.py tests/test_tsan.py
 
 # Every tracked C/C++ file (nothing is vendored: the NVTX headers come from the nvidia-nvtx wheel).
 C_SOURCES = $(shell git ls-files '*.c' '*.cc' '*.h')

@@ -1,4 +1,4 @@
-"""Overhead of the native NVTX recorder on the hot path.
+"""Overhead of the native NVTX recorder on the hot path (push/pop and start/end).
 
 Compiles benchmarks/recorder_overhead.c and runs it with no NVTX tool attached and with
 libnvtx_recorder.so injected under each of its clocks (NVTX_TF_RECORDER_CLOCK=tsc: the TSC
@@ -27,12 +27,15 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+KINDS = {"pushpop": "push/pop", "startend": "start/end"}  # recorder_overhead.c's loops
 sys.path.insert(0, str(REPO / "build_tools"))
 import build_native  # noqa: E402
 
 
-def run(exe: Path, threads: int, events: int, env: dict) -> dict:
-    proc = subprocess.run([str(exe), str(threads), str(events)], env=env, capture_output=True, text=True, check=True)
+def run(exe: Path, threads: int, events: int, env: dict, kind: str = "pushpop") -> dict:
+    proc = subprocess.run(
+        [str(exe), str(threads), str(events), kind], env=env, capture_output=True, text=True, check=True
+    )
     return {k: float(v) for k, v in (item.split("=") for item in proc.stdout.split())}
 
 
@@ -90,26 +93,29 @@ def main() -> int:
         configs = {"no tool": None, "tsc": ("tsc", lib), "clock_gettime": ("monotonic", lib)}
         if args.before_lib:
             configs["before"] = (None, args.before_lib)
-        runs = {(threads, name): [] for threads in (1, 2) for name in configs}
+        # start/end: the recorder with its default clock (an ordered TSC read) against no tool.
+        start_end_configs = [name for name in configs if name in ("no tool", default_clock, "before")]
+        runs = {(kind, threads, name): [] for kind in KINDS for threads in (1, 2) for name in configs}
         for i in range(args.repeat):
-            for threads in (1, 2):
-                names = list(configs)
-                shift = (i + threads) % len(names)
-                for name in names[shift:] + names[:shift]:  # a rotating order: no config always first
-                    if configs[name] is None:
-                        runs[threads, name].append(run(exe, threads, args.events, base_env))
-                        continue
-                    clock, path = configs[name]
-                    rec_dir = tmp / f"rec_{threads}_{i}"
-                    env = dict(base_env, NVTX_INJECTION64_PATH=str(path), NVTX_TF_RECORD_DIR=str(rec_dir))
-                    if clock:
-                        env["NVTX_TF_RECORDER_CLOCK"] = clock
-                    result = run(exe, threads, args.events, env)
-                    result["allocated"], result["apparent"] = disk_usage(rec_dir)
-                    shutil.rmtree(rec_dir)
-                    if clock == "tsc" and result["clock_tsc"] != 1:
-                        print("note: NVTX_TF_RECORDER_CLOCK=tsc fell back to clock_gettime (no invariant TSC)")
-                    runs[threads, name].append(result)
+            for kind in KINDS:
+                for threads in (1, 2):
+                    names = list(configs) if kind == "pushpop" else start_end_configs
+                    shift = (i + threads) % len(names)
+                    for name in names[shift:] + names[:shift]:  # a rotating order: no config always first
+                        if configs[name] is None:
+                            runs[kind, threads, name].append(run(exe, threads, args.events, base_env, kind))
+                            continue
+                        clock, path = configs[name]
+                        rec_dir = tmp / f"rec_{threads}_{i}"
+                        env = dict(base_env, NVTX_INJECTION64_PATH=str(path), NVTX_TF_RECORD_DIR=str(rec_dir))
+                        if clock:
+                            env["NVTX_TF_RECORDER_CLOCK"] = clock
+                        result = run(exe, threads, args.events, env, kind)
+                        result["allocated"], result["apparent"] = disk_usage(rec_dir)
+                        shutil.rmtree(rec_dir)
+                        if clock == "tsc" and result["clock_tsc"] != 1:
+                            print("note: NVTX_TF_RECORDER_CLOCK=tsc fell back to clock_gettime (no invariant TSC)")
+                        runs[kind, threads, name].append(result)
 
     print(f"push/pop with an ASCII message, {args.events:,} events per thread, medians of {args.repeat} runs")
     print("ns/ev = per-thread wall time / events; cpu = per-thread CPU time (user+sys) / events")
@@ -126,8 +132,8 @@ def main() -> int:
     )
     print(" | ".join(header))
     for threads in (1, 2):
-        baseline = median_run(runs[threads, "no tool"])
-        rec = median_run(runs[threads, default_clock])
+        baseline = median_run(runs["pushpop", threads, "no tool"])
+        rec = median_run(runs["pushpop", threads, default_clock])
         total = rec["events"]
         print(
             " | ".join(
@@ -145,24 +151,30 @@ def main() -> int:
         )
     print()
     print("clocks side by side: median [first quartile - third quartile]; overhead = median - no tool median")
-    print(" | ".join(("threads", "configuration", "ns/ev", "cpu ns/ev", "overhead ns/ev", "overhead cpu ns/ev")))
-    for threads in (1, 2):
-        none = median_run(runs[threads, "no tool"])
-        for name in configs:
-            wall = quartiles([r["ns_per_event"] for r in runs[threads, name]])
-            cpu = quartiles([r["cpu_ns_per_event"] for r in runs[threads, name]])
-            print(
-                " | ".join(
-                    [
-                        f"{threads:>7}",
-                        f"{name:>13}",
-                        f"{wall[1]:5.1f} [{wall[0]:5.1f} - {wall[2]:5.1f}]",
-                        f"{cpu[1]:5.1f} [{cpu[0]:5.1f} - {cpu[2]:5.1f}]",
-                        f"{wall[1] - none['ns_per_event']:>14.1f}",
-                        f"{cpu[1] - none['cpu_ns_per_event']:>18.1f}",
-                    ]
+    print(
+        " | ".join(("events", "threads", "configuration", "ns/ev", "cpu ns/ev", "overhead ns/ev", "overhead cpu ns/ev"))
+    )
+    for kind in KINDS:
+        for threads in (1, 2):
+            none = median_run(runs[kind, threads, "no tool"])
+            for name in configs:
+                if not runs[kind, threads, name]:
+                    continue
+                wall = quartiles([r["ns_per_event"] for r in runs[kind, threads, name]])
+                cpu = quartiles([r["cpu_ns_per_event"] for r in runs[kind, threads, name]])
+                print(
+                    " | ".join(
+                        [
+                            f"{KINDS[kind]:>9}",
+                            f"{threads:>7}",
+                            f"{name:>13}",
+                            f"{wall[1]:5.1f} [{wall[0]:5.1f} - {wall[2]:5.1f}]",
+                            f"{cpu[1]:5.1f} [{cpu[0]:5.1f} - {cpu[2]:5.1f}]",
+                            f"{wall[1] - none['ns_per_event']:>14.1f}",
+                            f"{cpu[1] - none['cpu_ns_per_event']:>18.1f}",
+                        ]
+                    )
                 )
-            )
     return 0
 
 

@@ -1,11 +1,14 @@
-/* Cost of NVTX push/pop with an ASCII message, per event, in the calling thread.
+/* Cost of NVTX push/pop (or start/end) with an ASCII message, per event, in the calling
+ * thread.
  *
- *   recorder_overhead THREADS EVENTS_PER_THREAD
+ *   recorder_overhead THREADS EVENTS_PER_THREAD [pushpop|startend]
  *
  * Run with no tool attached (NVTX calls are no-ops) or with NVTX_INJECTION64_PATH set to
  * libnvtx_recorder.so and NVTX_TF_RECORD_DIR set. Each thread does EVENTS_PER_THREAD/2
  * push/pop pairs after a short warm-up (tool load, first chunk, string definition);
- * prints one line of key=value pairs:
+ * startend does EVENTS_PER_THREAD/2 nvtxRangeStartA/nvtxRangeEnd pairs instead (the recorder
+ * stamps those with an ordered clock read, cc_ops/recorder/clock.h). Prints one line of
+ * key=value pairs:
  *   ns_per_event      mean over threads of (thread wall time / events)
  *   cpu_ns_per_event  same with the thread's CPU time (user + kernel; robust when the
  *                     machine is shared)
@@ -24,6 +27,7 @@
 #include <time.h>
 
 static long events_per_thread;
+static int start_end; /* 1: start/end pairs, 0: push/pop */
 static pthread_barrier_t barrier;
 
 static double clock_ns(clockid_t clock) {
@@ -68,9 +72,13 @@ static void* worker(void* arg) {
   pthread_barrier_wait(&barrier);
   long pairs = events_per_thread / 2;
   double t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-  for (long i = 0; i < pairs; ++i) {
-    nvtxRangePushA("bench-step");
-    nvtxRangePop();
+  if (start_end) {
+    for (long i = 0; i < pairs; ++i) nvtxRangeEnd(nvtxRangeStartA("bench-step"));
+  } else {
+    for (long i = 0; i < pairs; ++i) {
+      nvtxRangePushA("bench-step");
+      nvtxRangePop();
+    }
   }
   double t1 = clock_ns(CLOCK_MONOTONIC), c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   out->wall_ns = (t1 - t0) / (double)(pairs * 2);
@@ -81,6 +89,7 @@ static void* worker(void* arg) {
 int main(int argc, char** argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 1;
   events_per_thread = argc > 2 ? atol(argv[2]) : 10000000L;
+  start_end = argc > 3 && strcmp(argv[3], "startend") == 0;
   if (threads < 1 || threads > 64) threads = 1;
   pthread_t th[64];
   struct result ns[64];

@@ -35,6 +35,7 @@ struct Event {
 };
 
 std::atomic<uint64_t> g_fallback_range_ids{1};
+constexpr int kRecordAttempts = 16;
 
 // Range id when the thread has no state (exiting thread, or busy): still nonzero and
 // unique; its start was not written (counted as dropped), so its end is not either.
@@ -150,7 +151,8 @@ NVTXREC_INLINE uint32_t ResolveMessage(ThreadState* ts, const Event& ev, uint8_t
 }
 
 // Appends one event record: word0 | timestamp | [range id] | [color, category] | [payload].
-NVTXREC_INLINE void Record(ThreadState* ts, uint8_t kind, uint16_t domain, const Event& ev, uint64_t now,
+// False when it could not (no space, no message id): the event was counted as dropped.
+NVTXREC_INLINE bool Record(ThreadState* ts, uint8_t kind, uint16_t domain, const Event& ev, uint64_t now,
                            bool has_range_id, uint64_t range_id) {
   const bool has_cc = (ev.flags & (kFlagColor | kFlagCategory)) != 0;
   // Extended payloads (rare): their block follows the record's fixed fields.
@@ -159,7 +161,10 @@ NVTXREC_INLINE void Record(ThreadState* ts, uint8_t kind, uint16_t domain, const
   if (NVTXREC_UNLIKELY(ev.ext != nullptr)) block_len = BuildPayloadBlock(domain, ev.ext, ev.ext_count, &block);
   const bool has_payload = (ev.flags & kPayloadMask) != 0 || block != nullptr;
   const uint32_t n = 16 + (has_range_id ? 8 : 0) + (has_cc ? 8 : 0) + (has_payload ? 8 : 0) + block_len;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  // A segment switch between defining the message and reserving the record (another thread
+  // started a new segment) means the message must be defined again in the new segment:
+  // retried, as long as switches keep coming (many in a row only under a sanitizer).
+  for (int attempt = 0; attempt < kRecordAttempts; ++attempt) {
     const uint32_t gen = ts->gen;
     uint8_t flags = block ? uint8_t((ev.flags & ~kPayloadMask) | (kPayloadExt << kPayloadShift)) : ev.flags;
     uint32_t msg = ResolveMessage(ts, ev, &flags);
@@ -192,9 +197,10 @@ NVTXREC_INLINE void Record(ThreadState* ts, uint8_t kind, uint16_t domain, const
     }
     Commit(ts, p, MakeWord0(kind, flags, domain, msg), n);
     CountEvent(ts);
-    return;
+    return true;
   }
   CountDrop();
+  return false;
 }
 
 inline int32_t& Depth(ThreadState* ts, uint16_t domain) { return ts->depth[domain]; }
@@ -222,7 +228,7 @@ __attribute__((noinline)) int GatedPush(ThreadState* ts, uint16_t domain, const 
     write = true;
     now = NowNsOrdered(ts);
   }
-  if (write) Record(ts, kRangePush, domain, ev, now, false, 0);
+  if (write && !Record(ts, kRangePush, domain, ev, now, false, 0)) MarkSkipped(ts, domain, d);
   return d++;
 }
 
@@ -258,8 +264,7 @@ __attribute__((noinline)) nvtxRangeId_t GatedStart(ThreadState* ts, uint16_t dom
   } else {
     now = NowNsOrdered(ts);
   }
-  Record(ts, kRangeStart, domain, ev, now, true, id);
-  return id;
+  return Record(ts, kRangeStart, domain, ev, now, true, id) ? id : id | kSkippedRangeBit;
 }
 
 __attribute__((noinline)) void GatedEnd(ThreadState* ts, uint16_t domain, nvtxRangeId_t id) {
@@ -292,8 +297,10 @@ int PushImpl(uint16_t domain, const Event& ev) {
   }
   if (GateActive() || ts->skipped_open) return GatedPush(ts, domain, ev);
   uint64_t now = NowNs(ts);
-  Record(ts, kRangePush, domain, ev, now, false, 0);
-  return Depth(ts, domain)++;
+  int32_t& d = Depth(ts, domain);
+  // A push that could not be written (counted as dropped): its pop is not written either.
+  if (NVTXREC_UNLIKELY(!Record(ts, kRangePush, domain, ev, now, false, 0))) MarkSkipped(ts, domain, d);
+  return d++;
 }
 
 int PopImpl(uint16_t domain) {
@@ -321,8 +328,8 @@ nvtxRangeId_t StartImpl(uint16_t domain, const Event& ev) {
   if (GateActive()) return GatedStart(ts, domain, ev);
   uint64_t now = NowNsOrdered(ts);
   uint64_t id = NextRangeId(ts);
-  Record(ts, kRangeStart, domain, ev, now, true, id);
-  return id;
+  // A start that could not be written (counted as dropped): its end is not written either.
+  return NVTXREC_LIKELY(Record(ts, kRangeStart, domain, ev, now, true, id)) ? id : id | kSkippedRangeBit;
 }
 
 void EndImpl(uint16_t domain, nvtxRangeId_t id) {
