@@ -40,7 +40,7 @@ constexpr int kRecordAttempts = 16;
 // Range id when the thread has no state (exiting thread, or busy): still nonzero and
 // unique; its start was not written (counted as dropped), so its end is not either.
 uint64_t FallbackRangeId() {
-  return (uint64_t(1) << 63) | kSkippedRangeBit |
+  return (uint64_t(1) << 63) | kUnwrittenRangeBits |
          (g_fallback_range_ids.fetch_add(1, std::memory_order_relaxed) & kRangeCounterMask);
 }
 
@@ -224,11 +224,11 @@ __attribute__((noinline)) int GatedPush(ThreadState* ts, uint16_t domain, const 
     now = NowNsOrdered(ts);
   }
   // A skipped push whose fate cannot be kept (no memory for its bit) is written instead.
-  if (!write && !MarkSkipped(ts, domain, d)) {
+  if (!write && !MarkUnwritten(ts, domain, d, kSkipped)) {
     write = true;
     now = NowNsOrdered(ts);
   }
-  if (write && !Record(ts, kRangePush, domain, ev, now, false, 0)) MarkSkipped(ts, domain, d);
+  if (write && !Record(ts, kRangePush, domain, ev, now, false, 0)) MarkUnwritten(ts, domain, d, kDropped);
   return d++;
 }
 
@@ -239,7 +239,9 @@ __attribute__((noinline)) int GatedPop(ThreadState* ts, uint16_t domain) {
     bool write;
     uint64_t now = 0;
     if (top >= 0) {
-      write = !TakeSkipped(ts, domain, top);
+      const Unwritten fate = TakeUnwritten(ts, domain, top);
+      write = fate == kWritten;
+      if (fate == kDropped) CountDrop();  // the pop of a dropped push is lost with it
       if (CaptureRangeSet()) ClosePushWindowIfOpener(ts, domain, top);
       now = NowNsOrdered(ts);
     } else {
@@ -264,11 +266,15 @@ __attribute__((noinline)) nvtxRangeId_t GatedStart(ThreadState* ts, uint16_t dom
   } else {
     now = NowNsOrdered(ts);
   }
-  return Record(ts, kRangeStart, domain, ev, now, true, id) ? id : id | kSkippedRangeBit;
+  return Record(ts, kRangeStart, domain, ev, now, true, id) ? id : id | kUnwrittenRangeBits;
 }
 
 __attribute__((noinline)) void GatedEnd(ThreadState* ts, uint16_t domain, nvtxRangeId_t id) {
-  if (DomainDisabled(domain) || (id & kSkippedRangeBit)) return;
+  if (DomainDisabled(domain)) return;
+  if (id & kSkippedRangeBit) {
+    if (id & kDroppedRangeBit) CountDrop();  // the end of a dropped start is lost with it
+    return;
+  }
   if (CaptureRangeSet()) CloseStartWindowIfOpener(id);
   Record(ts, kRangeEnd, domain, Event(), NowNsOrdered(ts), true, id);
 }
@@ -299,7 +305,7 @@ int PushImpl(uint16_t domain, const Event& ev) {
   uint64_t now = NowNs(ts);
   int32_t& d = Depth(ts, domain);
   // A push that could not be written (counted as dropped): its pop is not written either.
-  if (NVTXREC_UNLIKELY(!Record(ts, kRangePush, domain, ev, now, false, 0))) MarkSkipped(ts, domain, d);
+  if (NVTXREC_UNLIKELY(!Record(ts, kRangePush, domain, ev, now, false, 0))) MarkUnwritten(ts, domain, d, kDropped);
   return d++;
 }
 
@@ -329,18 +335,21 @@ nvtxRangeId_t StartImpl(uint16_t domain, const Event& ev) {
   uint64_t now = NowNsOrdered(ts);
   uint64_t id = NextRangeId(ts);
   // A start that could not be written (counted as dropped): its end is not written either.
-  return NVTXREC_LIKELY(Record(ts, kRangeStart, domain, ev, now, true, id)) ? id : id | kSkippedRangeBit;
+  return NVTXREC_LIKELY(Record(ts, kRangeStart, domain, ev, now, true, id)) ? id : id | kUnwrittenRangeBits;
 }
 
 void EndImpl(uint16_t domain, nvtxRangeId_t id) {
   EntryGuard guard;
   ThreadState* ts = guard.ts();
   if (!ts) {
-    if (!(id & kSkippedRangeBit)) CountDrop();
+    if ((id & kUnwrittenRangeBits) != kSkippedRangeBit) CountDrop();  // only a skipped start's end is not lost
     return;
   }
   if (GateActive()) return GatedEnd(ts, domain, id);
-  if (id & kSkippedRangeBit) return;  // its start was not written (decided at the start)
+  if (NVTXREC_UNLIKELY(id & kSkippedRangeBit)) {  // its start was not written (decided at the start)
+    if (id & kDroppedRangeBit) CountDrop();
+    return;
+  }
   uint64_t now = NowNsOrdered(ts);
   Record(ts, kRangeEnd, domain, Event(), now, true, id);
 }

@@ -13,8 +13,8 @@ namespace {
 
 constexpr uint32_t kInitialWords = 256;  // 4 KiB
 
-inline uint64_t FateKey(uint16_t domain, int32_t depth) {
-  return ((uint64_t(domain) << 32) | (uint32_t(depth) >> 6)) + 1;
+inline uint64_t FateKey(Unwritten reason, uint16_t domain, int32_t depth) {
+  return ((uint64_t(reason) << 48) | (uint64_t(domain) << 32) | (uint32_t(depth) >> 6)) + 1;
 }
 
 inline uint32_t Slot(uint64_t key, uint32_t capacity) {
@@ -60,23 +60,27 @@ FateWord* FindWord(FateTable* t, uint64_t key, bool insert) {
 
 }  // namespace
 
-bool MarkSkipped(ThreadState* ts, uint16_t domain, int32_t depth) {
+bool MarkUnwritten(ThreadState* ts, uint16_t domain, int32_t depth, Unwritten reason) {
   if (depth < 0) return false;
-  FateWord* w = FindWord(&ts->fates, FateKey(domain, depth), true);
+  FateWord* w = FindWord(&ts->fates, FateKey(reason, domain, depth), true);
   if (!w) return false;
   w->bits |= uint64_t(1) << (depth & 63);
   ts->skipped_open++;
   return true;
 }
 
-bool TakeSkipped(ThreadState* ts, uint16_t domain, int32_t depth) {
-  if (depth < 0 || ts->skipped_open == 0) return false;
-  FateWord* w = FindWord(&ts->fates, FateKey(domain, depth), false);
+Unwritten TakeUnwritten(ThreadState* ts, uint16_t domain, int32_t depth) {
+  if (depth < 0 || ts->skipped_open == 0) return kWritten;
   const uint64_t bit = uint64_t(1) << (depth & 63);
-  if (!w || !(w->bits & bit)) return false;
-  w->bits &= ~bit;
-  ts->skipped_open--;
-  return true;
+  for (Unwritten reason : {kSkipped, kDropped}) {
+    FateWord* w = FindWord(&ts->fates, FateKey(reason, domain, depth), false);
+    if (w && (w->bits & bit)) {
+      w->bits &= ~bit;
+      ts->skipped_open--;
+      return reason;
+    }
+  }
+  return kWritten;
 }
 
 void ReleaseFates(ThreadState* ts) {

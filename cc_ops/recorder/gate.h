@@ -104,11 +104,13 @@ bool DecideWritten(ThreadState* ts, uint64_t* now, const WindowOpener* opener);
 void ClosePushWindowIfOpener(void* thread, uint16_t domain, int32_t depth);
 void CloseStartWindowIfOpener(uint64_t range_id);
 
-// The thread's fate bits (segment_writer.h's FateTable). MarkSkipped: the push at
-// (domain, depth) was not written (false when no memory: the caller then writes it).
-// TakeSkipped: whether it was not, clearing the bit. ReleaseFates: thread exit.
-bool MarkSkipped(ThreadState* ts, uint16_t domain, int32_t depth);
-bool TakeSkipped(ThreadState* ts, uint16_t domain, int32_t depth);
+// The thread's fate bits (segment_writer.h's FateTable). MarkUnwritten: the push at
+// (domain, depth) was not written, for `reason` (false when no memory: a skipped push is
+// then written instead, a dropped one's pop written unpaired). TakeUnwritten: the reason
+// its push was not written, or kWritten, clearing the bit. ReleaseFates: thread exit.
+enum Unwritten : uint32_t { kWritten = 0, kSkipped = 1, kDropped = 2 };
+bool MarkUnwritten(ThreadState* ts, uint16_t domain, int32_t depth, Unwritten reason);
+Unwritten TakeUnwritten(ThreadState* ts, uint16_t domain, int32_t depth);
 void ReleaseFates(ThreadState* ts);
 
 }  // namespace nvtx_recorder

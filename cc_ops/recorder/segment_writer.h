@@ -55,13 +55,13 @@ struct PointerCacheEntry {
 };
 constexpr int kPointerCacheSize = 256;
 
-// Which open push/pop ranges of a thread were not written (a capture range was set and
-// no window open at their push): one bit per (domain, depth), in an open-addressing
-// table of 64-bit words keyed by (domain, depth / 64), in memory of its own (gate.cc).
-// A set bit means "skipped"; only open skipped ranges have their bit set, so a push
-// written, or made while no capture range was set, needs no bit at all.
+// Which open push/pop ranges of a thread were not written: skipped (a capture range was
+// set and no window open at their push, gate.h) or dropped (no space: counted); one bit
+// per (domain, depth) and reason, in an open-addressing table of 64-bit words keyed by
+// (reason, domain, depth / 64), in memory of its own (fate_table.cc). Only open unwritten
+// ranges have a bit set, so a push written needs no bit at all.
 struct FateWord {
-  uint64_t key;  // ((domain << 32) | depth / 64) + 1; 0: empty
+  uint64_t key;  // ((reason << 48) | (domain << 32) | depth / 64) + 1; 0: empty
   uint64_t bits;
 };
 struct FateTable {
@@ -108,10 +108,14 @@ struct ThreadState {
 
 // A start/end range id: (thread serial + 1) << kRangeCounterBits | bit 39: the start was
 // not written (a capture range was set and no window open, or its domain is filtered
-// out: its end is not written either, wherever it happens) | a 39-bit counter.
+// out: its end is not written either, wherever it happens) | bit 38: with bit 39, the
+// start was dropped (no space, re-entered: counted), so its end counts as dropped too
+// | a 38-bit counter.
 constexpr int kRangeCounterBits = 40;
 constexpr uint64_t kSkippedRangeBit = uint64_t(1) << 39;
-constexpr uint64_t kRangeCounterMask = kSkippedRangeBit - 1;
+constexpr uint64_t kDroppedRangeBit = uint64_t(1) << 38;
+constexpr uint64_t kUnwrittenRangeBits = kSkippedRangeBit | kDroppedRangeBit;
+constexpr uint64_t kRangeCounterMask = kDroppedRangeBit - 1;
 
 // ---- process-wide state ----
 extern std::atomic<uint32_t> g_epoch;
