@@ -39,7 +39,8 @@ def run(c_sample, recorder_build, recorder_env, record_dir, *args):
 
 def test_every_event_keeps_its_name_past_the_end_of_the_string_ids(c_sample, recorder_build, recorder_env, tmp_path):
     record_dir = tmp_path / "rec"
-    rec = run(c_sample, recorder_build, recorder_env, record_dir, 1000, COUNT)  # the end comes while both threads record
+    # 1000 ids left: the end comes while both threads record
+    rec = run(c_sample, recorder_build, recorder_env, record_dir, 1000, COUNT)
     assert not rec.damage.damaged, rec.damage.describe()
     wrong = [(r.message, r.payload) for r in rec.events if r.message != expected_name(r.payload)]
     assert wrong == [], f"{len(wrong)} of {len(rec.events)} events misnamed, e.g. {wrong[:5]}"
