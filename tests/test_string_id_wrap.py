@@ -69,3 +69,19 @@ def test_registrations_past_the_last_lasting_id_get_null_handles(c_sample, recor
     assert late == [(30_000_000, "late0"), (30_000_001, "late1"), (30_000_002, "")]
     assert all(r.message == expected_name(r.payload) for r in rec.events if r.payload < 30_000_000)
     assert not rec.damage.damaged, rec.damage.describe()
+
+
+def test_restarting_string_ids_is_race_free_under_tsan(tsan_build, c_sample, recorder_env, tmp_path):
+    """Two threads intern past the end of the segment ids, under ThreadSanitizer: the restart
+    (a new segment, the counter's new cycle) races no thread that takes or writes an id."""
+    from conftest import TSAN_OPTIONS
+
+    lib, _ = tsan_build
+    program = c_sample("string_id_wrap", "-O1", "-g", "-fsanitize=thread")
+    env = recorder_env(tmp_path / "rec", library=lib, TSAN_OPTIONS=TSAN_OPTIONS)
+    proc = subprocess.run([str(program), "1000", "3000"], env=env, capture_output=True, text=True, timeout=300)
+    assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-4000:]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rec = load(tmp_path / "rec")
+    assert all(r.message == expected_name(r.payload) for r in rec.events)
+    assert len(rec.events) > 6000
