@@ -16,7 +16,7 @@ namespace {
 
 using nvtx_reader::Decoder;
 
-constexpr uint32_t kAbiVersion = 5;
+constexpr uint32_t kAbiVersion = 6;
 
 void SetError(char* err, uint32_t err_len, const std::string& message) {
   if (!err || err_len == 0) return;
@@ -99,8 +99,9 @@ NVTXR_API int nvtxr_read_segment_header(const char* path, NvtxrSegmentInfo* out,
   return HeaderInfo(path, /*lenient=*/false, out, err, err_len);
 }
 
-NVTXR_API int nvtxr_rewrite_segment_header(uint8_t* buf, uint64_t len, int64_t shift_ns, int64_t pid, int64_t ppid,
-                                           int64_t parent_pid, const char* process_name, const char* cmdline) {
+NVTXR_API int nvtxr_rewrite_segment_header(uint8_t* buf, uint64_t len, int64_t shift_ns, int64_t parent_shift_ns,
+                                           int64_t pid, int64_t ppid, int64_t parent_pid, const char* process_name,
+                                           const char* cmdline) {
   using nvtx_record::SegmentHeader;
   SegmentHeader h;
   const uint64_t n = std::min<uint64_t>(len, sizeof(h));
@@ -115,7 +116,7 @@ NVTXR_API int nvtxr_rewrite_segment_header(uint8_t* buf, uint64_t len, int64_t s
   // The fields after cmdline, read (as by ReadSegmentHeader) only from headers this long.
   if (std::min<uint64_t>(n, h.header_size) >= sizeof(SegmentHeader)) {
     if (h.process_start_ns) AddShift(&h.process_start_ns, shift_ns);
-    if (h.parent_process_start_ns) AddShift(&h.parent_process_start_ns, shift_ns);
+    if (h.parent_process_start_ns) AddShift(&h.parent_process_start_ns, parent_shift_ns);
     h.parent_pid = parent_pid;
   }
   memcpy(buf, &h, n);

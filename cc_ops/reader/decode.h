@@ -139,12 +139,15 @@ NVTXR_API int nvtxr_peek_segment(const char* path, NvtxrSegmentInfo* out);
 NVTXR_API int nvtxr_read_segment_header(const char* path, NvtxrSegmentInfo* out, char* err, uint32_t err_len);
 // ABI 5: moving a segment onto another clock and process (nvtx-tf merge), in place, so
 // that no other code needs the format's layout. buf holds the first len bytes of the
-// segment file (at least its header_size). Adds shift_ns to start_ns, process_start_ns
-// and parent_process_start_ns (those two unless 0, unknown); sets pid, ppid, parent_pid
-// and the NUL-terminated process_name and cmdline (cut to their fields). Only the fields
-// inside header_size are written. 0 on success, -2 when buf holds no segment header.
-NVTXR_API int nvtxr_rewrite_segment_header(uint8_t* buf, uint64_t len, int64_t shift_ns, int64_t pid, int64_t ppid,
-                                           int64_t parent_pid, const char* process_name, const char* cmdline);
+// segment file (at least its header_size). Adds shift_ns to start_ns and process_start_ns
+// (unless 0, unknown), and ABI 6: parent_shift_ns to parent_process_start_ns (unless 0),
+// a time of the parent's clock, which may have another shift than its child's; sets pid,
+// ppid, parent_pid and the NUL-terminated process_name and cmdline (cut to their fields).
+// Only the fields inside header_size are written. 0 on success, -2 when buf holds no
+// segment header.
+NVTXR_API int nvtxr_rewrite_segment_header(uint8_t* buf, uint64_t len, int64_t shift_ns, int64_t parent_shift_ns,
+                                           int64_t pid, int64_t ppid, int64_t parent_pid, const char* process_name,
+                                           const char* cmdline);
 // ABI 5: the same for one chunk of len bytes, in place: adds shift_ns to every timestamp
 // (events, domain creation and destruction) and makes the thread old_pid (the main
 // thread: the chunk header's tid and kThreadName records) new_pid, walking the records

@@ -13,6 +13,7 @@
 #include "recorder/payload_ext.h"
 #include "recorder/registry.h"
 #include "recorder/segment_writer.h"
+#include "recorder/string_ids.h"
 #include "recorder/string_table.h"
 
 namespace nvtx_recorder {
@@ -469,14 +470,14 @@ void NVTX_API DomainNameCategoryW(nvtxDomainHandle_t d, uint32_t category, const
   NameCategory(DomainId(d), category, s.data(), s.size());
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t d, const char* s) {
-  NVTXREC_REGISTRATION(reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocStringId())));
-  if (DomainId(d) == kDisabledDomain) return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocStringId()));
+  NVTXREC_REGISTRATION(reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocLastingStringId())));
+  if (DomainId(d) == kDisabledDomain) return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocLastingStringId()));
   uint32_t id = RegisterString(DomainId(d), s, SafeLen(s));
   return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(id));
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t d, const wchar_t* s) {
-  NVTXREC_REGISTRATION(reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocStringId())));
-  if (DomainId(d) == kDisabledDomain) return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocStringId()));
+  NVTXREC_REGISTRATION(reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocLastingStringId())));
+  if (DomainId(d) == kDisabledDomain) return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(AllocLastingStringId()));
   std::string u = Utf32ToUtf8String(s, MaxStringBytes());
   uint32_t id = RegisterString(DomainId(d), u.data(), u.size());
   return reinterpret_cast<nvtxStringHandle_t>(uintptr_t(id));

@@ -8,6 +8,7 @@
 #include "recorder/gate.h"
 #include "recorder/recorder_internal.h"
 #include "recorder/segment_writer.h"
+#include "recorder/string_ids.h"
 #include "recorder/thread_lifetime.h"
 
 namespace nvtx_recorder {
@@ -86,3 +87,12 @@ NVTXREC_EXPORT const char* nvtx_recorder_clock_source(void) {
 
 // The recorder's clock now, CLOCK_MONOTONIC nanoseconds, as it stamps events.
 NVTXREC_EXPORT uint64_t nvtx_recorder_now_ns(void) { return nvtx_recorder::NowNs(); }
+
+// For tests only: moves the string id counters (string_ids.h) near their ends, so that a
+// test reaches them without billions of calls: `segment_left` segment ids (interned
+// messages, names) remain before the recorder starts a new segment and counts them from 1
+// again, `lasting_left` lasting ids (registered strings) before registrations get null
+// handles. 0 leaves a counter as it is.
+NVTXREC_EXPORT void nvtx_recorder_test_string_ids_near_end(uint32_t segment_left, uint32_t lasting_left) {
+  nvtx_recorder::SetStringIdsNearEnd(segment_left, lasting_left);
+}

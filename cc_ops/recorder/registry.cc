@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "recorder/gate.h"
+#include "recorder/string_ids.h"
 #include "recorder/string_table.h"
 
 namespace nvtx_recorder {
@@ -17,7 +18,6 @@ namespace {
 
 struct DomainInfo {
   std::string name;
-  uint32_t name_sid;
   uint64_t create_ns;
   uint64_t destroy_ns;
   int refs;
@@ -30,16 +30,16 @@ struct RegisteredString {
   std::string text;
 };
 
+// Domain, category and thread names get a new segment id each time they are written
+// (string_ids.h): they are defined right where they are used.
 struct CategoryInfo {
   uint16_t domain;
   uint32_t category;
-  uint32_t sid;
   std::string name;
 };
 
 struct ThreadNameInfo {
   int64_t tid;
-  uint32_t sid;
   std::string name;
 };
 
@@ -82,25 +82,26 @@ bool Write16(ThreadState* ts, uint64_t word0, uint64_t second) {
 
 void WriteDomainCreate(ThreadState* ts, uint16_t id, const DomainInfo& d) {
   if (!ts) return;
-  if (WriteStringDef(ts, d.name_sid, 0, d.name.data(), d.name.size())) {
-    Write16(ts, MakeWord0(kDomainCreate, 0, id, d.name_sid), d.create_ns);
+  const uint32_t sid = AllocSegmentStringIdLocked();
+  if (sid && WriteStringDef(ts, sid, 0, d.name.data(), d.name.size())) {
+    Write16(ts, MakeWord0(kDomainCreate, 0, id, sid), d.create_ns);
   }
 }
 
 void WriteCategory(ThreadState* ts, const CategoryInfo& c) {
   if (!ts) return;
-  if (WriteStringDef(ts, c.sid, c.domain, c.name.data(), c.name.size())) {
-    Write16(ts, MakeWord0(kCategoryName, 0, c.domain, c.sid), uint64_t(c.category));
+  const uint32_t sid = AllocSegmentStringIdLocked();
+  if (sid && WriteStringDef(ts, sid, c.domain, c.name.data(), c.name.size())) {
+    Write16(ts, MakeWord0(kCategoryName, 0, c.domain, sid), uint64_t(c.category));
   }
 }
 
 }  // namespace
 
-bool WriteThreadNameRecord(ThreadState* ts, int64_t tid, const char* name, size_t len, bool override_name,
-                           uint32_t sid) {
+bool WriteThreadNameRecord(ThreadState* ts, int64_t tid, const char* name, size_t len, bool override_name) {
   if (!ts) return false;
-  if (sid == 0) sid = AllocStringId();
-  if (!WriteStringDef(ts, sid, 0, name, len)) return false;
+  const uint32_t sid = AllocSegmentStringIdLocked();
+  if (sid == 0 || !WriteStringDef(ts, sid, 0, name, len)) return false;
   uint8_t flags = override_name ? kFlagThreadNameOverride : 0;
   return Write16(ts, MakeWord0(kThreadName, flags, 0, sid), uint64_t(tid));
 }
@@ -125,7 +126,7 @@ uint16_t CreateDomain(const char* name, size_t len) {
     return id;
   }
   if (r.domains.size() >= kDisabledDomain - 1) return 0;  // kDisabledDomain is never a real id
-  DomainInfo d{key, AllocStringId(), NowNs(), 0, 1, false};
+  DomainInfo d{key, NowNs(), 0, 1, false};
   r.domains.push_back(d);
   uint16_t id = uint16_t(r.domains.size());
   r.domain_ids.emplace(key, id);
@@ -165,7 +166,8 @@ uint32_t RegisterString(uint16_t domain, const char* text, size_t len) {
   std::pair<uint16_t, std::string> key(domain, std::string(text ? text : "", text ? len : 0));
   auto it = r.string_index.find(key);
   if (it != r.string_index.end()) return r.strings[it->second].id;
-  uint32_t id = AllocStringId();
+  uint32_t id = AllocLastingStringId();
+  if (id == 0) return 0;  // every lasting id taken: a null handle
   if (ts) WriteStringDef(ts, id, domain, key.second.data(), key.second.size());
   GateNoteRegisteredString(domain, id, key.second.data(), key.second.size());
   if (r.strings.size() < kMaxRegisteredStrings && r.string_bytes + key.second.size() <= kMaxRegisteredBytes) {
@@ -180,7 +182,7 @@ void NameCategory(uint16_t domain, uint32_t category, const char* name, size_t l
   std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
   Registry& r = R();
   ThreadState* ts = CurrentStreamLocked();
-  CategoryInfo c{domain, category, AllocStringId(), std::string(name ? name : "", name ? len : 0)};
+  CategoryInfo c{domain, category, std::string(name ? name : "", name ? len : 0)};
   auto key = std::make_pair(domain, category);
   auto it = r.category_index.find(key);
   if (it != r.category_index.end()) {
@@ -196,7 +198,7 @@ void NameOsThread(int64_t tid, const char* name, size_t len) {
   std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
   Registry& r = R();
   ThreadState* ts = CurrentStreamLocked();
-  ThreadNameInfo t{tid, AllocStringId(), std::string(name ? name : "", name ? len : 0)};
+  ThreadNameInfo t{tid, std::string(name ? name : "", name ? len : 0)};
   auto it = r.thread_index.find(tid);
   if (it != r.thread_index.end()) {
     r.thread_names[it->second] = t;
@@ -204,7 +206,7 @@ void NameOsThread(int64_t tid, const char* name, size_t len) {
     r.thread_names.push_back(t);
     r.thread_index.emplace(tid, r.thread_names.size() - 1);
   }
-  WriteThreadNameRecord(ts, t.tid, t.name.data(), t.name.size(), true, t.sid);
+  WriteThreadNameRecord(ts, t.tid, t.name.data(), t.name.size(), true);
 }
 
 void EmitRegistryLocked(ThreadState* ts) {
@@ -218,7 +220,7 @@ void EmitRegistryLocked(ThreadState* ts) {
   for (const RegisteredString& s : r.strings) WriteStringDef(ts, s.id, s.domain, s.text.data(), s.text.size());
   for (const CategoryInfo& c : r.categories) WriteCategory(ts, c);
   for (const ThreadNameInfo& t : r.thread_names) {
-    WriteThreadNameRecord(ts, t.tid, t.name.data(), t.name.size(), true, t.sid);
+    WriteThreadNameRecord(ts, t.tid, t.name.data(), t.name.size(), true);
   }
 }
 

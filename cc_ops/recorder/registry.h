@@ -8,7 +8,8 @@
 // text), kMaxNamedCategories categories and kMaxNamedThreads thread names are remembered
 // (domains: at most 65535 by the format). Beyond that a registration still gets its own
 // id and its definition in the caller's stream, but is not remembered: registering the
-// same text again gives another id, and it is not re-emitted into later segments.
+// same text again gives another id (of the 2^31 lasting ids, never reused: see
+// string_ids.h), and it is not re-emitted into later segments.
 // Readers find it there anyway when they read the process' earlier segments (or its
 // parent's, for a forked child); an event naming an id a reader cannot resolve is
 // counted as damage.
@@ -46,9 +47,9 @@ uint32_t RegisterString(uint16_t domain, const char* text, size_t len);
 void NameCategory(uint16_t domain, uint32_t category, const char* name, size_t len);
 void NameOsThread(int64_t tid, const char* name, size_t len);
 
-// Writes kStringDef(sid or a new id) + kThreadName(tid) into ts's stream.
-bool WriteThreadNameRecord(ThreadState* ts, int64_t tid, const char* name, size_t len, bool override_name,
-                           uint32_t sid);
+// Writes kStringDef(a new segment id) + kThreadName(tid) into ts's stream (caller holds
+// RecorderMutex(), ts's stream current).
+bool WriteThreadNameRecord(ThreadState* ts, int64_t tid, const char* name, size_t len, bool override_name);
 
 // Re-emits every known definition into ts's stream (caller holds RecorderMutex()).
 void EmitRegistryLocked(ThreadState* ts);

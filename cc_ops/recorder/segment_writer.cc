@@ -13,6 +13,7 @@
 #include "recorder/config.h"
 #include "recorder/os_util.h"
 #include "recorder/registry.h"
+#include "recorder/string_ids.h"
 #include "recorder/string_table.h"
 
 namespace nvtx_recorder {
@@ -21,7 +22,6 @@ using namespace nvtx_record;
 
 std::atomic<uint32_t> g_epoch{1};
 uint32_t g_chunk_size = kDefaultChunkSize;
-std::atomic<uint32_t> g_next_string_id{1};
 
 namespace {
 
@@ -237,7 +237,7 @@ void WriteOwnThreadNameLocked(ThreadState* ts) {
   char name[64];
   snprintf(path, sizeof(path), "/proc/self/task/%lld/comm", (long long)ts->tid);
   size_t n = ReadProcLine(path, name, sizeof(name));
-  WriteThreadNameRecord(ts, ts->tid, name, n, /*override_name=*/false, 0);
+  WriteThreadNameRecord(ts, ts->tid, name, n, /*override_name=*/false);
 }
 
 bool ClaimChunkLocked(ThreadState* ts) {
@@ -334,7 +334,7 @@ void SegmentWriterAfterForkInChild() {
   g_seg = Segment();
   g_parent_pid = g_process_start_ns ? int64_t(getppid()) : 0;
   g_parent_process_start_ns = g_process_start_ns;
-  g_inherited_ids = g_process_start_ns ? g_next_string_id.load(std::memory_order_relaxed) : 0;
+  g_inherited_ids = g_process_start_ns ? InheritedStringIds() : 0;
   g_process_start_ns = 0;
   StartNewEpochLocked();
 }

@@ -120,7 +120,6 @@ constexpr uint64_t kRangeCounterMask = kDroppedRangeBit - 1;
 // ---- process-wide state ----
 extern std::atomic<uint32_t> g_epoch;
 extern uint32_t g_chunk_size;  // fixed once configured
-extern std::atomic<uint32_t> g_next_string_id;
 
 // Guards everything but the hot path (thread_lifetime.cc).
 std::recursive_mutex& RecorderMutex();
@@ -132,12 +131,6 @@ std::recursive_mutex& RecorderMutex();
 NVTXREC_INLINE uint64_t NowNs(ThreadState* ts) { return ClockNow<false>(&ts->clock); }
 NVTXREC_INLINE uint64_t NowNsOrdered(ThreadState* ts) { return ClockNow<true>(&ts->clock); }
 inline uint64_t NowNs() { return ClockNowShared(); }
-
-inline uint32_t AllocStringId() {
-  uint32_t id = g_next_string_id.fetch_add(1, std::memory_order_relaxed);
-  if (NVTXREC_UNLIKELY(id == 0)) id = g_next_string_id.fetch_add(1, std::memory_order_relaxed);
-  return id;
-}
 
 // Largest text a kStringDef may carry so that it fits a fresh chunk.
 inline uint32_t MaxStringBytes() { return g_chunk_size - nvtx_record::kChunkHeaderSize - 16; }

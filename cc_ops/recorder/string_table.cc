@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "recorder/os_util.h"
+#include "recorder/string_ids.h"
 
 namespace nvtx_recorder {
 
@@ -88,18 +89,25 @@ std::string Utf32ToUtf8String(const wchar_t* w, size_t max_out) {
   return out;
 }
 
-bool WriteStringDef(ThreadState* ts, uint32_t id, uint16_t domain, const char* s, size_t len) {
-  if (!s) len = 0;
-  len = Utf8TruncateLen(s, len, MaxStringBytes());
-  uint32_t padded = uint32_t((len + 7) & ~size_t(7));
-  uint32_t n = 16 + padded;
-  uint8_t* p = Reserve(ts, n);
-  if (!p) return false;
+// Writes kStringDef(id, domain, s[0, len)) at p, reserved for its 16 + len rounded up
+// to 8 bytes (len already cut by StringDefLen).
+static void WriteStringDefAt(ThreadState* ts, uint8_t* p, uint32_t id, uint16_t domain, const char* s, size_t len) {
+  const uint32_t padded = uint32_t((len + 7) & ~size_t(7));
   uint32_t hdr[2] = {uint32_t(len), 0};
   memcpy(p + 8, hdr, 8);
   if (len) memcpy(p + 16, s, len);
   if (padded != len) memset(p + 16 + len, 0, padded - len);
-  Commit(ts, p, MakeWord0(kStringDef, 0, domain, id), n);
+  Commit(ts, p, MakeWord0(kStringDef, 0, domain, id), 16 + padded);
+}
+
+// The text length a kStringDef keeps (cut to fit a chunk).
+static size_t StringDefLen(const char* s, size_t len) { return s ? Utf8TruncateLen(s, len, MaxStringBytes()) : 0; }
+
+bool WriteStringDef(ThreadState* ts, uint32_t id, uint16_t domain, const char* s, size_t len) {
+  len = StringDefLen(s, len);
+  uint8_t* p = Reserve(ts, uint32_t(16 + ((len + 7) & ~size_t(7))));
+  if (!p) return false;
+  WriteStringDefAt(ts, p, id, domain, s, len);
   return true;
 }
 
@@ -126,8 +134,22 @@ char* ArenaCopy(ThreadState* ts, const char* s, size_t len) {
 }  // namespace
 
 uint32_t InternSlow(ThreadState* ts, const char* s, size_t len, uint64_t hash) {
-  uint32_t id = AllocStringId();
-  if (!WriteStringDef(ts, id, 0, s, len)) return 0;
+  // The id is taken after the space is reserved, and written there: it must belong to
+  // the segment it goes into (string_ids.h).
+  const size_t def_len = StringDefLen(s, len);
+  const uint32_t n = uint32_t(16 + ((def_len + 7) & ~size_t(7)));
+  uint32_t id = 0;
+  for (int attempt = 0; id == 0; ++attempt) {
+    if (attempt == 4) return 0;
+    uint8_t* p = Reserve(ts, n);
+    if (!p) return 0;
+    id = AllocSegmentStringId(ts);
+    if (id) {
+      WriteStringDefAt(ts, p, id, 0, s, def_len);
+    } else {
+      RestartSegmentStringIds();  // then the next Reserve moves ts to the new segment
+    }
+  }
   if (len > kMaxCachedStringBytes) return id;  // long texts: defined at every use
   char* copy = ArenaCopy(ts, s, len);
   if (!copy) return id;

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._native_libs import native_library
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -146,7 +146,7 @@ def library() -> ctypes.CDLL:
                 ),
                 "nvtxr_rewrite_segment_header": (
                     ctypes.c_int,
-                    [vp, ctypes.c_uint64, i64, i64, i64, i64, ctypes.c_char_p, ctypes.c_char_p],
+                    [vp, ctypes.c_uint64, i64, i64, i64, i64, i64, ctypes.c_char_p, ctypes.c_char_p],
                 ),
                 "nvtxr_rewrite_chunk": (ctypes.c_int, [vp, ctypes.c_uint64, i64, i64, i64]),
                 "nvtxr_next": (i64, [vp, vp, i64]),
@@ -212,16 +212,26 @@ def _writable(buf, name: str) -> ctypes.Array:
 
 
 def rewrite_segment_header(
-    header, shift_ns: int, *, pid: int, ppid: int, parent_pid: int, process_name: bytes, cmdline: bytes
+    header,
+    shift_ns: int,
+    *,
+    pid: int,
+    ppid: int,
+    parent_pid: int,
+    process_name: bytes,
+    cmdline: bytes,
+    parent_shift_ns: int | None = None,
 ) -> None:
     """Move a segment header onto another clock and process, in place (``header``: the
-    first ``header_size`` bytes of the segment file, writable). ``start_ns``,
-    ``process_start_ns`` and ``parent_process_start_ns`` (unless 0) gain ``shift_ns``; the
+    first ``header_size`` bytes of the segment file, writable). ``start_ns`` and
+    ``process_start_ns`` (unless 0) gain ``shift_ns``; ``parent_process_start_ns`` (unless
+    0), a time of the parent's clock, gains ``parent_shift_ns`` (default: ``shift_ns``); the
     pids and names are replaced (the names cut to their fields). See
     ``nvtxr_rewrite_segment_header``. Raises ValueError when ``header`` is no segment header."""
     view = _writable(header, "header")
+    parent_shift = shift_ns if parent_shift_ns is None else parent_shift_ns
     rc = library().nvtxr_rewrite_segment_header(
-        view, len(view), shift_ns, pid, ppid, parent_pid, bytes(process_name), bytes(cmdline)
+        view, len(view), shift_ns, parent_shift, pid, ppid, parent_pid, bytes(process_name), bytes(cmdline)
     )
     if rc != 0:
         raise ValueError("header does not hold a segment header")

@@ -13,7 +13,11 @@ directory) that every tool reads unchanged: each segment is copied with
   ``parent_process_start_ns``) moved onto one reference clock: ``t + (offset -
   reference)``, the reference being the smallest offset (the clock with the earliest
   origin, so no timestamp goes below 0); ``start_realtime_ns`` is kept, so the merged
-  recording's offsets all equal the reference;
+  recording's offsets all equal the reference. A forked child's
+  ``parent_process_start_ns`` is a time of its parent's clock: it moves with the
+  parent's shift (the child may run on another clock, e.g. in a time namespace), so the
+  child stays linked to its parent -- the reader resolves the strings it inherited
+  through that link;
 * the process labelled with its source: ``process_name`` becomes ``LABEL:comm`` and the
   command line ``LABEL:PID cmdline`` (the PID as recorded). The label is the host name the
   recorder wrote into each segment header when every recording holds one host and they all
@@ -201,8 +205,11 @@ def _plan(sources: list[Source]) -> int:
 
 
 def _rewrite_header(head: bytearray, seg: _Segment, src: Source, shift: int) -> None:
-    """Label the segment's process with its source, renumber its pids, shift its clock."""
+    """Label the segment's process with its source, renumber its pids, shift its clock (and
+    its parent link by its parent's clock, when the parent is in the same source)."""
     info, pid_map = seg.info, src.pid_map
+    parent = (info.parent_pid, info.parent_process_start_ns)
+    parent_shift = src.shifts.get(parent, shift) if info.parent_process_start_ns else shift
     comm = info.process_name.decode(errors="replace")
     cmdline = info.cmdline.decode(errors="replace")
     _decoder.rewrite_segment_header(
@@ -213,6 +220,7 @@ def _rewrite_header(head: bytearray, seg: _Segment, src: Source, shift: int) -> 
         parent_pid=pid_map.get(info.parent_pid, info.parent_pid),
         process_name=f"{src.label}:{comm}".encode(errors="replace"),
         cmdline=f"{src.label}:{info.pid} {cmdline}".encode(errors="replace"),
+        parent_shift_ns=parent_shift,
     )
 
 
