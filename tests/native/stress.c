@@ -111,7 +111,10 @@ int main(int argc, char** argv) {
   uint64_t (*new_segment)(void) = lib ? (uint64_t (*)(void))dlsym(lib, "nvtx_recorder_new_segment") : NULL;
   int (*set_range)(const char*, const char*) =
       lib ? (int (*)(const char*, const char*))dlsym(lib, "nvtx_recorder_set_capture_range") : NULL;
-  if (!new_segment || !set_range) return 3;
+  if (!new_segment || !set_range) {
+    fprintf(stderr, "stress: the recorder's control API is not there: %s\n", lib ? "no symbol" : dlerror());
+    return 3;
+  }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
