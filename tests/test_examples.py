@@ -37,8 +37,55 @@ def _record_example(tmp_path, env, script, *args):
     ]
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert _our_warnings(proc.stderr) == [], proc.stderr[-4000:]
     assert Path(str(prefix) + ".json").is_file()
     return recorder.load(str(prefix) + ".nvtxrec"), proc.stdout
+
+
+def _our_warnings(stderr: str) -> list[str]:
+    """Warning lines of ours (Python warnings say ``nvtx_plugins_tf:``, the CLI ``nvtx-tf:
+    warning``) in a run's stderr."""
+    return [line for line in stderr.splitlines() if "nvtx_plugins_tf:" in line or "nvtx-tf: warning" in line]
+
+
+# Each example that uses Keras, with the arguments that make it quick.
+KERAS_EXAMPLES = {
+    "keras_example.py": ["--epochs", "1", "--steps", "2", "--small"],
+    "multi_inputs_outputs.py": ["--steps", "2"],
+    "custom_training_loop.py": ["--steps", "2"],
+    "auto_annotate.py": ["--steps", "1", "--batch-size", "4"],
+    "backward_pairs.py": ["--steps", "2"],
+    "tf_op_ranges.py": ["--steps", "2"],
+    "tf_profiler.py": ["--steps", "2"],
+    "xla.py": ["--steps", "2"],
+}
+
+
+def test_keras_examples_are_listed():
+    uses_keras = {p.name for p in EXAMPLES.glob("*.py") if "keras" in p.read_text()}
+    assert uses_keras == set(KERAS_EXAMPLES)
+
+
+@pytest.mark.parametrize("script", sorted(KERAS_EXAMPLES))
+def test_example_under_tf_keras_is_clean(script, tmp_path, child_env):
+    """Under TF_USE_LEGACY_KERAS=1 (tf_keras) too, every Keras example runs with no warning
+    of ours (issue 20.8: tf_keras traced NVTXEnd alone in its output-signature graph, with a
+    placeholder domain_id, and it warned that the domain could not be read)."""
+    pytest.importorskip("tf_keras")
+    args = list(KERAS_EXAMPLES[script])
+    if script == "tf_profiler.py":
+        args += ["--logdir", str(tmp_path / "tb")]
+    env = child_env(tmp_path / "rec", TF_USE_LEGACY_KERAS="1")
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert _our_warnings(proc.stderr) == [], proc.stderr[-4000:]
 
 
 def test_keras_example(_record):

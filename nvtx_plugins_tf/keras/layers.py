@@ -87,6 +87,18 @@ def _forward_message(marker_id) -> str | None:
     return None
 
 
+def _in_scratch_graph(tensor) -> bool:
+    """Whether ``tensor`` is an input of the graph in which tf_keras traces a layer alone, with
+    placeholders for its inputs, to infer its output signature (``<layer>_scratch_graph``,
+    tf_keras' base_layer): nothing built there runs, so there is no range to close."""
+    graph = getattr(tensor, "graph", None)
+    return (
+        tf.is_symbolic_tensor(tensor)
+        and tensor.op.type == "Placeholder"
+        and getattr(graph, "name", "").endswith("_scratch_graph")
+    )
+
+
 def _resolve_domain(domain_id) -> str:
     """The domain name held by ``domain_id``; the default domain (warning once) if not static."""
     global _warned_dynamic_domain
@@ -99,6 +111,8 @@ def _resolve_domain(domain_id) -> str:
         if hasattr(value, "item"):
             value = value.item()
         return value.decode() if isinstance(value, bytes) else str(value)
+    if _in_scratch_graph(domain_id):
+        return ""  # tf_keras inferring the layer's output signature: this graph never runs
     with _warn_lock:
         if not _warned_dynamic_domain:
             _warned_dynamic_domain = True
