@@ -15,7 +15,6 @@ symbol", "cannot open shared object file" or a crash.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import sys
 import threading
@@ -29,6 +28,7 @@ from nvtx_plugins_tf._native_libs import (
     build_module,
     cache_dir,
     compiler_missing,
+    library_problem,
 )
 
 LIBRARY_NAME = LIBRARY_NAMES["tf_ops"]
@@ -49,40 +49,11 @@ def tensorflow_identity() -> dict:
     return {"tf_version": info["tf_version"], "abi": info["abi"]}
 
 
-def read_stamp(library: Path) -> dict | None:
-    """The build stamp next to ``library``, or None when missing or unreadable."""
-    try:
-        return json.loads(build_module().stamp_path(library).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def problem(library: Path, identity: dict) -> str | None:
-    """Why ``library`` must not be loaded into this TensorFlow, or None when it may.
-
-    Checks, in order: the file exists, its stamp names this TensorFlow's version and ABI,
-    and the file has the size and sha256 the stamp recorded when it was built.
-    """
-    try:
-        size = library.stat().st_size
-    except OSError:
-        return "not built"
-    stamp = read_stamp(library)
-    if stamp is None:
-        return "no build stamp"
-    if any(stamp.get(k) != v for k, v in identity.items()):
-        return f"built for TensorFlow {stamp.get('tf_version')}"
-    if not isinstance(stamp.get("size"), int) or not isinstance(stamp.get("sha256"), str):
-        return "its stamp has no size/sha256: built by an older nvtx_plugins_tf"
-    if size != stamp["size"]:
-        return f"truncated or damaged: {size} bytes, {stamp['size']} when built"
-    try:
-        digest = build_module().file_digest(library)["sha256"]
-    except OSError as exc:
-        return f"unreadable ({exc.strerror or exc})"
-    if digest != stamp["sha256"]:
-        return "damaged: its sha256 differs from the one recorded when built"
-    return None
+    """Why ``library`` must not be loaded into this TensorFlow, or None when it may
+    (``_native_libs.library_problem``: its stamp names this TensorFlow's version and ABI,
+    and the file has the size and sha256 the stamp recorded when it was built)."""
+    return library_problem(library, identity)
 
 
 def _matches(library: Path, identity: dict) -> bool:

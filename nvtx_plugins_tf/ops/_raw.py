@@ -196,7 +196,10 @@ def paired_range_id(end):
     backward range's link), or None when it cannot be found."""
     # ``end`` may be the tape's stand-in, whose attributes are those the op was built with.
     real = end.outputs[0].op if end.outputs and tf.is_symbolic_tensor(end.outputs[0]) else end
-    token = real.get_attr("pair").decode().split("@")[0]
+    try:
+        token = real.get_attr("pair").decode().split("@")[0]
+    except ValueError:  # not the NvtxEnd itself: ForwardAccumulator's JVP graph hands its own op
+        return None
     found = _paired_ids.get(token)
     if found is not None:
         return found

@@ -12,11 +12,13 @@ gradient nobody asked for, a large step-time cost on the example MLP and on a fr
 MobileNetV2 base (the models whose step time with annotate() ``benchmarks/bench_models.py``
 measures).
 
-Instead, ``tf.GradientTape.gradient`` is wrapped. A backward range opened during the call
+Instead, ``tf.GradientTape.gradient`` (and so ``jacobian`` and ``batch_jacobian``) and, inside
+a ``tf.function``, ``tf.gradients`` are wrapped. A backward range opened during the call
 whose NvtxBackwardEnd was not built, or will not run, is ended when the call returns:
-eagerly right then; while tracing a ``tf.function`` by a (stateful) NvtxEnd that takes the
-returned gradients computed from the backward range's tensors, so it runs after them and
-computes nothing they would not. "Will not run" is decided the way TensorFlow's function
+eagerly right then; while tracing a graph by a (stateful) NvtxEnd through which the
+returned gradients computed from the backward range's tensors pass, so it runs after them,
+wherever they are computed (once per row of a jacobian's pfor), and computes nothing they
+would not. "Will not run" is decided the way TensorFlow's function
 runtime prunes: an op runs when a returned tensor or a stateful op depends on it. (A caller
 that discards some returned gradients still has them computed for such a range.)
 """
@@ -142,18 +144,25 @@ def _narrow(call: _Call, entry, needed: set, returned: set) -> None:
     entry.end_op = narrowed[0].op
 
 
-def _close(call: _Call, result) -> None:
+def _close(call: _Call, result):
+    """Ends the ranges of ``call`` that nothing else ends; returns ``result``, in a graph with
+    the returned gradients that such a range's tensors feed passed through its (stateful)
+    NvtxEnd. Passing them through, rather than hanging the end beside them, makes the end
+    part of whatever computes them: tape.jacobian's pfor, which keeps only the ops its
+    outputs reach, runs it once per row as it runs the range's start (before: 6 backward
+    ranges of a jacobian left open)."""
     if call.graph is None:
         for entry in call.opened:
             _backward.take(entry.key)
             if entry.end_op is None:  # (eagerly, a stateless op with no output never runs)
                 _raw.end_op([], entry.range_id, entry.domain)
-        return
+        return result
     created = call.graph.get_operations()[call.first_op :]
     members = set(created)
     returned = _returned_tensors(result)
     returned_refs = {t.ref() for t in returned}
     live, needed = _live(created, returned)
+    current = {t.ref(): t for t in returned}  # each returned tensor as passed through the ends so far
     for entry in call.opened:
         _backward.take(entry.key)
         if entry.end_op is _backward.ALWAYS_RUNS or entry.start_op not in live:
@@ -162,39 +171,61 @@ def _close(call: _Call, result) -> None:
             _narrow(call, entry, needed, returned_refs)
             continue  # its NvtxBackwardEnd ends it
         after = _downstream(members, entry.start_op)
-        inputs = [t for t in returned if t.op in after]
+        fed = [t for t in returned if t.op in after]
         with call.graph.as_default():
-            _raw.end_op(inputs, entry.range_id, entry.domain)
+            ended = _raw.end_op([current[t.ref()] for t in fed], entry.range_id, entry.domain)
+        for t, out in zip(fed, ended):
+            current[t.ref()] = out
+    return tf.nest.map_structure(
+        lambda leaf: current.get(leaf.ref(), leaf) if tf.is_symbolic_tensor(leaf) else leaf,
+        result,
+        expand_composites=True,
+    )
+
+
+def _wrap(original, call_graph_ok=lambda: True):
+    """``original`` (a function computing gradients) run inside a _Call: the backward ranges
+    opened meanwhile are ended when it returns (see the module docstring)."""
+
+    @functools.wraps(original)
+    def gradient(*args, **kwargs):
+        if not call_graph_ok():
+            return original(*args, **kwargs)
+        call = _Call()
+        _stack().append(call)
+        try:
+            result = original(*args, **kwargs)
+        except BaseException:
+            _stack().pop()
+            if call.graph is None:
+                _close(call, None)  # ranges opened eagerly before the error still end
+            raise
+        _stack().pop()
+        outer = _stack()[-1] if _stack() else None
+        if call.opened and call.graph is not None and outer is not None and outer.graph is call.graph:
+            # A gradient inside a gradient (tf.recompute_grad, a custom gradient): what
+            # this call returns may still be unused by the outer one, which decides.
+            outer.opened.extend(call.opened)
+            return result
+        if call.opened:
+            return _close(call, result)
+        return result
+
+    gradient.__wrapped_by_nvtx_plugins_tf__ = True
+    return gradient
 
 
 def install() -> None:
-    """Wrap ``tf.GradientTape.gradient`` once per process."""
+    """Wrap ``tf.GradientTape.gradient`` and ``tf.gradients`` once per process. ``tf.gradients``
+    only outside compat.v1 graphs (inside a ``tf.function``): in a compat.v1 graph the
+    ranges a session step leaves open are ended when it ends (``close_at_step_end``)."""
     global _installed
     with _install_lock:
         if _installed:
             return
-        original = backprop.GradientTape.gradient
-
-        @functools.wraps(original)
-        def gradient(self, *args, **kwargs):
-            call = _Call()
-            _stack().append(call)
-            try:
-                result = original(self, *args, **kwargs)
-            except BaseException:
-                _stack().pop()
-                if call.graph is None:
-                    _close(call, None)  # ranges opened eagerly before the error still end
-                raise
-            _stack().pop()
-            outer = _stack()[-1] if _stack() else None
-            if call.opened and call.graph is not None and outer is not None and outer.graph is call.graph:
-                # A gradient inside a gradient (tf.recompute_grad, a custom gradient): what
-                # this call returns may still be unused by the outer one, which decides.
-                outer.opened.extend(call.opened)
-            elif call.opened:
-                _close(call, result)
-            return result
-
-        backprop.GradientTape.gradient = gradient
+        backprop.GradientTape.gradient = _wrap(backprop.GradientTape.gradient)
+        in_function = lambda: not _raw.tf1_graph_mode() and not tf.executing_eagerly()
+        for namespace in (tf, tf.compat.v2):
+            if not getattr(namespace.gradients, "__wrapped_by_nvtx_plugins_tf__", False):
+                namespace.gradients = _wrap(namespace.gradients, in_function)
         _installed = True

@@ -1,0 +1,243 @@
+"""Every gradient path TensorFlow offers closes every backward range it opens, and the
+gradients stay bit-identical to the unannotated model's (issue 20.7,
+../shared/repros/tf_repro_tf.py: tape.jacobian left 6 backward ranges open, tf.gradients
+inside a tf.function the first layer's).
+
+The model: an MLP of three annotated regions (nvtx_tf.ops.start/end, backward ranges in
+domain "Gradient"); the first takes only data, so no gradient leaves it (the case the tape
+closer exists for). The same weights without the ops are the reference.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import nvtx_plugins_tf as nvtx_tf
+from nvtx_plugins_tf.testing import capture
+
+RNG = np.random.default_rng(7)
+WEIGHTS = [RNG.normal(size=s).astype("float32") for s in ([4, 6], [6, 5], [5, 3])]
+X = tf.constant(RNG.normal(size=(3, 4)).astype("float32"))
+
+
+class MLP(tf.Module):
+    def __init__(self, annotated: bool):
+        super().__init__()
+        self.annotated = annotated
+        self.w = [tf.Variable(w) for w in WEIGHTS]
+        self.x = tf.Variable(X.numpy())  # an input to differentiate with respect to
+
+    def __call__(self, x):
+        for i, w in enumerate(self.w):
+            if self.annotated:
+                x, ctx = nvtx_tf.ops.start(x, f"Dense {i + 1}", "Forward", grad_domain_name="Gradient")
+            x = tf.tanh(tf.matmul(x, w))
+            if self.annotated:
+                x = nvtx_tf.ops.end(x, ctx)
+        return x
+
+
+def tape_gradient(m):
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(m(X))
+    return tape.gradient(y, m.w)
+
+
+def persistent_tape(m):
+    with tf.GradientTape(persistent=True) as tape:
+        y = m(X)
+        loss = tf.reduce_sum(y * y)
+    first = tape.gradient(loss, m.w)
+    second = tape.gradient(y, m.w[1:])
+    del tape
+    return first + second
+
+
+def jacobian(m):
+    with tf.GradientTape() as tape:
+        y = m(X)
+    return tape.jacobian(y, m.w[0])
+
+
+def jacobian_no_pfor(m):
+    with tf.GradientTape(persistent=True) as tape:
+        y = m(X)
+    return tape.jacobian(y, m.w[2], experimental_use_pfor=False)
+
+
+def batch_jacobian(m):
+    with tf.GradientTape() as tape:
+        y = m(m.x)
+    return tape.batch_jacobian(y, m.x)
+
+
+def nested_tapes(m):  # a gradient of a gradient
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = tf.reduce_sum(m(X))
+        g = inner.gradient(y, m.w[2])
+        z = tf.reduce_sum(g * g)
+    return outer.gradient(z, m.w[1:])
+
+
+def forward_accumulator(m):
+    tangents = [tf.ones_like(w) for w in m.w]
+    with tf.autodiff.ForwardAccumulator(m.w, tangents) as acc:
+        y = m(X)
+    return acc.jvp(y)
+
+
+def recompute_grad(m):
+    block = tf.recompute_grad(lambda x: m(x))
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(block(X))
+    return tape.gradient(y, m.w)
+
+
+def custom_gradient(m):
+    @tf.custom_gradient
+    def scaled(x):
+        def grad(upstream):
+            return upstream * 2.0
+
+        return tf.identity(x), grad
+
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(scaled(m(X)))
+    return tape.gradient(y, m.w)
+
+
+def tf_gradients(m):  # only inside a tf.function (graph)
+    return tf.gradients(tf.reduce_sum(m(X)), m.w)
+
+
+PATHS = {
+    "tape.gradient": tape_gradient,
+    "persistent tape": persistent_tape,
+    "tape.jacobian": jacobian,
+    "tape.jacobian without pfor": jacobian_no_pfor,
+    "tape.batch_jacobian": batch_jacobian,
+    "nested tapes": nested_tapes,
+    "ForwardAccumulator": forward_accumulator,
+    "tf.recompute_grad": recompute_grad,
+    "tf.custom_gradient": custom_gradient,
+}
+
+
+def _run(path, annotated: bool, in_function: bool):
+    m = MLP(annotated)
+    fn = tf.function(lambda: path(m)) if in_function else (lambda: path(m))
+    if in_function:
+        fn()  # traced outside the capture
+    with capture() as rec:
+        result = fn()
+    return [np.asarray(t) for t in tf.nest.flatten(result)], rec
+
+
+def _check(path, in_function):
+    plain, _ = _run(path, False, in_function)
+    annotated, rec = _run(path, True, in_function)
+    assert len(plain) == len(annotated)
+    for a, b in zip(plain, annotated):
+        assert np.array_equal(a, b, equal_nan=True), "gradients differ from the unannotated model's"
+    assert not rec.open_ranges, [(r.domain, r.message) for r in rec.open_ranges]
+    assert rec.count(domain="Forward") >= 3
+    return rec
+
+
+@pytest.mark.parametrize("name", sorted(PATHS))
+@pytest.mark.parametrize("in_function", [False, True], ids=["eager", "tf.function"])
+def test_gradient_path_closes_every_backward_range(name, in_function):
+    rec = _check(PATHS[name], in_function)
+    if name != "ForwardAccumulator":  # forward mode: no backward pass is run
+        assert rec.count(domain="Gradient") >= 1
+
+
+def test_tf_gradients_in_a_function():
+    rec = _check(tf_gradients, True)
+    for i in (1, 2, 3):
+        assert rec.count(message=f"Dense {i}", domain="Gradient") == 1
+
+
+def test_jacobian_ranges_one_per_row():
+    """pfor computes a jacobian's rows at once or one by one; either way each backward range
+    that opens is closed (the first layer's too, ended through the returned gradients)."""
+    rec = _check(jacobian, False)
+    starts = rec.find(domain="Gradient")
+    assert len(starts) >= 3 and all(not r.unclosed for r in starts)
+
+
+SUBPROCESS = textwrap.dedent(
+    """
+    import numpy as np, tensorflow as tf
+    tf.config.set_logical_device_configuration(
+        tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+    import nvtx_plugins_tf as nvtx_tf
+    from nvtx_plugins_tf.testing import capture
+    import sys
+    sys.path.insert(0, {tests!r})
+    from test_gradient_paths import MLP, X
+
+    def v1_graph(annotated):
+        g = tf.Graph()
+        with g.as_default():
+            m = MLP(annotated)
+            grads = tf.gradients(tf.reduce_sum(m(tf.constant(X.numpy()))), m.w)
+            with tf.compat.v1.Session(graph=g) as s:
+                s.run(tf.compat.v1.global_variables_initializer())
+                with capture() as rec:
+                    out = s.run(grads)
+        return out, rec
+
+    def mirrored(annotated):
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        with strategy.scope():
+            m = MLP(annotated)
+
+        @tf.function
+        def step():
+            def replica():
+                with tf.GradientTape() as tape:
+                    y = tf.reduce_sum(m(X))
+                return tape.gradient(y, m.w)
+            per_replica = strategy.run(replica)
+            return [strategy.reduce("SUM", g, axis=None) for g in per_replica]
+
+        step()
+        with capture() as rec:
+            out = step()
+        return [np.asarray(t) for t in out], rec
+
+    for name, fn in (("v1 graph", v1_graph), ("mirrored", mirrored)):
+        plain, _ = fn(False)
+        annotated, rec = fn(True)
+        assert all(np.array_equal(a, b) for a, b in zip(plain, annotated)), name
+        assert not rec.open_ranges, (name, [(r.domain, r.message) for r in rec.open_ranges])
+        assert rec.count(domain="Gradient") >= 3, (name, rec.count(domain="Gradient"))
+        print(name, "OK", rec.count(domain="Gradient"))
+    """
+)
+
+
+def test_compat_v1_graph_and_mirrored_replicas(child_env, tmp_path):
+    """tf.gradients in a compat.v1 graph run by a Session, and a GradientTape in each replica of
+    a MirroredStrategy over two logical CPUs (in a process of their own: the logical devices
+    must be set before TensorFlow starts)."""
+    from pathlib import Path
+
+    tests = str(Path(__file__).resolve().parent)
+    proc = subprocess.run(
+        [sys.executable, "-c", SUBPROCESS.format(tests=tests)],
+        env=child_env(tmp_path / "rec", TF_CPP_MIN_LOG_LEVEL="3"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert "v1 graph OK" in proc.stdout and "mirrored OK" in proc.stdout, proc.stdout
