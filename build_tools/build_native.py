@@ -11,7 +11,8 @@ Four shared libraries, each from one folder of ``cc_ops/`` (their file names are
 * ``libnvtx_tf_ops.so`` (``cc_ops/tf_ops``): the TensorFlow ops, compiled with the
   installed TensorFlow's ``tf.sysconfig`` flags. Next to it ``libnvtx_tf_ops.json``
   records the TensorFlow version and ABI it was built for, and the library's size and
-  sha256: the loader checks both before ``dlopen`` (a truncated library would crash the
+  sha256 (the other three have such a stamp too, naming their target): the loaders check
+  them before ``dlopen`` (a truncated library would crash the
   process with SIGBUS instead of failing).
 
 Used by ``setup.py``, by ``python -m nvtx_plugins_tf build`` and by the op loader when
@@ -187,21 +188,21 @@ def build_recorder(out_dir: Path) -> Path:
     out = out_dir / LIBRARY_NAMES["recorder"]
     cflags = [*_COMMON_FLAGS, "-Werror", "-fvisibility=hidden", f"-I{nvtx_include_dir()}", f"-I{sources_root()}"]
     _compile_and_link(_sources("recorder"), out, cflags, ["-pthread", "-ldl"])
-    return out
+    return _stamp(out, "recorder")
 
 
 def build_reader(out_dir: Path) -> Path:
     out = out_dir / LIBRARY_NAMES["reader"]
     cflags = [*_COMMON_FLAGS, "-Werror", "-fvisibility=hidden", f"-I{sources_root()}"]
     _compile_and_link(_sources("reader"), out, cflags, ["-pthread"])
-    return out
+    return _stamp(out, "reader")
 
 
 def build_host(out_dir: Path) -> Path:
     out = out_dir / LIBRARY_NAMES["host"]
     cflags = [*_COMMON_FLAGS, "-Werror", "-fvisibility=hidden", f"-I{nvtx_include_dir()}"]
     _compile_and_link(_sources("host"), out, cflags, ["-ldl"])
-    return out
+    return _stamp(out, "host")
 
 
 def stamp_path(library: Path) -> Path:
@@ -223,6 +224,14 @@ def _write_atomically(path: Path, text: str) -> None:
     partial = path.with_name(path.name + f".tmp{os.getpid()}")
     partial.write_text(text)
     os.replace(partial, path)
+
+
+def _stamp(library: Path, target: str) -> Path:
+    """Writes the stamp of the recorder, reader or host library: which target it is, its size
+    and sha256 (checked before every load: a damaged or foreign file is never mapped)."""
+    stamp = {"target": target, **file_digest(library), "compiler": _compiler_version()}
+    _write_atomically(stamp_path(library), json.dumps(stamp, indent=1))
+    return library
 
 
 def build_tf_ops(out_dir: Path) -> Path:

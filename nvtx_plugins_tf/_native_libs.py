@@ -15,7 +15,9 @@ this file. Keep this module free of imports beyond the standard library for that
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -110,25 +112,88 @@ def compiler_missing(exc: BaseException) -> bool:
         return False
 
 
+def read_stamp(library: Path) -> dict | None:
+    """The build stamp next to ``library`` (``libX.json``), or None when missing or unreadable."""
+    try:
+        stamp = json.loads(library.with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
+_verified: dict[tuple, str | None] = {}  # (path, size, mtime_ns, identity) -> library_problem
+
+
+def library_problem(library: Path, identity: dict) -> str | None:
+    """Why ``library`` must not be loaded (or handed to a program as its NVTX tool), or None
+    when it may: it exists, its stamp names ``identity`` (``{"target": ...}``, or the
+    TensorFlow version and ABI of the op library), and the file has the size and sha256
+    the stamp recorded when it was built. A truncated file would crash the process that
+    maps it (SIGBUS); a foreign one (another library under this name) would not be ours.
+    Hashing a library takes about a millisecond; the verdict is kept per file version."""
+    try:
+        st = library.stat()
+    except OSError:
+        return "not built"
+    key = (str(library), st.st_size, st.st_mtime_ns, tuple(sorted(identity.items())))
+    if key not in _verified:
+        _verified[key] = _check(library, st.st_size, identity)
+    return _verified[key]
+
+
+def _check(library: Path, size: int, identity: dict) -> str | None:
+    stamp = read_stamp(library)
+    if stamp is None:
+        return "no build stamp"
+    if any(stamp.get(k) != v for k, v in identity.items()):
+        if "tf_version" in identity:
+            return f"built for TensorFlow {stamp.get('tf_version')}"
+        return f"its stamp names {stamp.get('target')!r}, not {identity.get('target')!r}"
+    if not isinstance(stamp.get("size"), int) or not isinstance(stamp.get("sha256"), str):
+        return "its stamp has no size/sha256: built by an older nvtx_plugins_tf"
+    if size != stamp["size"]:
+        return f"truncated or damaged: {size} bytes, {stamp['size']} when built"
+    try:
+        sha = hashlib.sha256()
+        with open(library, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                sha.update(block)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    if sha.hexdigest() != stamp["sha256"]:
+        return "damaged: its sha256 differs from the one recorded when built"
+    return None
+
+
 def native_library(target: str) -> Path:
-    """Path of the built ``recorder``, ``reader`` or ``host`` library, building it once if
-    missing (into the per-user cache). The TensorFlow op library has its own loader."""
+    """Path of the ``recorder``, ``reader`` or ``host`` library, verified (:func:`library_problem`)
+    before anyone maps it: the package's copy, else the per-user cache's, else built once
+    into the cache. A damaged copy is passed over (and rebuilt); when nothing usable can
+    be had, NativeLibraryMissing says why in one line with the command that fixes it. The
+    TensorFlow op library has its own loader (ops/_loader.py), with the same check."""
     if target not in LIBRARY_NAMES or target == "tf_ops":
         raise ValueError(f"native_library: unknown target {target!r}")
-    names = LIBRARY_NAMES
-    path = NATIVE_DIR / names[target]
-    if path.is_file():
-        return path
-    cached = cache_dir() / "native" / names[target]
-    if cached.is_file():
-        return cached
+    name = LIBRARY_NAMES[target]
+    identity = {"target": target}
+    refused = []
+    for candidate in (NATIVE_DIR / name, cache_dir() / "native" / name):
+        why = library_problem(candidate, identity)
+        if why is None:
+            return candidate
+        if why != "not built":
+            refused.append(f"{candidate} cannot be used ({why})")
+    cached = cache_dir() / "native" / name
+    what = refused[0] if refused else f"{name} is not built"
     try:
-        build = build_module()
-        return build.BUILDERS[target](cached.parent)
+        built = build_module().BUILDERS[target](cached.parent)
     except Exception as exc:  # noqa: BLE001 - turned into one clear line
         if compiler_missing(exc):  # its own way out, not a second command
-            raise NativeLibraryMissing(f"nvtx_plugins_tf: {names[target]} is not built: {exc}") from None
+            raise NativeLibraryMissing(f"nvtx_plugins_tf: {what}: {exc}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise NativeLibraryMissing(
-            f"nvtx_plugins_tf: {names[target]} is not built and building it failed ({first}); run: {BUILD_COMMAND}"
+            f"nvtx_plugins_tf: {what} and building it failed ({first}); run: {BUILD_COMMAND}"
         ) from exc
+    why = library_problem(built, identity)
+    if why is not None:
+        raise NativeLibraryMissing(f"nvtx_plugins_tf: the {name} just built in {built.parent} does not verify: {why}")
+    return built

@@ -1,7 +1,9 @@
 """``python -m nvtx_plugins_tf doctor`` and ``... build``: what is installed, and rebuilding.
 
 doctor prints the TensorFlow version, the op library's path and build stamp, the NVTX
-header version, whether an NVTX tool is attached (NVTX_INJECTION64_PATH) and whether
+header version, whether an NVTX tool is attached (NVTX_INJECTION64_PATH: checked, see
+:func:`tool_verdict`), the native library each loader would take (its stamp, size and
+sha256 checked, as the loaders check them) and every copy refused, with why, and whether
 ``nsys`` is on PATH. build compiles the native libraries against the running TensorFlow:
 into the package's ``_native`` folder, or, when that folder is read-only (a system or
 shared site-packages), into the per-user cache the loaders search too
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -40,7 +43,7 @@ def doctor_lines() -> list[str]:
         from nvtx_plugins_tf.ops import _loader
 
         _loader.load()
-        stamp = _loader.read_stamp(_loader.library_path()) or {}
+        stamp = _native_libs.read_stamp(_loader.library_path()) or {}
         lines.append(f"op library: {_loader.library_path()}")
         lines.append(
             f"op library built for: TensorFlow {stamp.get('tf_version')} (abi {stamp.get('abi')}), "
@@ -57,14 +60,67 @@ def doctor_lines() -> list[str]:
     except Exception as exc:  # noqa: BLE001
         lines.append(f"nvtx headers: not found ({exc})")
     tool = os.environ.get(_native_libs.INJECTION_ENV)
-    lines.append(f"nvtx tool attached: {'yes: ' + tool if tool else f'no ({_native_libs.INJECTION_ENV} unset)'}")
-    for target in ("recorder", "reader", "host"):  # only paths that exist; nothing is built here
+    lines.append(f"nvtx tool attached: {tool_verdict(tool) if tool else f'no ({_native_libs.INJECTION_ENV} unset)'}")
+    for target in ("recorder", "reader", "host"):  # verified as the loaders do; nothing is built here
         name = _native_libs.LIBRARY_NAMES[target]
-        found = [p for p in (_native_libs.NATIVE_DIR / name, _native_libs.cache_dir() / "native" / name) if p.is_file()]
-        lines.append(f"{target} library: {found[0] if found else f'not built (run: {_native_libs.BUILD_COMMAND})'}")
+        usable, refused = [], []
+        for path in (_native_libs.NATIVE_DIR / name, _native_libs.cache_dir() / "native" / name):
+            why = _native_libs.library_problem(path, {"target": target})
+            if why is None:
+                usable.append(path)
+            elif why != "not built":
+                refused.append(f"{target} library refused: {path} ({why}; run: {_native_libs.BUILD_COMMAND})")
+        if usable:  # the one the loader takes; its stamp, size and sha256 were checked
+            lines.append(f"{target} library: {usable[0]}")
+        else:
+            lines.append(f"{target} library: not built (run: {_native_libs.BUILD_COMMAND})")
+        lines.extend(refused)
     nsys = shutil.which("nsys")
     lines.append(f"nsys: {nsys or 'not on PATH (use python -m nvtx_plugins_tf record)'}")
     return lines
+
+
+_PROBE = """
+import ctypes, sys
+try:
+    lib = ctypes.CDLL(sys.argv[1])
+except OSError as exc:
+    print("not loadable:", str(exc).splitlines()[0]); sys.exit(3)
+sys.exit(0 if hasattr(lib, "InitializeInjectionNvtx2") else 4)
+"""
+
+
+def tool_verdict(path: str) -> str:
+    """What doctor can say of the NVTX tool named by NVTX_INJECTION64_PATH, having checked it:
+    our recorder (stamp and sha256), or a library that loads and exports
+    InitializeInjectionNvtx2 (loaded in a child process: a damaged file can kill the process
+    that maps it). What the tool then records is not checked."""
+    tool = Path(path)
+    if not tool.is_file():
+        return f"NO: {_native_libs.INJECTION_ENV}={path} names no file"
+    if tool.name == _native_libs.LIBRARY_NAMES["recorder"]:
+        why = _native_libs.library_problem(tool, {"target": "recorder"})
+        if why is None:
+            return f"yes: {path} (our recorder: stamp, size and sha256 verified)"
+        return f"NO: {path} cannot be used ({why}); run: {_native_libs.BUILD_COMMAND}"
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _PROBE, str(tool)], capture_output=True, text=True, timeout=60, env=_probe_env()
+        )
+    except subprocess.TimeoutExpired:
+        return f"NO: {path} did not load within 60 s (in a child process)"
+    if proc.returncode == 0:
+        return f"yes: {path} (loads and exports InitializeInjectionNvtx2, checked in a child process; not our recorder)"
+    if proc.returncode == 4:
+        return f"NO: {path} loads but does not export InitializeInjectionNvtx2: not an NVTX tool"
+    if proc.returncode < 0:
+        return f"NO: {path} killed the child process that loaded it (signal {-proc.returncode}): damaged?"
+    return f"NO: {path} is {proc.stdout.strip() or f'not loadable (exit {proc.returncode})'}"
+
+
+def _probe_env() -> dict:
+    """The probe's environment: no NVTX tool of its own (the probe makes no NVTX call anyway)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("NVTX_INJECTION")}
 
 
 def _doctor(args: argparse.Namespace) -> int:
