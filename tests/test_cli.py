@@ -205,6 +205,7 @@ def test_every_exit_code_is_its_documented_number():
         "EXIT_VIEWER_UNAVAILABLE": 10,
         "EXIT_PORT_IN_USE": 11,
         "EXIT_NO_RANGE_IDS": 12,
+        "EXIT_OUTPUT_BUSY": 13,
     }
     # the package's names are the same numbers
     assert all(getattr(cli, name, value) == value for name, value in codes.items())
@@ -346,3 +347,14 @@ def test_cli_imports_nothing_heavy_before_running_command(tmp_path):
         [sys.executable, "-c", code, str(tmp_path / "afile" / "x")], capture_output=True, text=True, env=_env()
     )
     assert proc.stdout.strip() == "[]", proc.stderr
+
+
+def test_readme_lists_every_exit_code():
+    """The README's paragraph of exit codes names each code's number (issue 21)."""
+    from nvtx_plugins_tf.cli import _common
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    paragraph = text[text.index("exit with a distinct code:") : text.index("The command and the recorder library")]
+    for name, value in vars(_common).items():
+        if name.startswith("EXIT_") and value > 1:
+            assert f" {value} " in paragraph.replace("\n", " "), (name, value)

@@ -62,6 +62,11 @@ int SetOutputDir(const char* dir) {
 
 const char* OutputDir() {
   std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
+  // Asked before NVTX initialized the library (ctypes loaded it first: testing.capture() as
+  // a program's first NVTX use, under `record`): the folder NVTX_TF_RECORD_DIR names is the
+  // one the initialization will take, so it is taken now. Before, the caller saw none,
+  // pointed the recorder at a scratch folder, and the outer recording stayed empty.
+  if (!g_dir) ConfigureFromEnvironment();
   return g_dir ? g_dir : "";
 }
 

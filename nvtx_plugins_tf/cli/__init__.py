@@ -23,6 +23,7 @@ from ._common import (
     EXIT_INPUT_NOT_FOUND,
     EXIT_NO_EVENTS,
     EXIT_OK,
+    EXIT_OUTPUT_BUSY,
     EXIT_OUTPUT_NOT_WRITABLE,
     EXIT_RECORDER_UNAVAILABLE,
     EXIT_USAGE,
@@ -39,6 +40,7 @@ __all__ = [
     "EXIT_INPUT_NOT_FOUND",
     "EXIT_NO_EVENTS",
     "EXIT_OK",
+    "EXIT_OUTPUT_BUSY",
     "EXIT_OUTPUT_NOT_WRITABLE",
     "EXIT_RECORDER_UNAVAILABLE",
     "EXIT_USAGE",
@@ -61,9 +63,8 @@ REGISTRARS = [record.register, report.register, merge.register, view.register, _
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit code EXIT_USAGE
-        self.print_usage(sys.stderr)
-        raise CliError(message, EXIT_USAGE)
+    def error(self, message):  # one line with the way to the usage, exit code EXIT_USAGE
+        raise CliError(f"{message} (see: {self.prog} --help)", EXIT_USAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:

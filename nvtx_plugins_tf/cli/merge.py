@@ -45,7 +45,10 @@ def cmd_merge(args) -> int:
     except MergeError as exc:
         raise CliError(str(exc), EXIT_INPUT_NOT_FOUND) from exc
     except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EEXIST):
+        if exc.errno in (
+            errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EEXIST,
+            errno.ENAMETOOLONG, errno.EISDIR, errno.EINVAL,
+        ):  # fmt: skip
             raise CliError(f"cannot write {exc.filename or raw_dir}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
         raise
     for src in manifest["sources"]:

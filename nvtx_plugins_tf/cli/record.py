@@ -24,6 +24,7 @@ from ._common import (
     EXIT_DAMAGED,
     EXIT_NO_CAPTURE_WINDOW,
     EXIT_NO_EVENTS,
+    EXIT_OUTPUT_BUSY,
     EXIT_OUTPUT_NOT_WRITABLE,
     EXIT_RECORDER_UNAVAILABLE,
     EXIT_USAGE,
@@ -55,15 +56,23 @@ def _prepare_output_dir(directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CliError(f"cannot create output directory {directory}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise CliError(f"output directory {directory} is not writable", EXIT_OUTPUT_NOT_WRITABLE)
+    from .._native_libs import is_writable
+
+    # (tried, not os.access: root passes os.access on /sys, /proc and read-only mounts)
+    if not os.access(directory, os.W_OK | os.X_OK) or not is_writable(directory):
+        raise CliError(
+            f"output directory {directory} is not writable; choose another -o PREFIX", EXIT_OUTPUT_NOT_WRITABLE
+        )
 
 
 def _png_window(value: str) -> str:
     """argparse type of --png-window: 'all' or A:B with non-negative integers."""
     import re
 
-    if value == "all" or re.fullmatch(r"\d*:\d*", value):
+    match = re.fullmatch(r"(\d*):(\d*)", value)
+    if match and match[1] and match[2] and int(match[1]) > int(match[2]):
+        raise argparse.ArgumentTypeError(f"{value!r}: the first step is after the last; expected A:B with A <= B")
+    if value == "all" or match:
         return value
     raise argparse.ArgumentTypeError(f"{value!r}: expected A:B (steps, 0-based) or 'all'")
 
@@ -117,6 +126,36 @@ def _remove_segments(raw_dir: Path, old: dict[str, tuple[int, int]]) -> None:
                 path.unlink()
 
 
+def _lock_prefix(raw_dir: Path, prefix: Path):
+    """Holds ``raw_dir/.lock`` (flock) for this record's life, so that a second record with the
+    same -o PREFIX refuses (exit 13) instead of deleting this one's segments when it starts.
+    The kernel releases the lock when the process ends, however it ends: a killed record
+    never blocks the next one. Returns the open lock file (keep it referenced)."""
+    import fcntl
+
+    path = raw_dir / ".lock"
+    try:
+        lock = open(path, "a+")  # (not inherited by the command: Python opens non-inheritable)
+    except OSError as exc:
+        raise CliError(f"cannot create {path}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "?"
+        lock.close()
+        raise CliError(
+            f"-o {prefix}: another nvtx-tf record (pid {holder}) is recording to {raw_dir}; "
+            "wait for it to end or choose another -o PREFIX",
+            EXIT_OUTPUT_BUSY,
+        ) from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
 def cmd_record(args) -> int:
     # Nothing heavy (numpy, the reader) is imported before the command ends: libraries
     # that start threads would create threads without our signal mask.
@@ -146,6 +185,7 @@ def cmd_record(args) -> int:
         raise CliError(f"cannot create {raw_dir}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
     if not raw_dir.is_dir():
         raise CliError(f"cannot create {raw_dir}: a file is in the way", EXIT_OUTPUT_NOT_WRITABLE)
+    lock = _lock_prefix(raw_dir, prefix)  # held until this function returns (and the process ends)
     # The previous recording's segments go only once the new command runs.
     old_segments = _segments(raw_dir)
     env = dict(os.environ)
@@ -192,6 +232,7 @@ def cmd_record(args) -> int:
             warn(message)
             return code
         raise CliError(message, EXIT_DAMAGED)
+    lock.close()
     return code
 
 

@@ -63,8 +63,12 @@ def _check_domains(domains: set[str] | None, known, path: Path) -> None:
 def _check_combinations(args) -> str:
     """The report type, after the flags that do not go together."""
     report_type = args.type or "sum"
-    if args.pairs and (args.type or args.domain or args.top):
-        raise CliError("--pairs cannot be combined with --type, --domain or --top", EXIT_USAGE)
+    if args.pairs and (args.type or args.domain or args.top or args.by_process or args.keep_numbered):
+        raise CliError(
+            "--pairs cannot be combined with --type, --domain, --top, --by-process or --keep-numbered", EXIT_USAGE
+        )
+    if args.pairs and args.format != "table":
+        raise CliError(f"--pairs prints a table only, not --format {args.format}", EXIT_USAGE)
     if report_type != "sum" and (args.by_process or args.keep_numbered):
         flag = "--by-process" if args.by_process else "--keep-numbered"
         raise CliError(f"{flag} applies to --type sum, not --type {report_type}", EXIT_USAGE)
@@ -105,11 +109,18 @@ def _report(args, value: str) -> int:
 
     report_type = _check_combinations(args)
     domains = _selected_domains(args.domain)
+    if not value:
+        raise CliError("PATH '': empty; give PREFIX, a PREFIX.nvtxrec folder or an SQLite file", EXIT_INPUT_NOT_FOUND)
     path = recording_path(value)
     if not path.exists():
         raise CliError(f"no such recording or SQLite file: {value}", EXIT_INPUT_NOT_FOUND)
     if not os.access(path, os.R_OK):
         raise CliError(f"cannot read {path}: permission denied", EXIT_INPUT_NOT_FOUND)
+    if not path.is_dir() and not path.is_file():
+        raise CliError(
+            f"{value}: a device or special file, not a recording folder, a .nvtxseg segment or an SQLite file",
+            EXIT_INPUT_NOT_FOUND,
+        )
     if args.pairs:
         return _report_pairs(path)
     if path.is_file() and is_sqlite(path):
