@@ -195,3 +195,46 @@ def test_capture_inside_a_recording_keeps_the_outer_recording(tmp_path, child_en
     assert proc.returncode == 0, proc.stderr.decode()
     assert "capture saw ['inside']" in proc.stdout.decode()
     assert sorted(r.message for r in load(tmp_path / "outer.nvtxrec").ranges) == ["after", "inside"]
+
+
+def _wait_for(predicate, what: str, limit: int = 6000):
+    for _ in range(limit):
+        if predicate():
+            return
+        subprocess.run(["sleep", "0.01"])
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_signal_during_export_leaves_no_partial_file(signame, tmp_path, child_env, c_sample):
+    """A signal while record writes its exports (4M events: seconds of export): one line,
+    128 + the signal's number, no temporary file, no process left, the recording intact and
+    readable. Before: SIGTERM and SIGHUP killed record at once and left the partial
+    `.NAME.json.XXXX.tmp` (tens of MB)."""
+    import signal as signals
+
+    program = c_sample("nvtx_sample")
+    proc = subprocess.Popen(
+        [PY, "-m", "nvtx_plugins_tf", "record", "-o", tmp_path / "big", "--", program, "stress", "2", "1000000"],
+        env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: list(tmp_path.glob(".big.json.*.tmp")) or proc.poll() is not None, "the export")
+        assert proc.poll() is None, "record ended before its export could be interrupted"
+        proc.send_signal(getattr(signals, signame))
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    signo = getattr(signals, signame)
+    assert proc.returncode == 128 + signo, err
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("\r")]
+    assert lines[-1].startswith("nvtx-tf: error: ") and "is intact" in lines[-1], err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [], list(tmp_path.iterdir())
+    assert not (tmp_path / "big.json").exists() and not (tmp_path / "big.sqlite").exists()
+    leftover = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert leftover == [], leftover
+    report = _cli(child_env(), "report", tmp_path / "big")
+    assert report.returncode == 0, report.stderr.decode()
+    assert b"stress-0" in report.stdout

@@ -29,7 +29,9 @@ from ._common import (
     EXIT_USAGE,
     PROG,
     CliError,
+    Terminated,
     error,
+    terminate_by_exception,
     warn,
 )
 
@@ -78,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     try:
+        terminate_by_exception()
         parser = build_parser()
         args = parser.parse_args(argv)
         return int(args.func(args) or 0)
@@ -85,8 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         error(str(exc))
         return exc.code
     except KeyboardInterrupt:
-        error("interrupted")
+        error("interrupted (SIGINT); partial outputs removed")
         return 128 + signal.SIGINT
+    except Terminated as exc:
+        error(f"terminated by {exc.name}; partial outputs removed")
+        return exc.code
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback

