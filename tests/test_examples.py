@@ -58,6 +58,7 @@ KERAS_EXAMPLES = {
     "tf_op_ranges.py": ["--steps", "2"],
     "tf_profiler.py": ["--steps", "2"],
     "xla.py": ["--steps", "2"],
+    "train.py": [],
 }
 
 
@@ -97,6 +98,15 @@ def test_keras_example(_record):
     assert rec.count(message="Train", domain="Keras") == 1
     assert rec.count(message="epoch 1", domain="Keras") == 1
     assert len([r for r in rec.events if r.domain == "Keras" and r.message.startswith("batch ")]) == 6
+    assert not rec.open_ranges
+
+
+def test_train(_record):
+    rec, out = _record("train.py", "--batch-size", "8", "--profile-batches", "1", "2")
+    assert "train: 1 epoch(s) done" in out
+    assert rec.count(message="Train", domain="Keras") == 1
+    assert len([r for r in rec.events if r.domain == "Keras" and r.message.startswith("batch ")]) == 4
+    assert rec.count(message="profile", domain="Keras") == 1
     assert not rec.open_ranges
 
 

@@ -1,0 +1,38 @@
+"""A user's training script, as the README's `record` examples run it: a small Keras model
+trained with NVTXCallback (Train, epoch and batch ranges in domain Keras), nothing else
+annotated.
+
+    python -m nvtx_plugins_tf record -o out/run -- python examples/train.py --epochs 1
+    python -m nvtx_plugins_tf record -o out/window --capture-range profile@Keras -- \\
+        python examples/train.py --batch-size 4 --profile-batches 2 3
+"""
+
+import argparse
+
+import numpy as np
+
+from nvtx_plugins_tf.keras import NVTXCallback, keras
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument(
+        "--profile-batches",
+        type=int,
+        nargs=2,
+        metavar=("FIRST", "LAST"),
+        help="the callback's `profile` range around these steps (for --capture-range profile@Keras)",
+    )
+    args = parser.parse_args()
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    callback = NVTXCallback(profile_batches=tuple(args.profile_batches)) if args.profile_batches else NVTXCallback()
+    x, y = np.ones((32, 8), "float32"), np.ones((32, 1), "float32")
+    model.fit(x, y, epochs=args.epochs, batch_size=args.batch_size, verbose=0, callbacks=[callback])
+    print(f"train: {args.epochs} epoch(s) done")
+
+
+if __name__ == "__main__":
+    main()
