@@ -97,6 +97,9 @@ struct NvtxrStats {
   uint64_t missing_chunks;       // chunks missing from truncated segments
   uint64_t dropped_events;       // events the recorder counted as dropped (damage)
   uint64_t unknown_strings;      // events naming a string id defined nowhere (damage)
+  // ABI 7:
+  uint64_t lost_events_min;  // at least this many events lost in damaged chunks: bytes that
+                             // held records and were skipped, / the largest event record
 };
 
 struct NvtxrDomain {

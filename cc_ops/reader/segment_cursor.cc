@@ -233,10 +233,28 @@ uint64_t SegmentCursor::ReadChunk(const ChunkRef& c) {
   return got < 0 ? 0 : static_cast<uint64_t>(got);
 }
 
+bool SegmentCursor::AllZero(uint64_t from, uint64_t to) const {
+  return std::all_of(buf_.data() + from, buf_.data() + to, [](uint8_t b) { return b == 0; });
+}
+
+uint64_t SegmentCursor::LastNonZeroEnd(uint64_t from, uint64_t to) const {
+  while (to > from && buf_[to - 1] == 0) --to;
+  return to;
+}
+
+uint64_t SegmentCursor::ResyncFrom(uint64_t from) const {
+  for (uint64_t q = from; q + 8 <= end_; q += 8) {
+    const uint8_t* r = buf_.data() + q;
+    if (Load64(r) != 0 && RecordLength(r, end_ - q) != 0) return q;
+  }
+  return end_;
+}
+
 bool SegmentCursor::NextChunk() {
   if (next_chunk_ >= order_.size()) return false;
   chunk_ = &order_[next_chunk_++];
   end_ = ReadChunk(*chunk_);
+  damaged_ = false;
   pos_ = kChunkHeaderSize;
   in_chunk_ = true;
   stats_.chunks++;
@@ -255,15 +273,32 @@ SegmentCursor::Step SegmentCursor::NextRecord(const uint8_t** p, uint64_t* len) 
     return kChunkEnd;
   }
   const uint8_t* r = buf_.data() + pos_;
-  if (Load64(r) == 0) {
-    in_chunk_ = false;
-    return kChunkEnd;
-  }
-  uint64_t n = RecordLength(r, end_ - pos_);
+  uint64_t n = Load64(r) == 0 ? 0 : RecordLength(r, end_ - pos_);
   if (n == 0) {
-    stats_.damaged_chunks++;
-    in_chunk_ = false;
-    return kDamage;
+    // A zero word ends the chunk's records when only zeros follow (the writer had not got
+    // there, or was killed). Anything else is damage: bytes zeroed among the records, or a
+    // record that cannot be one. The walk resumes at the next word that starts a valid
+    // record, so what follows the damage is still read; the bytes skipped count as lost
+    // events (a lower bound: each skipped event held at most kMaxEventRecordBytes).
+    uint64_t next = ResyncFrom(pos_ + 8);
+    if (Load64(r) == 0 && next >= end_ && AllZero(pos_, end_)) {
+      in_chunk_ = false;
+      return kChunkEnd;
+    }
+    if (!damaged_) {
+      damaged_ = true;
+      stats_.damaged_chunks++;
+    }
+    // (what held records: up to the resumed record, or to the chunk's last non-zero byte)
+    const uint64_t lost_to = next < end_ ? next : LastNonZeroEnd(pos_, end_);
+    stats_.lost_events_min += (lost_to - pos_ + kLostEventBytes - 1) / kLostEventBytes;
+    if (next >= end_) {
+      in_chunk_ = false;
+      return kDamage;
+    }
+    pos_ = next;
+    r = buf_.data() + pos_;
+    n = RecordLength(r, end_ - pos_);
   }
   pos_ += n;
   *p = r;

@@ -103,6 +103,13 @@ class SegmentCursor {
   bool in_chunk_ = false;
   const ChunkRef* chunk_ = nullptr;
   uint64_t pos_ = 0, end_ = 0;  // offsets into buf_
+  bool damaged_ = false;        // the current chunk was counted as damaged
+  // Damage inside a chunk (NextRecord): whether buf_[from, to) is all zero; the first
+  // offset >= from, a multiple of 8 apart, where a valid record starts (end_ if none).
+  bool AllZero(uint64_t from, uint64_t to) const;
+  uint64_t ResyncFrom(uint64_t from) const;
+  uint64_t LastNonZeroEnd(uint64_t from, uint64_t to) const;  // end of the last non-zero byte (from if none)
+  static constexpr uint64_t kLostEventBytes = 40;             // the largest event record without a payload block
 };
 
 template <class F>

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._native_libs import native_library
 
-ABI_VERSION = 6
+ABI_VERSION = 7
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -91,6 +91,7 @@ class Stats(ctypes.Structure):
             "missing_chunks",
             "dropped_events",
             "unknown_strings",
+            "lost_events_min",
         )
     ]
 

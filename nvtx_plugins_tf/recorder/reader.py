@@ -180,7 +180,8 @@ class RecordingReader:
         if d["truncated_segments"]:
             what.append(f"truncated ({d['missing_chunks']} chunk(s) missing)")
         if d["damaged_chunks"]:
-            what.append(f"{d['damaged_chunks']} damaged chunk(s)")
+            lost = f", at least {d['lost_events_min']} event(s) lost" if d["lost_events_min"] else ""
+            what.append(f"{d['damaged_chunks']} damaged chunk(s){lost}")
         if d["seq_gaps"]:
             what.append(f"{d['seq_gaps']} missing/repeated chunk(s) in a thread's sequence")
         if d["dropped_events"]:
@@ -250,6 +251,7 @@ class RecordingReader:
             unreadable_segments=s["unreadable_segments"],
             truncated_segments=s["truncated_segments"],
             missing_chunks=s["missing_chunks"],
+            lost_events_min=s["lost_events_min"],
             dropped_events=s["dropped_events"],
             unknown_strings=s["unknown_strings"],
         )

@@ -180,6 +180,8 @@ class DamageReport:
       or after the thread's teardown).
     * ``unknown_strings``: events naming a string that is defined nowhere in the
       recording (they are kept, with an empty message).
+    * ``lost_events_min``: a lower bound of the events lost inside damaged chunks (bytes
+      zeroed or garbled among a chunk's records; the records after the damage are read).
     """
 
     segments: int = 0
@@ -198,6 +200,7 @@ class DamageReport:
     missing_chunks: int = 0
     dropped_events: int = 0
     unknown_strings: int = 0
+    lost_events_min: int = 0  # at least this many events lost inside damaged chunks
 
     @property
     def damaged(self) -> bool:
@@ -217,7 +220,8 @@ class DamageReport:
         if self.truncated_segments:
             parts.append(f"{self.truncated_segments} truncated segment(s) ({self.missing_chunks} chunk(s) missing)")
         if self.damaged_chunks:
-            parts.append(f"{self.damaged_chunks} damaged chunk(s)")
+            lost = f", at least {self.lost_events_min} event(s) lost" if self.lost_events_min else ""
+            parts.append(f"{self.damaged_chunks} damaged chunk(s){lost}")
         if self.seq_gaps:
             parts.append(f"{self.seq_gaps} missing/repeated chunk(s) in a thread's sequence")
         if self.dropped_events:
