@@ -23,19 +23,20 @@ from pathlib import Path
 
 import nvtx_plugins_tf
 from nvtx_plugins_tf import _native_libs
+from nvtx_plugins_tf._quiet import quiet_tensorflow_startup
 
 
 def doctor_lines() -> list[str]:
     """The doctor report, one ``key: value`` per line (imports TensorFlow)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     lines = [f"nvtx_plugins_tf: {nvtx_plugins_tf.__version__} imported from {Path(nvtx_plugins_tf.__file__).parent}"]
     try:
-        with warnings.catch_warnings():  # the op library's state is reported below
+        # (the op library's state is reported below; TensorFlow's start-up lines are not ours)
+        with warnings.catch_warnings(), quiet_tensorflow_startup():
             warnings.simplefilter("ignore", nvtx_plugins_tf.OpLibraryWarning)
             import tensorflow as tf
 
+            gpus = tf.config.list_physical_devices("GPU")
         lines.append(f"tensorflow: {tf.__version__} ({tf.sysconfig.get_lib()})")
-        gpus = tf.config.list_physical_devices("GPU")
         lines.append(f"gpus: {len(gpus)}")
     except Exception as exc:  # noqa: BLE001 - doctor reports, never raises
         lines.append(f"tensorflow: not importable ({exc})")
@@ -155,6 +156,9 @@ def _build(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if "tf_ops" in (args.targets or build.TARGETS):
+        with quiet_tensorflow_startup():  # built against it; its start-up lines are not ours
+            import tensorflow  # noqa: F401
     try:
         for target in args.targets or build.TARGETS:
             print(f"built {_build_one(build, target, args.out)}")

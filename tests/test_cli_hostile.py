@@ -238,3 +238,23 @@ def test_signal_during_export_leaves_no_partial_file(signame, tmp_path, child_en
     report = _cli(child_env(), "report", tmp_path / "big")
     assert report.returncode == 0, report.stderr.decode()
     assert b"stress-0" in report.stdout
+
+
+def test_our_commands_print_no_tensorflow_startup_lines(good, tmp_path, child_env):
+    """doctor imports TensorFlow; report and merge do not: none of them shows its start-up
+    lines (issue 21.9). A recorded program's own lines are left as they are."""
+    from nvtx_plugins_tf._quiet import _STARTUP_LINE
+
+    env = child_env()
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    for argv in (["doctor"], ["report", good / "rec"], ["merge", "-o", tmp_path / "m", good / "rec.nvtxrec"]):
+        proc = _cli(env, *argv)
+        assert proc.returncode == 0, proc.stderr.decode()
+        noise = [line for line in proc.stderr.decode().splitlines() if _STARTUP_LINE.match(line)]
+        assert noise == [], (argv, noise)
+    program = "import tensorflow as tf, nvtx; tf.config.list_physical_devices('GPU'); nvtx.mark('x')"
+    proc = _cli(env, "record", "-o", tmp_path / "tf", "--", PY, "-c", program)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert any(_STARTUP_LINE.match(line) for line in proc.stderr.decode().splitlines()), "the program's own lines"
+    verbose = _cli(dict(env, NVTX_TF_VERBOSE="1"), "doctor")
+    assert any(_STARTUP_LINE.match(line) for line in verbose.stderr.decode().splitlines())
