@@ -185,9 +185,12 @@ def decode_dir(path: Path) -> list[Segment]:
 #     chunk header is cut short is unpublished when all its bytes are zero, else damaged;
 #     magic 0 = unpublished, another magic than CHUNK_MAGIC = damaged chunk;
 #   * a thread's chunks have the seq numbers 0, 1, 2, ...; anything else is damage;
-#   * in a chunk, records follow the header up to a zero word; a record of an unknown kind
-#     or payload type, or one that does not fit in the bytes of the chunk present, ends
-#     the chunk as damage; so do bytes running out before a zero word in a chunk cut short
+#   * in a chunk, records follow the header up to a zero word that only zero bytes follow;
+#     a zero word with anything non-zero after it, a record of an unknown kind or payload
+#     type, or one that does not fit in the bytes of the chunk present, is damage, and the
+#     records resume at the next 8-byte word that starts a valid record (issue 21.4; before,
+#     such damage ended the chunk and a zero word always did); bytes running out before a
+#     zero word in a chunk cut short are damage
 #     (a complete chunk may be full without a zero word); an event with an extended
 #     payload (payload type 7) ends with its payload block, as long as its u64 payload
 #     says (padded to 8); a kPayloadSchema is as long as a string definition;
@@ -240,6 +243,15 @@ def record_length(data: bytes, pos: int, end: int) -> int:
     else:
         return 0
     return n if pos + n <= end else 0
+
+
+def _resync(data: bytes, pos: int, end: int) -> int:
+    """The first offset >= pos, 8 bytes apart, where a valid record starts (end if none)."""
+    while pos + 8 <= end:
+        if struct.unpack_from("<Q", data, pos)[0] and record_length(data, pos, end):
+            return pos
+        pos += 8
+    return end
 
 
 def scan_segment(data: bytes) -> Scan:
@@ -305,12 +317,17 @@ def scan_segment(data: bytes) -> Scan:
                     scan.damage.append(f"chunk {k}: cut inside its records")
                 break
             (word0,) = struct.unpack_from("<Q", data, pos)
-            if word0 == 0:
-                break
-            n = record_length(data, pos, end)
+            n = record_length(data, pos, end) if word0 else 0
             if n == 0:
+                resume = _resync(data, pos + 8, end)
+                if word0 == 0 and not any(data[pos:end]):
+                    break  # the end of the chunk's records
                 scan.damage.append(f"chunk {k}: bad record at {pos - off}")
-                break
+                if resume >= end:
+                    break
+                pos = resume
+                (word0,) = struct.unpack_from("<Q", data, pos)
+                n = record_length(data, pos, end)
             kind, flags, domain, msg = word0 & 0xFF, (word0 >> 8) & 0xFF, (word0 >> 16) & 0xFFFF, word0 >> 32
             if kind == K_STRING:
                 defined.add(msg)
