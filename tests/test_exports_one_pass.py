@@ -287,3 +287,54 @@ def test_record_shows_progress_on_a_terminal_and_nothing_in_a_pipe(tmp_path):
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert err == b"" and b"NVTX range summary" in out
+
+
+def test_progress_from_bytes_never_shows_a_time_left_that_then_grows_past_twice():
+    """Issue 21.13: the estimate jumped from seconds to minutes and back. Time left comes from
+    the bytes read; one shown never grows past twice the one shown before it, whatever the
+    rate does (here: fast, then a stall, then fast again)."""
+    clock = [0.0]
+    term = _Terminal()
+    total = 1_000_000
+    progress = Progress(0, term, interval=0, total_bytes=total, clock=lambda: clock[0])
+    steps = [(1, 100_000), (1, 200_000), (30, 210_000), (30, 220_000), (1, 600_000), (1, 900_000), (1, total)]
+    shown = []
+    done = 0
+    for dt, done_bytes in steps:
+        clock[0] += dt
+        done += 1000
+        progress.update(done, done_bytes=done_bytes)
+        left = progress._left_shown
+        if left is not None and (not shown or shown[-1] != left):
+            shown.append(left)
+    progress.close()
+    assert shown and all(b <= 2 * a for a, b in zip(shown, shown[1:])), shown
+    text = term.getvalue()
+    assert "(10 %, about 9 s left)" in text and "(100 %)" in text, text
+
+
+def test_record_shows_progress_from_bytes(tmp_path, child_env, c_sample):
+    """A real export on a pseudo-terminal: the lines printed show shares that only grow."""
+    import pty
+    import re
+
+    env = child_env(NVTX_TF_PROGRESS_INTERVAL="0")
+    program = c_sample("nvtx_sample")
+    command = [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "p"), "--", str(program)]
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([*command, "stress", "1", "1000000"], env=env, stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(leader)
+    assert proc.returncode == 0
+    shares = [int(m) for m in re.findall(rb"events \((\d+) %", b"".join(chunks))]
+    assert shares and shares == sorted(shares), shares

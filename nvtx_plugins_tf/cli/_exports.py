@@ -56,7 +56,7 @@ def write_exports(raw_dir: Path, prefix: Path, png: bool, png_window: str = "1:"
                     sinks.append(timeline)
                 except MatplotlibMissing as exc:
                     no_png = exc
-            with Progress(reader.estimated_events()) as progress:
+            with Progress(reader.estimated_events(), total_bytes=reader.total_bytes()) as progress:
                 feed(reader, sinks, progress)
                 damage = reader.damage()
                 if damage.events == 0:

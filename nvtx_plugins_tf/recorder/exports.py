@@ -110,10 +110,26 @@ def _count(n: float) -> str:
 
 
 class Progress:
-    """``nvtx-tf: exporting 4.2M/10.0M events (42 %)`` on one line of ``stream`` (stderr),
-    only if it is a terminal; throttled, and cleared by :meth:`close`."""
+    """``nvtx-tf: exporting 4.2M events (42 %, about 12 s left)`` on one line of ``stream``
+    (stderr), only if it is a terminal; throttled, and cleared by :meth:`close`.
 
-    def __init__(self, total: int, stream=None, *, what: str = "exporting", interval: float | None = None):
+    The share done and the time left come from the bytes of the recording read so far
+    (``total_bytes``, ``update(..., done_bytes=)``), not from a count of events estimated
+    in advance (events differ in size: that estimate jumped). The time left is shown once
+    5 % is done, and a figure shown never grows past twice the one before it (issue 21.13).
+    Without byte counts (``total_bytes`` 0) it shows ``done/total events``.
+    """
+
+    def __init__(
+        self,
+        total: int,
+        stream=None,
+        *,
+        what: str = "exporting",
+        interval: float | None = None,
+        total_bytes: int = 0,
+        clock=time.monotonic,
+    ):
         self.stream = sys.stderr if stream is None else stream
         try:
             self.enabled = bool(self.stream.isatty())
@@ -126,23 +142,48 @@ class Progress:
                 interval = 0.25
         self.interval = max(interval, 0.0)
         self.total = max(int(total), 0)
+        self.total_bytes = max(int(total_bytes), 0)
         self.what = what
         self.done = 0
+        self.done_bytes = 0
+        self._clock = clock
+        self._start = clock()
         self._shown = False
-        self._next = time.monotonic() + self.interval
+        self._left_shown: float | None = None
+        self._next = self._start + self.interval
 
-    def update(self, done: int, note: str = "", *, force: bool = False) -> None:
-        """``done`` events so far; ``note`` follows the figures (e.g. the file being finished).
-        ``force`` skips the throttle, not the first interval."""
+    def seconds_left(self, done_bytes: int, now: float) -> float | None:
+        """The time left to show for ``done_bytes`` read at ``now`` (None: not yet)."""
+        if not self.total_bytes or done_bytes < self.total_bytes / 20 or now <= self._start:
+            return None
+        done = min(done_bytes, self.total_bytes)
+        left = (now - self._start) * (self.total_bytes - done) / done
+        if self._left_shown is not None:
+            left = min(left, 2 * self._left_shown)
+        self._left_shown = left
+        return left
+
+    def update(self, done: int, note: str = "", *, force: bool = False, done_bytes: int | None = None) -> None:
+        """``done`` events so far (``done_bytes`` of the recording read); ``note`` follows the
+        figures (e.g. the file being finished). ``force`` skips the throttle, not the first
+        interval."""
         self.done = done
+        if done_bytes is not None:
+            self.done_bytes = done_bytes
         if not self.enabled:
             return
-        now = time.monotonic()
+        now = self._clock()
         if now < self._next and not (force and self._shown):
             return
         self._next = now + self.interval
-        total = max(self.total, done, 1)
-        line = f"nvtx-tf: {self.what} {_count(done)}/{_count(total)} events ({100 * done // total} %)"
+        if self.total_bytes:
+            share = min(self.done_bytes, self.total_bytes) / self.total_bytes
+            line = f"nvtx-tf: {self.what} {_count(done)} events ({int(100 * share)} %"
+            left = self.seconds_left(self.done_bytes, now) if share < 1 else None
+            line += f", about {_duration(left)} left)" if left is not None else ")"
+        else:
+            total = max(self.total, done, 1)
+            line = f"nvtx-tf: {self.what} {_count(done)}/{_count(total)} events ({100 * done // total} %)"
         if note:
             line += f", {note}"
         self._write("\r" + line + "\x1b[K")
@@ -168,6 +209,12 @@ class Progress:
         self.close()
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{max(seconds, 1):.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
+
+
 def feed(reader, sinks: Iterable[Sink], progress: Progress | None = None) -> None:
     """Read ``reader`` once (it must not have been iterated yet), each batch to every sink."""
     sinks = list(sinks)
@@ -175,9 +222,10 @@ def feed(reader, sinks: Iterable[Sink], progress: Progress | None = None) -> Non
         for sink in sinks:
             sink.add(rows)
         if progress is not None:
-            progress.update(reader.events_read())
-    if progress is not None:  # the total is known now
+            progress.update(reader.events_read(), done_bytes=reader.bytes_read())
+    if progress is not None:  # the totals are known now
         progress.total = progress.done = reader.events_read()
+        progress.done_bytes = progress.total_bytes
 
 
 def _records(items, fields) -> list:

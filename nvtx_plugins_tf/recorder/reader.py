@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -90,6 +91,13 @@ def reading(recording, reader: "RecordingReader | None" = None):
         yield own
 
 
+def _size(path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 class RecordingReader:
     """Streaming reader of one recording (a directory or a single segment file).
 
@@ -105,6 +113,9 @@ class RecordingReader:
         self.segments = segment_files(self.path) if segments is None else [Path(s) for s in segments]
         self.processes: dict[int, ProcessInfo] = {}
         self.errors: list[str] = []
+        self._bytes_done = 0  # segments read whole (bytes_read)
+        self._segment_chunks0 = 0
+        self._chunk_size = 0
         self._decoder = _decoder.Decoder()
         self._domain_names: list[str] = []
         starts = [s for s in (_peek_start_ns(p) for p in self.segments) if s is not None]
@@ -127,11 +138,13 @@ class RecordingReader:
         """
         for seg in self.segments:
             before = self._decoder.stats()
+            self._segment_chunks0 = before["chunks"]
             rc, err = self._decoder.open_segment(str(seg))
             if rc != 0:
                 self.errors.append(err or f"cannot read {seg}")
                 continue
             info = self._decoder.segment_info()
+            self._chunk_size = info.chunk_size if info is not None else 0
             if info is not None and info.pid not in self.processes:
                 self.processes[info.pid] = ProcessInfo(
                     pid=info.pid,
@@ -151,6 +164,8 @@ class RecordingReader:
                     yield rows
             finally:
                 self._decoder.close_segment()
+                self._bytes_done += _size(seg)
+                self._chunk_size = 0
             self._note_damage(seg, before, self._decoder.stats())
         self._decoder.finish()
         while True:
@@ -158,6 +173,16 @@ class RecordingReader:
             if len(rows) == 0:
                 break
             yield rows
+
+    def bytes_read(self) -> int:
+        """Bytes of the segments read so far by :meth:`batches` (whole segments, then whole
+        chunks of the current one): the export's progress, whatever the events' sizes."""
+        current = (self._decoder.stats()["chunks"] - self._segment_chunks0) * self._chunk_size
+        return self._bytes_done + current
+
+    def total_bytes(self) -> int:
+        """Bytes of the segment files (what :meth:`bytes_read` reaches at the end)."""
+        return sum(_size(seg) for seg in self.segments)
 
     def events_read(self) -> int:
         """Events decoded so far by :meth:`batches` (its progress)."""
