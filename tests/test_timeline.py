@@ -323,3 +323,40 @@ def test_png_window_is_checked_by_the_cli(child_env):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("nvtx-tf: error: argument --png-window: 'two'")
+
+
+@pytest.mark.parametrize(
+    "program, title",
+    [
+        ("import nvtx; nvtx.mark('only a mark'); nvtx.mark('another')", "(0 ranges, 2 marks, steps 1:)"),
+        ("import nvtx\nwith nvtx.annotate('one range ✓ 日本 🙂', domain='領域'): pass", "(1 range, steps 1:)"),
+    ],
+    ids=["marks only", "one range, glyphs the font lacks"],
+)
+def test_png_of_a_tiny_recording(program, title, tmp_path, child_env):
+    """Issue 21.11: marks only (before: nothing visible, at the window's very edges), one range
+    (before: '1 ranges'), names in scripts the font lacks (before: a 'Glyph ... missing'
+    warning per character and empty boxes): drawn with no warning, under a title that names
+    the recording."""
+    import subprocess
+    import sys
+
+    from nvtx_plugins_tf.recorder.exports import feed
+    from nvtx_plugins_tf.recorder.reader import RecordingReader
+
+    cmd = [sys.executable, "-W", "error", "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "tiny"), "--png"]
+    proc = subprocess.run([*cmd, "--", sys.executable, "-c", program], env=child_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stderr and "Glyph" not in proc.stderr, proc.stderr
+    png = tmp_path / "tiny.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
+    with RecordingReader(tmp_path / "tiny.nvtxrec") as reader:
+        sink = TimelineSink(reader, tmp_path / "again.png")
+        feed(reader, [sink])
+        sink.finish()
+    fig, ax = _figure(sink.plan, "1:", "tiny")
+    assert ax.get_title() == f"NVTX timeline of tiny {title}", ax.get_title()
+    lo, hi = ax.get_xlim()
+    assert all(lo < b.x0 and b.x1 < hi for b in sink.plan.boxes)  # nothing on the edges
+    texts = [t.get_text() for t in ax.texts] + [t.get_text() for t in ax.get_yticklabels()]
+    assert not any("日" in t or "🙂" in t for t in texts), texts

@@ -94,6 +94,25 @@ def _measurer():
     return RendererAgg(10, 10, DPI), FontProperties(size=FONT_PT)
 
 
+_charmap: set[int] | None = None
+
+
+def drawable(text: str) -> str:
+    """``text`` with every character the picture's font has no glyph for replaced by ``?``:
+    matplotlib would draw an empty box and warn ("Glyph ... missing from font(s)") once per
+    character (range names in CJK scripts, emoji)."""
+    global _charmap  # (read once, as the measurer)
+    if _charmap is None:
+        _pyplot()
+        from matplotlib import font_manager
+
+        path = font_manager.findfont(font_manager.FontProperties())
+        _charmap = set(font_manager.get_font(path).get_charmap())
+    if all(ord(c) in _charmap or c in "\n\t" for c in text):
+        return text
+    return "".join(c if ord(c) in _charmap else "?" for c in text)
+
+
 @functools.lru_cache(maxsize=65536)
 def label_width_px(text: str) -> float:
     """Width in pixels of ``text`` as the timeline draws a label (Agg, its font and size)."""
@@ -193,7 +212,9 @@ def _window(window: str, steps: list[tuple[float, float]], lo: float, hi: float)
 
 def _label(name: str, room_px: float, label_px: Callable[[str], float]) -> str | None:
     """``name`` if it fits in ``room_px``, else its longest prefix of at least
-    :data:`MIN_LABEL_CHARS` characters with an ellipsis that does, else None."""
+    :data:`MIN_LABEL_CHARS` characters with an ellipsis that does, else None (characters the
+    font has no glyph for are ``?``: :func:`drawable`)."""
+    name = drawable(name)
     if label_px(name) <= room_px:
         return name
     if len(name) <= MIN_LABEL_CHARS or label_px(name[:MIN_LABEL_CHARS] + ELLIPSIS) > room_px:

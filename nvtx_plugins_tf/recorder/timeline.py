@@ -52,6 +52,7 @@ from ._timeline_layout import (  # noqa: F401 - the layout's public names are th
     _steps,
     _window,
     box_color,
+    drawable,
     label_width_px,
     layout,
 )
@@ -240,7 +241,11 @@ class TimelineSink(Sink):
         self._store.close()
 
 
-def _figure(plan: Layout, window: str):
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def _figure(plan: Layout, window: str, name: str = ""):
     """The figure of ``plan`` (matplotlib ``Figure``, ``Axes``); the axes are exactly
     ``plan.width_px`` wide and ``plan.row_px`` per row, as the label rule assumed."""
     plt = _pyplot()
@@ -299,24 +304,27 @@ def _figure(plan: Layout, window: str):
         ax.text(
             b.x0 + pad_ms,
             base[b.lane] + b.row + BOX_HEIGHT / 2,
-            b.label,
+            drawable(b.label),
             fontsize=FONT_PT,
             va="center",
             ha="left",
             color="white" if lum < 0.4 else "black",
             clip_on=True,
         )
-    ax.set_xlim(*plan.window_ms)
+    # A margin around the window, so that a mark (or a range) at its very edge shows.
+    lo, hi = plan.window_ms
+    margin = max((hi - lo) * 0.01, 1e-4)
+    ax.set_xlim(lo - margin, hi + margin)
     ax.set_ylim(lane_top, -0.2)
     ax.set_yticks([base[i] + n / 2 for i, n in enumerate(plan.rows_per_lane)])
-    ax.set_yticklabels(plan.lanes, fontsize=7)
+    ax.set_yticklabels([drawable(lane) for lane in plan.lanes], fontsize=7)
     ax.set_xlabel("time since recording start (ms)")
     legend = [
         Patch(
             color=box_color(
                 Box(0, 0, 0, 0, d if d in FAMILIES else "", 0.6 if d in FAMILIES else _other_slot(d), None, None)
             ),
-            label=d or "(default)",
+            label=drawable(d) or "(default)",
         )
         for d in plan.domains
     ]
@@ -325,21 +333,24 @@ def _figure(plan: Layout, window: str):
             handles=legend, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, title="domain", title_fontsize=7
         )
     shown = "" if window == "all" else f", steps {window}"
-    drawn = len(plan.boxes)
+    drawn = len(bars)
     count = (
-        f"{drawn:,} ranges"
-        if plan.ranges_in_window <= drawn
+        _plural(drawn, "range")
+        if plan.ranges_in_window <= len(plan.boxes)
         else f"{drawn:,} of {plan.ranges_in_window:,} ranges, the longest"
     )
-    ax.set_title(f"NVTX timeline ({count}{shown})", fontsize=10)
+    if marks:
+        count += f", {_plural(len(marks), 'mark')}"
+    title = f"NVTX timeline of {drawable(name)}" if name else "NVTX timeline"
+    ax.set_title(f"{title} ({count}{shown})", fontsize=10)
     return fig, ax
 
 
 def _draw(plan: Layout, output, window: str) -> Path:
     """Draw ``plan`` into the PNG ``output``."""
     plt = _pyplot()
-    fig, _ = _figure(plan, window)
     output = Path(output)
+    fig, _ = _figure(plan, window, output.stem)
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
         with atomic_output(output) as tmp:
