@@ -25,14 +25,17 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
@@ -150,31 +153,69 @@ def _compiler_version() -> str:
         raise CompilerMissing(no_compiler_message()) from None  # the chained error only repeats it
 
 
-def _run(cmd: list[str]) -> None:
+def _build_log(output: Path) -> Path:
+    """Where a failed build of ``output`` leaves the compiler's output: beside it, or in the
+    temporary folder when that is read-only."""
+    for folder in (output.parent, Path(tempfile.gettempdir())):
+        log = folder / f"{output.name}.build.log"
+        try:
+            log.touch()
+            return log
+        except OSError:
+            continue
+    return Path(os.devnull)
+
+
+def _run(cmd: list[str], log: Path | None = None) -> None:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     except FileNotFoundError:  # the compiler itself is missing; the chained error only repeats it
         raise CompilerMissing(no_compiler_message()) from None
     if proc.returncode != 0:
-        raise BuildError(f"{shlex.join(cmd)}\n{proc.stdout}{proc.stderr}")
+        where = ""
+        if log is not None:
+            with contextlib.suppress(OSError):
+                log.write_text(f"$ {shlex.join(cmd)}\n{proc.stdout}{proc.stderr}")
+                where = f" (the compiler's output: {log})"
+        raise BuildError(f"{COMPILER} failed{where}\n{shlex.join(cmd)}\n{proc.stdout}{proc.stderr}")
+
+
+def _say(text: str) -> None:
+    """A progress line on stderr (a build takes up to a minute: never silent that long)."""
+    print(f"nvtx_plugins_tf: {text}", file=sys.stderr, flush=True)
 
 
 def _compile_and_link(sources: list[Path], output: Path, cflags: list[str], ldflags: list[str]) -> None:
-    """Compile each source to an object in parallel (2 jobs), then link atomically."""
+    """Compile each source to an object in parallel (2 jobs), then link atomically; say what is
+    built and how long it takes on stderr (every 10 s while it lasts)."""
+    if shutil.which(COMPILER) is None:  # said once, before anything else
+        raise CompilerMissing(no_compiler_message())
     output.parent.mkdir(parents=True, exist_ok=True)
+    log = _build_log(output)
+    started = time.monotonic()
+    _say(f"building {output.name} from {len(sources)} source(s) into {output.parent}")
     with tempfile.TemporaryDirectory(prefix="nvtx_tf_build_") as tmp:
         objects = [Path(tmp) / (src.stem + ".o") for src in sources]
         jobs = max(1, min(len(sources), os.cpu_count() or 1))
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             futures = [
-                pool.submit(_run, [COMPILER, *cflags, "-c", str(src), "-o", str(obj)])
+                pool.submit(_run, [COMPILER, *cflags, "-c", str(src), "-o", str(obj)], log)
                 for src, obj in zip(sources, objects)
             ]
-            for future in futures:
-                future.result()
+            while True:
+                done, pending = concurrent.futures.wait(futures, timeout=10)
+                for future in done:
+                    future.result()  # the first failure ends the build
+                if not pending:
+                    break
+                _say(f"building {output.name}: {len(done)}/{len(futures)} compiled, {time.monotonic() - started:.0f} s")
         partial = output.with_name(output.name + f".tmp{os.getpid()}")
-        _run([COMPILER, "-shared", *map(str, objects), "-o", str(partial), *ldflags])
+        _run([COMPILER, "-shared", *map(str, objects), "-o", str(partial), *ldflags], log)
         os.replace(partial, output)
+    with contextlib.suppress(OSError):
+        if log.name.endswith(".build.log") and log.stat().st_size == 0:
+            log.unlink()
+    _say(f"built {output.name} in {time.monotonic() - started:.1f} s")
 
 
 def _sources(folder: str) -> list[Path]:

@@ -176,3 +176,23 @@ def test_doctor_refuses_a_damaged_library(tmp_path, child_env):
     (line,) = [x for x in proc.stdout.splitlines() if x.startswith("reader library:")]
     assert line == "reader library: not built (run: python -m nvtx_plugins_tf build)", line
     assert not [x for x in proc.stdout.splitlines() if x.startswith("recorder library refused:")]
+
+
+def test_a_build_says_what_it_builds_and_where_its_log_is(tmp_path, capfd):
+    """Issue 21.10: the first-use build was silent for up to a minute, and a failure did not say
+    where the compiler's output was."""
+    build = _native_libs.build_module()
+    good = tmp_path / "ok.cc"
+    good.write_text('extern "C" int f(void) { return 1; }\n')
+    build._compile_and_link([good], tmp_path / "out" / "libok.so", ["-fPIC"], [])
+    err = capfd.readouterr().err
+    assert "nvtx_plugins_tf: building libok.so from 1 source(s)" in err and "nvtx_plugins_tf: built libok.so in" in err
+    assert not (tmp_path / "out" / "libok.so.build.log").exists()  # no log left by a good build
+    bad = tmp_path / "bad.cc"
+    bad.write_text("int broken( {\n")
+    with pytest.raises(build.BuildError) as info:
+        build._compile_and_link([bad], tmp_path / "out" / "libbad.so", ["-fPIC"], [])
+    first = str(info.value).splitlines()[0]
+    log = tmp_path / "out" / "libbad.so.build.log"
+    assert first == f"{build.COMPILER} failed (the compiler's output: {log})", first
+    assert "bad.cc" in log.read_text() and "error" in log.read_text()
