@@ -232,6 +232,7 @@ EXAMPLE_ARGS = {  # small runs, as in tests/test_examples.py
     "tf_profiler.py": ["--steps", "2"],
     "backward_pairs.py": ["--steps", "2"],
     "xla.py": ["--steps", "2"],
+    "train.py": ["--batch-size", "8"],
 }
 
 
