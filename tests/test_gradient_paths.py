@@ -10,6 +10,7 @@ closer exists for). The same weights without the ops are the reference.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -113,6 +114,45 @@ def custom_gradient(m):
     return tape.gradient(y, m.w)
 
 
+def vectorized_map(m):  # per-example gradients: the forward pass runs under pfor too
+    def one(x):
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(m(x[None]))
+        return tape.gradient(y, m.w)
+
+    return tf.vectorized_map(one, X)
+
+
+def recompute_grad_jacobian(m):  # the forward rerun of recompute_grad happens inside pfor
+    block = tf.recompute_grad(lambda x: m(x))
+    with tf.GradientTape() as tape:
+        y = block(X)
+    return tape.jacobian(y, m.w[2])
+
+
+def hessian(m):  # a jacobian of a gradient: the outer tape records the inner backward pass
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = tf.reduce_sum(m(X))
+        g = inner.gradient(y, m.w[2])
+    return outer.jacobian(g, m.w[2])
+
+
+def forward_over_backward(m):  # a Hessian-vector product
+    with tf.autodiff.ForwardAccumulator(m.w[1], tf.ones_like(m.w[1])) as acc:
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(m(X))
+        g = tape.gradient(y, m.w[1])
+    return [g, acc.jvp(g)]
+
+
+def tape_over_function(m):  # the backward pass is the function's own backward function
+    f = tf.function(lambda x: m(x))
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(f(X))
+    return tape.gradient(y, m.w)
+
+
 def tf_gradients(m):  # only inside a tf.function (graph)
     return tf.gradients(tf.reduce_sum(m(X)), m.w)
 
@@ -127,12 +167,18 @@ PATHS = {
     "ForwardAccumulator": forward_accumulator,
     "tf.recompute_grad": recompute_grad,
     "tf.custom_gradient": custom_gradient,
+    "tf.vectorized_map": vectorized_map,
+    "tf.recompute_grad in a jacobian": recompute_grad_jacobian,
+    "Hessian": hessian,
+    "forward over backward": forward_over_backward,
+    "tape over a tf.function": tape_over_function,
 }
 
 
 def _run(path, annotated: bool, in_function: bool):
     m = MLP(annotated)
-    fn = tf.function(lambda: path(m)) if in_function else (lambda: path(m))
+    call = tf.autograph.experimental.do_not_convert(lambda: path(m))
+    fn = tf.function(call) if in_function else call
     if in_function:
         fn()  # traced outside the capture
     with capture() as rec:
@@ -165,12 +211,67 @@ def test_tf_gradients_in_a_function():
         assert rec.count(message=f"Dense {i}", domain="Gradient") == 1
 
 
-def test_jacobian_ranges_one_per_row():
-    """pfor computes a jacobian's rows at once or one by one; either way each backward range
-    that opens is closed (the first layer's too, ended through the returned gradients)."""
-    rec = _check(jacobian, False)
-    starts = rec.find(domain="Gradient")
-    assert len(starts) >= 3 and all(not r.unclosed for r in starts)
+class _TensorFlowWarnings(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+@pytest.mark.parametrize("name", ["tape.jacobian", "tape.batch_jacobian", "tf.vectorized_map"])
+def test_pfor_runs_one_range_per_region(name):
+    """pfor (jacobians, vectorized_map) computes all the rows at once, and so do the NVTX ops
+    (_pfor.py): one forward and one backward range per region, not one per row in a while
+    loop plus one more run of the loop body (before: 3 rows and the extra run gave 10 backward
+    ranges of a jacobian; vectorized_map left its 9 forward ranges per row open), and no
+    "Using a while_loop for converting NvtxStart" warning."""
+    warnings = _TensorFlowWarnings()
+    tf.get_logger().addHandler(warnings)
+    try:
+        rec = _check(PATHS[name], False)
+    finally:
+        tf.get_logger().removeHandler(warnings)
+    for i in (1, 2, 3):
+        assert rec.count(message=f"Dense {i}", domain="Gradient") == 1, rec.count(message=f"Dense {i}")
+    if name == "tf.vectorized_map":
+        # The forward pass runs inside pfor: its vectorized ranges, and the loop body's stateful
+        # ops run once more by TensorFlow (as it runs a tf.print of the loop body).
+        assert rec.count(domain="Forward") == 6
+    assert not [line for line in warnings.lines if "nvtx" in line.lower()], warnings.lines
+
+
+def test_jacobian_of_an_annotated_keras_model_and_tf_gradients_in_a_function():
+    """The issue's reproduction (../shared/repros/tf_repro_tf.py) with annotate() on Keras:
+    a jacobian and tf.gradients in a tf.function leave no backward range open."""
+    from nvtx_plugins_tf.keras import annotate, keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2, name="d")])
+    plain = keras.models.clone_model(model)
+    plain.set_weights(model.get_weights())
+    annotate(model)
+    x = tf.random.normal((3, 8))
+
+    def jacobian_of(m):
+        with tf.GradientTape() as tape:
+            y = m(x)
+        return tape.jacobian(y, m.trainable_variables[0])
+
+    def gradients_of(m):
+        return tf.function(lambda: tf.gradients(tf.reduce_sum(m(x)), m.trainable_variables))
+
+    with capture() as rec:
+        jac = jacobian_of(model)
+    assert rec.count(message="d", domain="Backward") == 1 and not rec.open_ranges, rec.open_ranges
+    assert np.array_equal(jac, jacobian_of(plain))
+    step = gradients_of(model)
+    step()
+    with capture() as rec:
+        grads = step()
+    assert rec.count(message="d", domain="Backward") == 1 and not rec.open_ranges, rec.open_ranges
+    assert all(np.array_equal(a, b) for a, b in zip(grads, gradients_of(plain)()))
 
 
 SUBPROCESS = textwrap.dedent(
@@ -195,8 +296,8 @@ SUBPROCESS = textwrap.dedent(
                     out = s.run(grads)
         return out, rec
 
-    def mirrored(annotated):
-        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    def mirrored(annotated, devices=("/cpu:0", "/cpu:1")):
+        strategy = tf.distribute.MirroredStrategy(list(devices))
         with strategy.scope():
             m = MLP(annotated)
 
@@ -214,7 +315,8 @@ SUBPROCESS = textwrap.dedent(
             out = step()
         return [np.asarray(t) for t in out], rec
 
-    for name, fn in (("v1 graph", v1_graph), ("mirrored", mirrored)):
+    mirrored_1 = lambda annotated: mirrored(annotated, ["/cpu:0"])
+    for name, fn in (("v1 graph", v1_graph), ("mirrored", mirrored), ("mirrored on 1 device", mirrored_1)):
         plain, _ = fn(False)
         annotated, rec = fn(True)
         assert all(np.array_equal(a, b) for a, b in zip(plain, annotated)), name
@@ -227,7 +329,7 @@ SUBPROCESS = textwrap.dedent(
 
 def test_compat_v1_graph_and_mirrored_replicas(child_env, tmp_path):
     """tf.gradients in a compat.v1 graph run by a Session, and a GradientTape in each replica of
-    a MirroredStrategy over two logical CPUs (in a process of their own: the logical devices
+    a MirroredStrategy over two logical CPUs and over one (in a process of their own: the logical devices
     must be set before TensorFlow starts)."""
     from pathlib import Path
 
@@ -240,4 +342,5 @@ def test_compat_v1_graph_and_mirrored_replicas(child_env, tmp_path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert "v1 graph OK" in proc.stdout and "mirrored OK" in proc.stdout, proc.stdout
+    for name in ("v1 graph", "mirrored", "mirrored on 1 device"):
+        assert f"{name} OK" in proc.stdout, proc.stdout

@@ -185,10 +185,26 @@ def _set_pair(op, value: str) -> None:
 
 
 def _pair(start, end) -> None:
-    token = f"{_pair_tokens.getrandbits(64):016x}"
-    _set_pair(start, f"{token}@{start.name}")
-    _set_pair(end, f"{token}@{end.name}")
-    _paired_ids[token] = start.outputs[-1]
+    set_pair(end, set_pair(start))
+
+
+def set_pair(op, token: str | None = None) -> str:
+    """Pairs ``op`` (an NvtxStart or NvtxEnd) under ``token`` (a new one when None) and its own
+    node name; returns the token. Also for the copies pfor makes (_pfor.py)."""
+    if token is None:
+        token = f"{_pair_tokens.getrandbits(64):016x}"
+    _set_pair(op, f"{token}@{op.name}")
+    if op.type == "NvtxStart":
+        _paired_ids[token] = op.outputs[-1]
+    return token
+
+
+def pair_token(op) -> str:
+    """The token of ``op``'s pair ('' when it has none)."""
+    try:
+        return op.get_attr("pair").decode().split("@")[0]
+    except ValueError:  # an op type without the attribute
+        return ""
 
 
 def paired_range_id(end):

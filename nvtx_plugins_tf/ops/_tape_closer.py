@@ -15,12 +15,16 @@ measures).
 Instead, ``tf.GradientTape.gradient`` (and so ``jacobian`` and ``batch_jacobian``) and, inside
 a ``tf.function``, ``tf.gradients`` are wrapped. A backward range opened during the call
 whose NvtxBackwardEnd was not built, or will not run, is ended when the call returns:
-eagerly right then; while tracing a graph by a (stateful) NvtxEnd through which the
-returned gradients computed from the backward range's tensors pass, so it runs after them,
-wherever they are computed (once per row of a jacobian's pfor), and computes nothing they
-would not. "Will not run" is decided the way TensorFlow's function
-runtime prunes: an op runs when a returned tensor or a stateful op depends on it. (A caller
-that discards some returned gradients still has them computed for such a range.)
+eagerly right then; while tracing a graph by an end through which the returned gradients
+computed from the backward range's tensors pass, so it runs after them, wherever they are
+computed (in a jacobian's pfor: where its vectorized rows are, _pfor.py), and computes
+nothing they would not. The end is an NvtxBackwardEnd, which runs exactly when those
+gradients are used, hence exactly when the range's start runs; it is a stateful NvtxEnd
+where something else may run the start without using them: a stateful op built during the
+call, or a tape recording the call (a Hessian). "Will not run" is decided the way
+TensorFlow's function runtime prunes: an op runs when a returned tensor or a stateful op
+depends on it. (A caller that discards some returned gradients still has them computed for
+such a range.)
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import functools
 import threading
 
 import tensorflow as tf
-from tensorflow.python.eager import backprop
+from tensorflow.python.eager import backprop, record
 
 from nvtx_plugins_tf.ops import _backward, _raw
 
@@ -162,6 +166,8 @@ def _close(call: _Call, result):
     returned = _returned_tensors(result)
     returned_refs = {t.ref() for t in returned}
     live, needed = _live(created, returned)
+    kept_by_state, _ = _live(created, [])
+    recorded = record.could_possibly_record()  # by a tape or a forward accumulator
     current = {t.ref(): t for t in returned}  # each returned tensor as passed through the ends so far
     for entry in call.opened:
         _backward.take(entry.key)
@@ -172,8 +178,16 @@ def _close(call: _Call, result):
             continue  # its NvtxBackwardEnd ends it
         after = _downstream(members, entry.start_op)
         fed = [t for t in returned if t.op in after]
+        # Stateless where only the returned gradients can keep the range's start alive: the
+        # end then runs exactly when the start does. A stateful end would also run where
+        # nothing asks for those gradients, and compute them: once more per jacobian (pfor
+        # runs a loop body's stateful ops once with the loop variable's default, _pfor.py).
+        # Stateful where a stateful op built during the call needs the start, or where a tape
+        # records the call: a gradient of these gradients (a Hessian) may need the start
+        # without them.
+        end = _raw.end_op if recorded or entry.start_op in kept_by_state else _raw.backward_end_op
         with call.graph.as_default():
-            ended = _raw.end_op([current[t.ref()] for t in fed], entry.range_id, entry.domain)
+            ended = end([current[t.ref()] for t in fed], entry.range_id, entry.domain)
         for t, out in zip(fed, ended):
             current[t.ref()] = out
     return tf.nest.map_structure(
