@@ -344,3 +344,43 @@ def test_compat_v1_graph_and_mirrored_replicas(child_env, tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     for name in ("v1 graph", "mirrored", "mirrored on 1 device"):
         assert f"{name} OK" in proc.stdout, proc.stdout
+
+
+def _range_without_tensors(x):
+    with nvtx_tf.ops.range("region", "Forward"):
+        y = x * 3.0
+    return y
+
+
+def _end_never_used(x):
+    y, ctx = nvtx_tf.ops.start(x, "region", "Forward")
+    nvtx_tf.ops.end(y * 2.0, ctx)  # its output unused: only its start's data reach the result
+    return y + 1.0
+
+
+def _payload_per_row(x):
+    y, ctx = nvtx_tf.ops.start(x, "region", "Forward", payload=tf.cast(x[0] > 0, tf.int64))
+    return nvtx_tf.ops.end(y * 2.0, ctx)
+
+
+def _cond_inside(x):
+    y, ctx = nvtx_tf.ops.start(x, "region", "Forward")
+    y = tf.cond(tf.reduce_sum(y) > 0, lambda: y * 2.0, lambda: y - 1.0)
+    return nvtx_tf.ops.end(y, ctx)
+
+
+@pytest.mark.parametrize("body", [_range_without_tensors, _end_never_used, _payload_per_row, _cond_inside])
+@pytest.mark.parametrize("in_function", [False, True], ids=["eager", "tf.function"])
+def test_every_range_inside_vectorized_map_ends(body, in_function):
+    """pfor copies only what the loop's outputs need; the end of a range with no tensor, or
+    whose tensors nobody uses, is copied with its start (before: the copied range, or one
+    per row, never ended); a payload that differs per row is the rows' smallest."""
+    call = tf.autograph.experimental.do_not_convert(lambda: tf.vectorized_map(body, X))
+    fn = tf.function(call) if in_function else call
+    if in_function:
+        fn()
+    with capture() as rec:
+        out = fn()
+    assert np.array_equal(out, tf.stack([body(x) for x in X]))
+    assert not rec.open_ranges, [(r.domain, r.message) for r in rec.open_ranges]
+    assert rec.count(message="region", domain="Forward") == 2  # the vectorized one, the loop body's own

@@ -36,6 +36,8 @@ from nvtx_plugins_tf.ops import _raw
 
 # PFor converter -> {pair token of an original NvtxStart: token of its copy}.
 _tokens: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# PFor converter -> {pair token: the paired NvtxEnd ops of its loop body}.
+_paired_ends: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _tokens_lock = threading.Lock()
 _installed = False
 
@@ -67,8 +69,11 @@ def _repair(pfor, original, copy) -> None:
             _raw.set_pair(copy, tokens.get(token, token))
 
 
-def _passed_through(copy, wrapped: list) -> list:
-    """The copy's pass-through outputs, stacked where their inputs were."""
+def _passed_through(copy, wrapped: list):
+    """The copy's pass-through outputs, stacked where their inputs were; the copy itself when
+    it has none (pfor's convention for an op with no output)."""
+    if not copy.outputs:
+        return copy
     return [_pfor_lib.wrap(t, w.is_stacked, w.is_sparse_stacked) for t, w in zip(copy.outputs, wrapped)]
 
 
@@ -77,14 +82,46 @@ def _one_payload(wrapped):
     return tf.reduce_min(wrapped.t) if wrapped.is_stacked else wrapped.t
 
 
+def _ends(pfor, start) -> list:
+    """The (stateful) NvtxEnd ops of the loop body that end ``start``'s range: through its
+    range id, or paired with it."""
+    ends = [op for op in start.outputs[-1].consumers() if op.type == "NvtxEnd"]
+    token = _raw.pair_token(start)
+    if token:
+        with _tokens_lock:
+            by_token = _paired_ends.get(pfor)
+            if by_token is None:  # once per pfor: every paired end of its loop body
+                by_token = {}
+                for op in pfor._pfor_ops:  # pylint: disable=protected-access
+                    if op.type == "NvtxEnd" and _raw.pair_token(op):
+                        by_token.setdefault(_raw.pair_token(op), []).append(op)
+                _paired_ends[pfor] = by_token
+        ends += by_token.get(token, [])
+    return [op for op in ends if pfor.op_is_inside_loop(op)]
+
+
 def _convert_start(pfor_input):
-    """NvtxStart, NvtxBackwardStart: one range over all rows; its range id is loop invariant."""
-    n = _num_passed(pfor_input.op)
+    """NvtxStart, NvtxBackwardStart: one range over all rows; its range id is loop invariant.
+
+    pfor copies only the ops that the loop's outputs need, but a stateful NvtxEnd runs also
+    where nothing uses it (a range with no tensor, ``ops.range`` or ``trace``; an end whose
+    tensors are unused): its copy is made with its start's, or the copied range never ends.
+    """
+    pfor, start = pfor_input.pfor, pfor_input.op
+    n = _num_passed(start)
     passed = list(pfor_input.inputs[:n])
     payload = [_one_payload(w) for w in pfor_input.inputs[n:]]
     copy = _copy(pfor_input, [w.t for w in passed] + payload)
-    _repair(pfor_input.pfor, pfor_input.op, copy)
-    return _passed_through(copy, passed) + [_pfor_lib.wrap(copy.outputs[n], False)]
+    _repair(pfor, start, copy)
+    outputs = _passed_through(copy, passed) + [_pfor_lib.wrap(copy.outputs[n], False)]
+    ends = _ends(pfor, start)
+    if ends:
+        # pylint: disable=protected-access
+        for old, new in zip(start.outputs, outputs):
+            pfor._add_conversion(old, new)  # (what pfor does with them when this returns)
+        for end in ends:
+            pfor._convert_helper(end.outputs[0] if end.outputs else end)
+    return outputs
 
 
 def _convert_end(pfor_input):
