@@ -103,3 +103,98 @@ def test_recording_cut_by_sigkill_is_not_damage(tmp_path, c_sample, recorder_env
     rec = load(tmp_path / "rec")
     assert rec.count(message="stress-0") > 0
     assert rec.damage.damaged_chunks == 0 and rec.damage.lost_events_min == 0, rec.damage
+
+
+# ---- the seal (issue 21.4): a chunk's sums, written when its thread leaves it --------------
+# Damage that leaves every record well-formed (a flipped bit in a timestamp, a message id, a
+# payload) cannot be seen by walking the records; the seal's sums see it.
+
+SEAL = 32  # offsetof(ChunkHeader, sealed_end); sum1, sum2 follow
+
+
+def _seals(segment, chunk_size):
+    data = segment.read_bytes()
+    count = (len(data) - HEADER) // chunk_size
+    return [struct.unpack_from("<QQQ", data, HEADER + k * chunk_size + SEAL) for k in range(count)]
+
+
+def test_the_writer_seals_every_chunk_it_leaves(recording, tmp_path):
+    _, segment, chunk_size = _copy(recording, tmp_path)
+    seals = _seals(segment, chunk_size)
+    # (the stress thread leaves each full chunk for a new one, and its last one at its exit)
+    assert len(seals) > 4 and all(64 <= end <= chunk_size and end % 8 == 0 for end, _, _ in seals), seals[:3]
+    from native.segment_oracle import chunk_sums, decode_segment
+
+    data = segment.read_bytes()
+    for k, (end, sum1, sum2) in enumerate(seals):
+        assert chunk_sums(data, HEADER + k * chunk_size, end) == (sum1, sum2), k
+    decode_segment(segment)  # the oracle's strict walk: records end exactly at each seal
+
+
+@pytest.mark.parametrize(
+    "what, offset, flip",
+    [
+        ("one bit of a timestamp", 64 * 1024 + 64 + 8, 0x01),  # a push's ts: a valid record still
+        ("the top bit of a timestamp", 64 * 1024 + 64 + 8 + 7, 0x80),
+        ("one bit of a message id", 64 * 1024 + 64 + 4, 0x02),
+        ("one bit of the seal's first sum", SEAL + 8, 0x10),
+        ("the seal's end, still a valid end", SEAL, 0x08),
+        ("the seal's end, not a multiple of 8", SEAL, 0x01),
+    ],
+)
+def test_a_changed_bit_in_a_sealed_chunk_is_damage(recording, tmp_path, child_env, what, offset, flip):
+    copy, segment, chunk_size = _copy(recording, tmp_path)
+    at = HEADER + 2 * chunk_size + offset
+    with open(segment, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([byte ^ flip]))
+    rec = load(copy)
+    damage = rec.damage
+    assert damage.damaged_chunks == 1 and damage.checksum_mismatches == 1, (what, damage)
+    assert "changed after they were written" in damage.describe()
+    # nothing is lost: the records are read (one of them is wrong)
+    assert rec.count() >= RANGES - 2
+    proc = _report(copy, child_env)
+    assert proc.returncode == 6, proc.stderr
+    assert "bytes changed" in proc.stderr or "changed after" in proc.stderr, proc.stderr
+
+
+def test_merge_keeps_seals_and_never_launders_damage(recording, tmp_path, child_env):
+    """merge rebases timestamps, which changes the words: it seals intact chunks anew, and
+    leaves a chunk whose seal did not hold damaged."""
+    copy, segment, chunk_size = _copy(recording, tmp_path)
+    at = HEADER + 3 * chunk_size + 64 * 1024 + 64 + 8
+    with open(segment, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([byte ^ 0x04]))
+    out = tmp_path / "merged"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", "merge", "-o", str(out), str(recording), str(copy)],
+        env=child_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 6 and "changed after" in proc.stderr, proc.stderr
+    merged = load(tmp_path / "merged.nvtxrec")
+    assert merged.damage.checksum_mismatches == 1 and merged.damage.damaged_chunks == 1, merged.damage
+    assert merged.count(message="stress-0") >= 2 * RANGES - 2
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_rewriting_a_chunk_seals_it_anew_only_if_its_seal_held(recording, tmp_path, damaged):
+    from native.segment_oracle import chunk_seal, chunk_sums
+
+    from nvtx_plugins_tf.recorder import _decoder
+
+    _, segment, chunk_size = _copy(recording, tmp_path)
+    data = segment.read_bytes()
+    chunk = bytearray(data[HEADER + 2 * chunk_size : HEADER + 3 * chunk_size])
+    if damaged:
+        chunk[64 * 1024 + 64 + 8] ^= 0x01
+    pid = struct.unpack_from("<q", data, 24)[0]
+    _decoder.rewrite_chunk(chunk, 10**9, pid, pid + 1)  # timestamps shifted by 1 s: every word changes
+    end, sum1, sum2 = chunk_seal(bytes(chunk), 0)
+    assert struct.unpack_from("<q", chunk, 64 + 8)[0] > 10**9  # rewritten
+    assert (chunk_sums(bytes(chunk), 0, end) == (sum1, sum2)) is not damaged

@@ -124,9 +124,36 @@ struct ChunkHeader {       // 64 bytes at the start of every chunk
   uint64_t seq;            // this thread's chunk number, 0-based
   uint64_t thread_serial;  // 1 + process-wide serial of the thread, the same in every
                            // segment of the process (0 from older writers)
-  uint64_t reserved[4];
+  // The seal, written by the owning thread when it leaves the chunk for good (a new chunk,
+  // an output switch, the thread's exit): sum1 and sum2 first, then sealed_end (release).
+  // sealed_end = the offset in the chunk where its records end; 0 = not sealed (the
+  // chunk in use when the process ended or was killed, a forked child's inherited chunk,
+  // older writers): read as before, without the check. A reader reads a sealed chunk's
+  // records up to sealed_end only, and a chunk whose words no longer give the sums is
+  // damaged (bits changed on disk or in transit).
+  uint64_t sealed_end;
+  uint64_t sum1;
+  uint64_t sum2;
+  uint64_t reserved;
 };
 constexpr uint32_t kChunkHeaderSize = sizeof(ChunkHeader);
+static_assert(kChunkHeaderSize == 64, "chunk header");
+
+// The seal's sums over the 8-byte words of chunk[kChunkHeaderSize, end): Fletcher's
+// scheme on 64-bit words (sum1 += word; sum2 += sum1; both mod 2^64, sum1 starting at
+// `end`). Any change of one word changes sum1; a reordering of words changes sum2. About
+// one cycle per word: 0.05 ns per byte recorded, paid once per chunk.
+inline void ChunkSums(const uint8_t* chunk, uint64_t end, uint64_t* sum1, uint64_t* sum2) {
+  uint64_t a = end, b = 0;
+  for (uint64_t off = kChunkHeaderSize; off + 8 <= end; off += 8) {
+    uint64_t w;
+    __builtin_memcpy(&w, chunk + off, 8);
+    a += w;
+    b += a;
+  }
+  *sum1 = a;
+  *sum2 = b;
+}
 
 enum RecordKind : uint8_t {
   kEnd = 0,  // a zero word: no more records in this chunk

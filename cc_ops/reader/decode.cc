@@ -16,7 +16,7 @@ namespace {
 
 using nvtx_reader::Decoder;
 
-constexpr uint32_t kAbiVersion = 7;
+constexpr uint32_t kAbiVersion = 8;
 
 void SetError(char* err, uint32_t err_len, const std::string& message) {
   if (!err || err_len == 0) return;
@@ -128,12 +128,21 @@ NVTXR_API int nvtxr_rewrite_chunk(uint8_t* buf, uint64_t len, int64_t shift_ns, 
   if (!buf || len < sizeof(ch)) return 1;
   memcpy(&ch, buf, sizeof(ch));
   if (ch.magic != nvtx_record::kChunkMagic) return 1;
-  if (ch.tid == old_pid) {
-    ch.tid = new_pid;
-    memcpy(buf, &ch, sizeof(ch));
+  if (ch.tid == old_pid) ch.tid = new_pid;
+  // A sealed chunk is sealed anew over the rewritten records, but only if its seal held
+  // before: damage is never laundered into a valid seal.
+  bool reseal = false;
+  uint64_t records_end = len;
+  if (ch.sealed_end >= nvtx_record::kChunkHeaderSize && ch.sealed_end <= len && ch.sealed_end % 8 == 0) {
+    uint64_t sum1, sum2;
+    nvtx_record::ChunkSums(buf, ch.sealed_end, &sum1, &sum2);
+    reseal = sum1 == ch.sum1 && sum2 == ch.sum2;
+    records_end = ch.sealed_end;
   }
   auto walk = nvtx_reader::ForEachRecordIn(
-      buf, len, [&](uint8_t* p, uint64_t) { nvtx_reader::RebaseRecord(p, shift_ns, old_pid, new_pid); });
+      buf, records_end, [&](uint8_t* p, uint64_t) { nvtx_reader::RebaseRecord(p, shift_ns, old_pid, new_pid); });
+  if (reseal) nvtx_record::ChunkSums(buf, ch.sealed_end, &ch.sum1, &ch.sum2);
+  memcpy(buf, &ch, sizeof(ch));
   return walk == nvtx_reader::ChunkWalk::kDamage ? -2 : 0;
 }
 

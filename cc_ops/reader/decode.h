@@ -100,6 +100,9 @@ struct NvtxrStats {
   // ABI 7:
   uint64_t lost_events_min;  // at least this many events lost in damaged chunks: bytes that
                              // held records and were skipped, / the largest event record
+  // ABI 8:
+  uint64_t checksum_mismatches;  // sealed chunks whose bytes changed after the seal (also
+                                 // counted in damaged_chunks; their records are read)
 };
 
 struct NvtxrDomain {

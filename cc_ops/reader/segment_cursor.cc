@@ -209,6 +209,13 @@ void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
     // Older writers: the thread index, valid within this segment only.
     ref.thread_key =
         ch.thread_serial ? ch.thread_serial : ((uint64_t(1) << 47) | (segment_no_ << 24) | ref.thread_index);
+    ref.sealed_end = ch.sealed_end;
+    ref.sum1 = ch.sum1;
+    ref.sum2 = ch.sum2;
+    // A seal no writer writes: the header's bytes changed. The records are read unchecked.
+    ref.bad_seal =
+        ch.sealed_end && (ch.sealed_end < kChunkHeaderSize || ch.sealed_end > csize || ch.sealed_end % 8 != 0);
+    if (ref.bad_seal) ref.sealed_end = 0;
     file_order.push_back(ref);
   }
   // Each thread's chunks in seq order, interleaved with the other threads in file order.
@@ -253,8 +260,24 @@ uint64_t SegmentCursor::ResyncFrom(uint64_t from) const {
 bool SegmentCursor::NextChunk() {
   if (next_chunk_ >= order_.size()) return false;
   chunk_ = &order_[next_chunk_++];
-  end_ = ReadChunk(*chunk_);
+  const uint64_t got = ReadChunk(*chunk_);
+  const uint64_t sealed = chunk_->sealed_end;
+  end_ = RecordsEnd(*chunk_, got);
+  whole_ = sealed ? got >= sealed : got >= info_.chunk_size;
   damaged_ = false;
+  bool mismatch = chunk_->bad_seal;
+  if (sealed && whole_) {
+    uint64_t sum1, sum2;
+    ChunkSums(buf_.data(), sealed, &sum1, &sum2);
+    mismatch = sum1 != chunk_->sum1 || sum2 != chunk_->sum2;
+  }
+  if (mismatch) {
+    // Bits changed after the writer sealed the chunk: its records are still read (the
+    // best there is), but at least one of them is not what was recorded.
+    damaged_ = true;
+    stats_.damaged_chunks++;
+    stats_.checksum_mismatches++;
+  }
   pos_ = kChunkHeaderSize;
   in_chunk_ = true;
   stats_.chunks++;
@@ -266,8 +289,8 @@ SegmentCursor::Step SegmentCursor::NextRecord(const uint8_t** p, uint64_t* len) 
     // Chunk exhausted without a zero word: fine when the chunk is complete, damage when
     // the file was cut inside it (or could not be read).
     in_chunk_ = false;
-    if (end_ < info_.chunk_size) {
-      stats_.damaged_chunks++;
+    if (!whole_) {
+      if (!damaged_) stats_.damaged_chunks++;
       return kDamage;
     }
     return kChunkEnd;

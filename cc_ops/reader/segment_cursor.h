@@ -54,6 +54,9 @@ struct ChunkRef {
   int64_t tid;
   uint64_t seq;
   uint64_t thread_key;  // identity of the thread across the segments of its process
+  uint64_t sealed_end;  // ChunkHeader::sealed_end (0: not sealed, or a bad seal)
+  uint64_t sum1, sum2;  // the seal's sums
+  bool bad_seal;        // a sealed_end no writer writes (damage)
 };
 
 class SegmentCursor {
@@ -91,6 +94,10 @@ class SegmentCursor {
   void Scan(uint64_t size, uint32_t hsize, uint32_t csize);
   // Reads chunk c into buf_; returns the bytes read (<= c.available).
   uint64_t ReadChunk(const ChunkRef& c);
+  // The bytes of buf_ (n read) that hold c's records: up to a seal, else all.
+  static uint64_t RecordsEnd(const ChunkRef& c, uint64_t n) {
+    return c.sealed_end && c.sealed_end < n ? c.sealed_end : n;
+  }
 
   NvtxrStats& stats_;
   FileDescriptor fd_;
@@ -104,6 +111,7 @@ class SegmentCursor {
   const ChunkRef* chunk_ = nullptr;
   uint64_t pos_ = 0, end_ = 0;  // offsets into buf_
   bool damaged_ = false;        // the current chunk was counted as damaged
+  bool whole_ = false;          // buf_[0, end_) is all the writer wrote into the chunk
   // Damage inside a chunk (NextRecord): whether buf_[from, to) is all zero; the first
   // offset >= from, a multiple of 8 apart, where a valid record starts (end_ if none).
   bool AllZero(uint64_t from, uint64_t to) const;
@@ -115,7 +123,7 @@ class SegmentCursor {
 template <class F>
 void SegmentCursor::ForEachRecord(F f) {
   for (const ChunkRef& c : order_) {
-    uint64_t n = ReadChunk(c);
+    uint64_t n = RecordsEnd(c, ReadChunk(c));
     ForEachRecordIn(static_cast<const uint8_t*>(buf_.data()), n, f);
   }
 }

@@ -248,8 +248,10 @@ __attribute__((noinline)) int GatedPop(ThreadState* ts, uint16_t domain) {
     } else {
       // A pop without push (recorded as an error, as on the ungated path): written
       // when a push now would be.
-      write = !CaptureRangeSet() || DecideWritten(ts, &now, nullptr);
-      if (!CaptureRangeSet()) now = NowNsOrdered(ts);
+      // (the gate read once: set between two reads, the pop would be written without a time)
+      const bool capture = CaptureRangeSet();
+      write = !capture || DecideWritten(ts, &now, nullptr);
+      if (!capture) now = NowNsOrdered(ts);
     }
     if (write) Record(ts, kRangePop, domain, Event(), now, false, 0);
   }

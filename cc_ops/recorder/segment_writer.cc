@@ -176,7 +176,7 @@ bool OpenSegmentLocked(uint32_t epoch) {
 // Abandons the thread's chunk (no further writes into it) and prepares it for the
 // segment of `epoch`.
 void SwitchLocked(ThreadState* ts, uint32_t epoch) {
-  if (ts->chunk) munmap(ts->chunk, ts->chunk_end);
+  SealAndUnmapChunk(ts);
   ts->chunk = nullptr;
   ts->pos = 0;
   ts->limit = 0;
@@ -254,7 +254,7 @@ bool ClaimChunkLocked(ThreadState* ts) {
   void* m = mmap(nullptr, cs, PROT_READ | PROT_WRITE, MAP_SHARED, g_seg.fd, off_t(off));
   if (m == MAP_FAILED) return FailEpoch(cur);  // e.g. ulimit -v: stop cleanly, drops are counted
   g_seg.next_chunk++;
-  if (ts->chunk) munmap(ts->chunk, ts->chunk_end);  // memory bound: only the current chunk
+  SealAndUnmapChunk(ts);  // memory bound: only the current chunk
   bool first = !ts->in_segment;
   if (first) {
     ts->in_segment = 1;
@@ -294,6 +294,16 @@ bool ClaimChunkLocked(ThreadState* ts) {
 }
 
 }  // namespace
+
+void SealAndUnmapChunk(ThreadState* ts) {
+  if (!ts->chunk) return;
+  ChunkHeader* h = reinterpret_cast<ChunkHeader*>(ts->chunk);
+  uint64_t end = ts->pos < kChunkHeaderSize ? kChunkHeaderSize : ts->pos;
+  ChunkSums(ts->chunk, end, &h->sum1, &h->sum2);
+  __atomic_store_n(&h->sealed_end, end, __ATOMIC_RELEASE);
+  munmap(ts->chunk, ts->chunk_end);
+  ts->chunk = nullptr;
+}
 
 uint8_t* ReserveSlow(ThreadState* ts, uint32_t n) {
   if (n > g_chunk_size - kChunkHeaderSize) return nullptr;

@@ -186,6 +186,10 @@ class EntryGuard {
 // Does not advance; Commit() publishes. May switch segment (ts->gen changes) or claim
 // a chunk (takes the recorder mutex).
 uint8_t* ReserveSlow(ThreadState* ts, uint32_t n);
+// Seals the thread's chunk (nvtx_record::ChunkHeader::sealed_end, sums over its records)
+// and unmaps it. Only the owning thread, leaving the chunk for good, in the process that
+// claimed it (never a forked child: the chunk is its parent's).
+void SealAndUnmapChunk(ThreadState* ts);
 inline uint8_t* Reserve(ThreadState* ts, uint32_t n) {
   if (NVTXREC_LIKELY(ts->epoch == g_epoch.load(std::memory_order_relaxed) && ts->pos + n <= ts->limit)) {
     return ts->chunk + ts->pos;

@@ -42,8 +42,7 @@ void ThreadExit(void* p) {
     if (ts->next) ts->next->prev = ts->prev;
     g_retired_events += ts->events.load(std::memory_order_relaxed);
   }
-  if (ts->chunk) munmap(ts->chunk, ts->chunk_end);
-  ts->chunk = nullptr;
+  SealAndUnmapChunk(ts);
   ReleaseStringMemory(ts);
   ReleaseFates(ts);
   UnmapMemory(ts, sizeof(ThreadState));
@@ -63,12 +62,15 @@ void AtForkChild() {
   ClockAtForkChild();
   // Only the forking thread exists here. Other threads' chunks still map the parent's
   // file: drop them (never written again); leak their states (tiny, owner gone).
+  // The forking thread's chunk too: the parent goes on writing into it, so the child
+  // must neither write nor seal it (SwitchLocked would).
   ThreadState* self = t_state;
   for (ThreadState* ts = g_threads; ts;) {
     ThreadState* next = ts->next;
-    if (ts != self && ts->chunk) {
+    if (ts->chunk) {
       munmap(ts->chunk, ts->chunk_end);
       ts->chunk = nullptr;
+      ts->pos = ts->limit = ts->chunk_end = 0;
     }
     ts = next;
   }

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._native_libs import native_library
 
-ABI_VERSION = 7
+ABI_VERSION = 8
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -92,6 +92,7 @@ class Stats(ctypes.Structure):
             "dropped_events",
             "unknown_strings",
             "lost_events_min",
+            "checksum_mismatches",
         )
     ]
 

@@ -34,6 +34,7 @@ from .recording import (  # noqa: F401
     ProcessInfo,
     Range,
     Recording,
+    chunk_damage_text,
     decode_payload,
     load,
     ranges_from_rows,
@@ -205,8 +206,7 @@ class RecordingReader:
         if d["truncated_segments"]:
             what.append(f"truncated ({d['missing_chunks']} chunk(s) missing)")
         if d["damaged_chunks"]:
-            lost = f", at least {d['lost_events_min']} event(s) lost" if d["lost_events_min"] else ""
-            what.append(f"{d['damaged_chunks']} damaged chunk(s){lost}")
+            what.append(chunk_damage_text(d["damaged_chunks"], d["lost_events_min"], d["checksum_mismatches"]))
         if d["seq_gaps"]:
             what.append(f"{d['seq_gaps']} missing/repeated chunk(s) in a thread's sequence")
         if d["dropped_events"]:
@@ -277,6 +277,7 @@ class RecordingReader:
             truncated_segments=s["truncated_segments"],
             missing_chunks=s["missing_chunks"],
             lost_events_min=s["lost_events_min"],
+            checksum_mismatches=s["checksum_mismatches"],
             dropped_events=s["dropped_events"],
             unknown_strings=s["unknown_strings"],
         )

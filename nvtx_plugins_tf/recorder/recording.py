@@ -182,6 +182,9 @@ class DamageReport:
       recording (they are kept, with an empty message).
     * ``lost_events_min``: a lower bound of the events lost inside damaged chunks (bytes
       zeroed or garbled among a chunk's records; the records after the damage are read).
+    * ``checksum_mismatches``: chunks (counted in ``damaged_chunks`` too) whose bytes
+      changed after the recorder sealed them (a flipped bit on disk or in a copy); their
+      records are read, but at least one is not what was recorded.
     """
 
     segments: int = 0
@@ -201,6 +204,7 @@ class DamageReport:
     dropped_events: int = 0
     unknown_strings: int = 0
     lost_events_min: int = 0  # at least this many events lost inside damaged chunks
+    checksum_mismatches: int = 0  # sealed chunks whose bytes changed
 
     @property
     def damaged(self) -> bool:
@@ -220,8 +224,7 @@ class DamageReport:
         if self.truncated_segments:
             parts.append(f"{self.truncated_segments} truncated segment(s) ({self.missing_chunks} chunk(s) missing)")
         if self.damaged_chunks:
-            lost = f", at least {self.lost_events_min} event(s) lost" if self.lost_events_min else ""
-            parts.append(f"{self.damaged_chunks} damaged chunk(s){lost}")
+            parts.append(chunk_damage_text(self.damaged_chunks, self.lost_events_min, self.checksum_mismatches))
         if self.seq_gaps:
             parts.append(f"{self.seq_gaps} missing/repeated chunk(s) in a thread's sequence")
         if self.dropped_events:
@@ -234,6 +237,16 @@ class DamageReport:
         if self.errors:
             text += f" (first: {self.errors[0]})"
         return text
+
+
+def chunk_damage_text(damaged_chunks: int, lost_events_min: int, checksum_mismatches: int) -> str:
+    """How :meth:`DamageReport.describe` words damaged chunks."""
+    text = f"{damaged_chunks} damaged chunk(s)"
+    if checksum_mismatches:
+        text += f" ({checksum_mismatches} whose bytes changed after they were written)"
+    if lost_events_min:
+        text += f", at least {lost_events_min} event(s) lost"
+    return text
 
 
 def ranges_from_rows(

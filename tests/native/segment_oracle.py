@@ -17,6 +17,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 # ---- record_format.h, transcribed ------------------------------------------------------
 SEGMENT_MAGIC = b"NVTXREC1"
 SEGMENT_HEADER_SIZE = 4096
@@ -29,6 +31,24 @@ EVENT_KINDS = {K_PUSH, K_POP, K_START, K_END, K_MARK}
 F_COLOR, F_CATEGORY, F_REGISTERED, F_THREAD_OVERRIDE = 1, 2, 4, 8
 PAYLOAD_FORMATS = {1: "<Q", 2: "<q", 3: "<d", 4: "<I", 5: "<i", 6: "<f"}
 P_EXT = 7  # payload extension: the u64 payload is the length of the block that follows
+
+
+def chunk_sums(data: bytes, base: int, end: int) -> tuple[int, int]:
+    """The seal's sums (ChunkSums in record_format.h) of the chunk at ``base`` whose records
+    end at offset ``end`` in it: over the 8-byte words w_0..w_(n-1) of [64, end),
+    sum1 = end + sum(w_i), sum2 = n * end + sum((n - i) * w_i), both mod 2**64."""
+    n = (end - CHUNK_HEADER_SIZE) // 8
+    words = np.frombuffer(data, dtype="<u8", count=n, offset=base + CHUNK_HEADER_SIZE)
+    weights = np.arange(n, 0, -1, dtype=np.uint64)
+    with np.errstate(over="ignore"):  # uint64 arithmetic wraps: mod 2**64
+        sum1 = (end + int(words.sum(dtype=np.uint64))) % 2**64
+        sum2 = (n * end + int((weights * words).sum(dtype=np.uint64))) % 2**64
+    return sum1, sum2
+
+
+def chunk_seal(data: bytes, base: int) -> tuple[int, int, int]:
+    """(sealed_end, sum1, sum2) of the chunk header at ``base``."""
+    return struct.unpack_from("<QQQ", data, base + 32)
 
 
 @dataclass
@@ -82,6 +102,11 @@ def _decode_chunk(seg: Segment, data: bytes, base: int, chunk_index: int) -> lis
         return []
     out = []
     pos, end = base + CHUNK_HEADER_SIZE, base + seg.chunk_size
+    sealed_end, sum1, sum2 = chunk_seal(data, base)
+    if sealed_end:  # the writer left the chunk: its records end there, its sums hold
+        assert CHUNK_HEADER_SIZE <= sealed_end <= seg.chunk_size and sealed_end % 8 == 0, "bad seal"
+        assert chunk_sums(data, base, sealed_end) == (sum1, sum2), f"chunk {chunk_index}: seal does not match"
+        end = base + sealed_end
     while pos + 8 <= end:
         (word0,) = struct.unpack_from("<Q", data, pos)
         if word0 == 0:
@@ -135,6 +160,7 @@ def _decode_chunk(seg: Segment, data: bytes, base: int, chunk_index: int) -> lis
             raise AssertionError(f"unknown record kind {kind} in {seg.path} chunk {chunk_index}")
         assert pos <= end, "record overruns its chunk"
         out.append(rec)
+    assert not sealed_end or pos == end, f"chunk {chunk_index}: records end at {pos - base}, sealed at {sealed_end}"
     return [(thread_index, seq, out)]
 
 
@@ -185,6 +211,11 @@ def decode_dir(path: Path) -> list[Segment]:
 #     chunk header is cut short is unpublished when all its bytes are zero, else damaged;
 #     magic 0 = unpublished, another magic than CHUNK_MAGIC = damaged chunk;
 #   * a thread's chunks have the seq numbers 0, 1, 2, ...; anything else is damage;
+#   * a sealed chunk (sealed_end not 0) holds records up to sealed_end only; a sealed_end
+#     that is not a multiple of 8 in [64, chunk_size] is damage (the records are read as
+#     if unsealed); a chunk whose bytes up to sealed_end are all present and do not give
+#     the seal's sums is damage (its records are read all the same); one cut before
+#     sealed_end is cut short (below);
 #   * in a chunk, records follow the header up to a zero word that only zero bytes follow;
 #     a zero word with anything non-zero after it, a record of an unknown kind or payload
 #     type, or one that does not fit in the bytes of the chunk present, is damage, and the
@@ -311,9 +342,18 @@ def scan_segment(data: bytes) -> Scan:
     defined: set[int] = set()
     for k, thread_index, _seq, off, present in chunks:
         pos, end = off + CHUNK_HEADER_SIZE, off + present
+        whole = present >= chunk_size
+        sealed_end, sum1, sum2 = chunk_seal(data, off)
+        if sealed_end and not (CHUNK_HEADER_SIZE <= sealed_end <= chunk_size and sealed_end % 8 == 0):
+            scan.damage.append(f"chunk {k}: bad seal {sealed_end}")
+        elif sealed_end:
+            whole = present >= sealed_end
+            end = min(end, off + sealed_end)
+            if whole and chunk_sums(data, off, sealed_end) != (sum1, sum2):
+                scan.damage.append(f"chunk {k}: bytes changed after the seal")
         while True:
             if pos + 8 > end:
-                if present < chunk_size:
+                if not whole:
                     scan.damage.append(f"chunk {k}: cut inside its records")
                 break
             (word0,) = struct.unpack_from("<Q", data, pos)
