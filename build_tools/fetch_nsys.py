@@ -1,18 +1,20 @@
-"""Fetch NVIDIA Nsight Systems 2022.4.2 (the real ``nsys``) from Debian 12's archive.
+"""Fetch NVIDIA Nsight Systems (the real ``nsys``) from Debian's archive: 2023.4.4 (Debian 13
+trixie non-free, the current judge) and 2022.4.2 (Debian 12 bookworm non-free, the second).
 
-The tests use it as a second judge of our NVTX ranges (tests/test_nsys_oracle.py). Nothing
-is installed system-wide and the system's apt sources are left alone:
+The tests use them as judges of our NVTX ranges and exports (tests/test_nsys_oracle.py).
+Nothing is installed system-wide and the system's apt sources are left alone:
 
 1. ``apt-get update`` and ``apt-get download`` run with a private apt state under the cache
    (``-o Dir::State=... -o Dir::Cache=... -o Dir::Etc::SourceList=<cache>/sources.list
    -o Dir::Etc::SourceParts=/dev/null``) and the source line
    ``deb http://deb.debian.org/debian bookworm main non-free``. apt checks the archive's
    signature and the index hashes; we then check each .deb against the sha256 pinned in
-   :data:`PACKAGES` below. Where ``apt-get`` (or Debian's keyring) is missing, the pinned
+   :data:`RELEASES` below. Where ``apt-get`` (or Debian's keyring) is missing, the pinned
    pool URLs are downloaded directly (same sha256 check).
 2. The packages are unpacked with ``dpkg-deb -x`` (or a small ar/tar reader where dpkg-deb
    is missing) into ``<cache>/root``; the .deb files are then deleted.
-3. One symlink is added inside the unpacked tree: nsys looks for its host tools
+3. Fix-ups inside the unpacked tree (Debian's packaging expects to be installed). Both
+   releases: one symlink; nsys looks for its host tools
    (``QdstrmImporter``, which turns the ``.qdstrm`` stream into ``.nsys-rep``) in
    ``<realpath of nsys>/../../host-linux-x64``, i.e.
    ``usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64``, while Debian ships them in
@@ -22,25 +24,33 @@ is installed system-wide and the system's apt sources are left alone:
    itself. No environment variable is needed (no LD_LIBRARY_PATH): the binaries find their
    libraries through $ORIGIN, and ``host-linux-x64/libssh.so`` is a relative link to the
    ``libssh.so.4`` of the ``libssh-4`` package unpacked into the same tree.
+   2023.4.4 also: ``nsysstats.py``/``gpustats.py`` copied from ``usr/lib/python3/dist-packages``
+   into ``host-linux-x64/python/lib`` (else ``nsys stats`` fails "No module named
+   nsysstats"); the empty ``nsys_recipe/third_party`` directory Debian strips (else ``nsys
+   recipe`` refuses to start); and its binaries need ``LD_LIBRARY_PATH`` = the unpacked
+   ``usr/lib/x86_64-linux-gnu`` (:func:`run_env`).
 
 Mirror: ``$NVTX_TF_DEBIAN_ARCHIVE`` (default http://deb.debian.org/debian).
-Cache folder: ``$NVTX_TF_NSYS_DIR`` if set, else ``~/.cache/nvtx_plugins_tf/nsys-2022.4.2``.
+Cache folder: ``~/.cache/nvtx_plugins_tf/nsys-VERSION`` (``$NVTX_TF_NSYS_DIR``, if set, is the
+parent of the ``nsys-VERSION`` folders).
 A second run finds ``<cache>/COMPLETE`` and returns at once.
 
 Command line::
 
-    python build_tools/fetch_nsys.py            # fetch if needed, print the nsys path
-    python build_tools/fetch_nsys.py --check    # do not download; exit 1 with the reason
+    python build_tools/fetch_nsys.py                  # both releases: fetch if needed, print the paths
+    python build_tools/fetch_nsys.py --release 2023.4.4
+    python build_tools/fetch_nsys.py --check          # do not download; exit 1 with the reason
 
 Errors end the program with one line ``fetch_nsys: error: ...`` and exit status 1
 (2 when the Debian archive cannot be reached).
 
 From Python (tests)::
 
-    import fetch_nsys
-    fetch_nsys.ensure() -> Path          # fetch if needed; raises FetchError
-    fetch_nsys.nsys_path() -> Path|None  # the nsys binary if fetched and runnable
-    fetch_nsys.why_not() -> str|None     # why nsys_path() is None
+    import fetch_nsys                           # release: a key of RELEASES, default LEGACY
+    fetch_nsys.ensure(release) -> Path          # fetch if needed; raises FetchError
+    fetch_nsys.nsys_path(release) -> Path|None  # the nsys binary if fetched and runnable
+    fetch_nsys.why_not(release) -> str|None     # why nsys_path() is None
+    fetch_nsys.run_env(release, env) -> dict    # the environment to run its binaries with
 """
 
 from __future__ import annotations
@@ -62,14 +72,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-NSYS_VERSION = "2022.4.2"
-NSYS_FULL_VERSION = "2022.4.2.1-df9881f"  # as printed by `nsys --version`
 # $NVTX_TF_DEBIAN_ARCHIVE: another Debian mirror (the sha256 pins still apply).
 ARCHIVE = os.environ.get("NVTX_TF_DEBIAN_ARCHIVE", "http://deb.debian.org/debian").rstrip("/")
-SUITE = "bookworm"
-SOURCE_LINE = f"deb {ARCHIVE} {SUITE} main non-free"
 ENV_DIR = "NVTX_TF_NSYS_DIR"
-DEFAULT_DIR = Path.home() / ".cache" / "nvtx_plugins_tf" / f"nsys-{NSYS_VERSION}"
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
 
 @dataclass(frozen=True)
@@ -85,36 +91,99 @@ class Deb:
     strict: bool = True
 
 
-# Observed on deb.debian.org (bookworm, 2025); `apt-cache show` gives the same SHA256.
-PACKAGES = (
-    Deb(
-        "nsight-systems-target",
-        "2022.4.2.1~11.8.0-5~deb12u1",
-        "420ab94d22cb8e30feaf88f0acb7735500ffd564e5a2027f09e87438ac11615e",
-        34290548,
-        "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems-target_2022.4.2.1~11.8.0-5~deb12u1_amd64.deb",
-    ),
-    Deb(
-        "nsight-systems",
-        "2022.4.2.1~11.8.0-5~deb12u1",
-        "3bfcdf9119a3aab3dadd6aa9faedb5407b71f6afaa678e98b54ab97d87627c2e",
-        137521340,
-        "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems_2022.4.2.1~11.8.0-5~deb12u1_amd64.deb",
-    ),
-    Deb(
-        "libssh-4",
-        "0.10.6-0+deb12u2",
-        "2158d90ac21364655fe0372b23341fa3f871146bf3525f7dffef6dfa8f28448a",
-        189436,
-        "pool/main/libs/libssh/libssh-4_0.10.6-0+deb12u2_amd64.deb",
-        strict=False,
-    ),
+@dataclass(frozen=True)
+class Release:
+    version: str  # "2023.4.4"
+    full_version: str  # as printed by `nsys --version`
+    suites: tuple[str, ...]  # "SUITE COMPONENTS" of the source lines
+    packages: tuple[Deb, ...]
+    needs_library_path: bool = False  # LD_LIBRARY_PATH = the unpacked usr/lib/x86_64-linux-gnu
+    stats_modules: bool = False  # nsysstats.py, gpustats.py copied next to the stats reports
+    recipe_third_party: bool = False  # the empty nsys_recipe/third_party directory
+
+    def source_lines(self) -> list[str]:
+        signed = f"[signed-by={KEYRING}] " if Path(KEYRING).exists() else ""
+        return [f"deb {signed}{ARCHIVE} {suite}" for suite in self.suites]
+
+
+# The libssh-4 both take: bookworm's (trixie's needs a newer libc than some hosts have).
+_LIBSSH = Deb(
+    "libssh-4",
+    "0.10.6-0+deb12u2",
+    "2158d90ac21364655fe0372b23341fa3f871146bf3525f7dffef6dfa8f28448a",
+    189436,
+    "pool/main/libs/libssh/libssh-4_0.10.6-0+deb12u2_amd64.deb",
+    strict=False,
 )
+# Observed on deb.debian.org (2025-2026); `apt-cache show` gives the same SHA256.
+RELEASES = {
+    "2023.4.4": Release(
+        "2023.4.4",
+        "2023.4.4.54-234433681190v0",
+        ("trixie non-free contrib", "bookworm main"),
+        (
+            Deb(
+                "nsight-systems-target",
+                "2023.4.4.54~12.4.1-2",
+                "adc9a357a0d9a81617753925a856e8e9957af10c9addae1068c3ef9be1d2a766",
+                39912692,
+                "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems-target_2023.4.4.54~12.4.1-2_amd64.deb",
+            ),
+            Deb(
+                "nsight-systems",
+                "2023.4.4.54~12.4.1-2",
+                "182afe148c6812f5db98e6f58c5cdcc5af4ba1a54be3c0a097f6227de042b485",
+                150091496,
+                "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems_2023.4.4.54~12.4.1-2_amd64.deb",
+            ),
+            _LIBSSH,
+        ),
+        needs_library_path=True,
+        stats_modules=True,
+        recipe_third_party=True,
+    ),
+    "2022.4.2": Release(
+        "2022.4.2",
+        "2022.4.2.1-df9881f",
+        ("bookworm main non-free",),
+        (
+            Deb(
+                "nsight-systems-target",
+                "2022.4.2.1~11.8.0-5~deb12u1",
+                "420ab94d22cb8e30feaf88f0acb7735500ffd564e5a2027f09e87438ac11615e",
+                34290548,
+                "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems-target_2022.4.2.1~11.8.0-5~deb12u1_amd64.deb",
+            ),
+            Deb(
+                "nsight-systems",
+                "2022.4.2.1~11.8.0-5~deb12u1",
+                "3bfcdf9119a3aab3dadd6aa9faedb5407b71f6afaa678e98b54ab97d87627c2e",
+                137521340,
+                "pool/non-free/n/nvidia-cuda-toolkit/nsight-systems_2022.4.2.1~11.8.0-5~deb12u1_amd64.deb",
+            ),
+            _LIBSSH,
+        ),
+    ),
+}
+CURRENT = "2023.4.4"  # the newest that runs here: the main judge
+LEGACY = "2022.4.2"  # the second judge
+DEFAULT = LEGACY  # what the oracle tests compare with until the export follows 2023.4
+
+# The default release's, for callers that know one nsys.
+NSYS_VERSION = RELEASES[DEFAULT].version
+NSYS_FULL_VERSION = RELEASES[DEFAULT].full_version
+PACKAGES = RELEASES[DEFAULT].packages
+
+
+def release_of(release: str | None) -> Release:
+    return RELEASES[release or DEFAULT]
+
 
 NSYS_REL = Path("usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64/nsys")
 HOST_REL = Path("usr/lib/nsight-systems/host-linux-x64")
 HOST_LINK_REL = Path("usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64")
 IMPORTER_REL = HOST_REL / "QdstrmImporter"
+RECIPE_REL = Path("usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64/python/packages/nsys_recipe")
 
 
 class FetchError(Exception):
@@ -125,23 +194,33 @@ class FetchError(Exception):
         self.unreachable = unreachable
 
 
-def cache_dir() -> Path:
+def cache_dir(release: str | None = None) -> Path:
     value = os.environ.get(ENV_DIR)
-    return Path(value).expanduser() if value else DEFAULT_DIR
+    parent = Path(value).expanduser() if value else Path.home() / ".cache" / "nvtx_plugins_tf"
+    return parent / f"nsys-{release_of(release).version}"
 
 
-def _root(cache: Path | None = None) -> Path:
-    return (cache or cache_dir()) / "root"
+def _root(cache: Path) -> Path:
+    return cache / "root"
 
 
 def _stamp(cache: Path) -> Path:
     return cache / "COMPLETE"
 
 
-def importer_path(cache: Path | None = None) -> Path | None:
+def importer_path(release: str | None = None) -> Path | None:
     """QdstrmImporter of the fetched tree (``-i R.qdstrm`` writes ``R.nsys-rep``)."""
-    p = _root(cache) / IMPORTER_REL
+    p = _root(cache_dir(release)) / IMPORTER_REL
     return p if p.is_file() else None
+
+
+def run_env(release: str | None = None, env: dict | None = None) -> dict:
+    """``env`` (default: this process's) as the release's binaries need it to run."""
+    env = dict(os.environ if env is None else env)
+    if release_of(release).needs_library_path:
+        lib = str(_root(cache_dir(release)) / "usr" / "lib" / "x86_64-linux-gnu")
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (lib, env.get("LD_LIBRARY_PATH", "")) if p)
+    return env
 
 
 def _sha256(path: Path) -> str:
@@ -152,42 +231,47 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _runnable(nsys: Path) -> str | None:
+def _runnable(nsys: Path, release: str | None = None) -> str | None:
     """None if ``nsys --version`` prints our version and the importer's libraries load."""
+    rel = release_of(release)
+    env = run_env(release)
+    if rel.needs_library_path:  # (the tree may not be in its cache folder yet)
+        env["LD_LIBRARY_PATH"] = str(nsys.parents[3] / "x86_64-linux-gnu") + os.pathsep + env["LD_LIBRARY_PATH"]
     try:
-        proc = subprocess.run([str(nsys), "--version"], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([str(nsys), "--version"], capture_output=True, text=True, timeout=60, env=env)
     except OSError as e:
         return f"{nsys} cannot run: {e}"
     except subprocess.TimeoutExpired:
         return f"{nsys} --version did not answer within 60 s"
-    if proc.returncode != 0 or NSYS_FULL_VERSION not in proc.stdout:
+    if proc.returncode != 0 or rel.full_version not in proc.stdout:
         first = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[:1]
         return f"{nsys} --version failed: {first[0] if first else 'exit status %d' % proc.returncode}"
     importer = nsys.parents[3] / "nsight-systems" / "host-linux-x64" / "QdstrmImporter"
     if shutil.which("ldd") and importer.is_file():
-        out = subprocess.run(["ldd", str(importer)], capture_output=True, text=True).stdout
+        out = subprocess.run(["ldd", str(importer)], capture_output=True, text=True, env=env).stdout
         missing = sorted({line.split()[0] for line in out.splitlines() if "not found" in line})
         if missing:
             return f"{importer.name} needs libraries missing on this system: {', '.join(missing)}"
     return None
 
 
-def why_not() -> str | None:
+def why_not(release: str | None = None) -> str | None:
     """Why :func:`nsys_path` returns None (no download is attempted); None if usable."""
     if sys.platform != "linux" or os.uname().machine != "x86_64":
         return f"Nsight Systems from Debian needs Linux x86_64 (this is {sys.platform} {os.uname().machine})"
-    cache = cache_dir()
+    cache = cache_dir(release)
     if not _stamp(cache).is_file():
-        return f"nsys {NSYS_VERSION} not fetched into {cache} (run: python build_tools/fetch_nsys.py)"
+        version = release_of(release).version
+        return f"nsys {version} not fetched into {cache} (run: python build_tools/fetch_nsys.py --release {version})"
     nsys = _root(cache) / NSYS_REL
     if not nsys.is_file():
         return f"{nsys} is missing (delete {cache} and fetch again)"
-    return _runnable(nsys)
+    return _runnable(nsys, release)
 
 
-def nsys_path() -> Path | None:
+def nsys_path(release: str | None = None) -> Path | None:
     """The fetched ``nsys`` binary if it is there and runs, else None (see :func:`why_not`)."""
-    return None if why_not() else _root() / NSYS_REL
+    return None if why_not(release) else _root(cache_dir(release)) / NSYS_REL
 
 
 # ------------------------------------------------------------------------------ fetch
@@ -206,13 +290,7 @@ def _apt_options(cache: Path) -> list[str]:
 
 
 def _apt_usable() -> bool:
-    return bool(shutil.which("apt-get")) and any(
-        Path(p).exists()
-        for p in (
-            "/usr/share/keyrings/debian-archive-keyring.gpg",
-            "/etc/apt/trusted.gpg.d/debian-archive-bookworm-stable.asc",
-        )
-    )
+    return bool(shutil.which("apt-get")) and Path(KEYRING).exists()
 
 
 _UNREACHABLE_HINTS = (
@@ -238,15 +316,15 @@ def _run_apt(args: list[str], cwd: Path) -> str:
     return out
 
 
-def _download_apt(cache: Path, debs: Path) -> dict[str, Path]:
+def _download_apt(rel: Release, cache: Path, debs: Path) -> dict[str, Path]:
     apt = cache / "apt"
     for d in (apt / "state" / "lists" / "partial", apt / "cache" / "archives" / "partial"):
         d.mkdir(parents=True, exist_ok=True)
-    (apt / "sources.list").write_text(SOURCE_LINE + "\n")
+    (apt / "sources.list").write_text("".join(line + "\n" for line in rel.source_lines()))
     opts = _apt_options(cache)
     _run_apt(["apt-get", "-q", *opts, "update"], debs)
     wanted = []
-    for deb in PACKAGES:
+    for deb in rel.packages:
         policy = subprocess.run(
             ["apt-cache", *opts, "show", f"{deb.name}={deb.version}"], capture_output=True, text=True
         )
@@ -254,14 +332,14 @@ def _download_apt(cache: Path, debs: Path) -> dict[str, Path]:
             wanted.append(f"{deb.name}={deb.version}")
         elif deb.strict:
             raise FetchError(
-                f"{deb.name} {deb.version} is no longer in {ARCHIVE} {SUITE} "
-                f"(update PACKAGES in build_tools/fetch_nsys.py)"
+                f"{deb.name} {deb.version} is no longer in {ARCHIVE} {', '.join(rel.suites)} "
+                f"(update RELEASES in build_tools/fetch_nsys.py)"
             )
         else:
             wanted.append(deb.name)
     _run_apt(["apt-get", "-q", *opts, "download", *wanted], debs)
     found = {}
-    for deb in PACKAGES:
+    for deb in rel.packages:
         files = sorted(debs.glob(f"{deb.name}_*.deb"))
         if not files:
             raise FetchError(f"apt-get download did not write {deb.name}_*.deb")
@@ -269,25 +347,25 @@ def _download_apt(cache: Path, debs: Path) -> dict[str, Path]:
     return found
 
 
-def _download_direct(debs: Path) -> dict[str, Path]:
+def _download_direct(rel: Release, debs: Path) -> dict[str, Path]:
     found = {}
-    for deb in PACKAGES:
+    for deb in rel.packages:
         url = f"{ARCHIVE}/{deb.pool_path}"
         target = debs / Path(deb.pool_path).name
         try:
             with urllib.request.urlopen(url, timeout=60) as resp, open(target, "wb") as out:
                 shutil.copyfileobj(resp, out, 1 << 20)
         except urllib.error.HTTPError as e:
-            raise FetchError(f"{url}: HTTP {e.code} (update PACKAGES in build_tools/fetch_nsys.py)") from None
+            raise FetchError(f"{url}: HTTP {e.code} (update RELEASES in build_tools/fetch_nsys.py)") from None
         except (urllib.error.URLError, OSError) as e:
             raise FetchError(f"cannot reach {ARCHIVE}: {getattr(e, 'reason', e)}", unreachable=True) from None
         found[deb.name] = target
     return found
 
 
-def _verify(found: dict[str, Path]) -> list[str]:
+def _verify(rel: Release, found: dict[str, Path]) -> list[str]:
     warnings = []
-    for deb in PACKAGES:
+    for deb in rel.packages:
         path = found[deb.name]
         digest = _sha256(path)
         if path.name == Path(deb.pool_path).name:
@@ -329,15 +407,24 @@ def _extract_deb(deb: Path, root: Path) -> None:
     raise FetchError(f"{deb.name} has no data.tar member")
 
 
-def _fix_tree(root: Path) -> None:
+def _fix_tree(rel: Release, root: Path) -> None:
     link = root / HOST_LINK_REL
     if not link.exists():
         link.symlink_to(os.path.relpath(root / HOST_REL, link.parent))
+    if rel.stats_modules:
+        for name in ("nsysstats.py", "gpustats.py"):
+            src = root / "usr" / "lib" / "python3" / "dist-packages" / name
+            if not src.is_file():
+                raise FetchError(f"{src.relative_to(root)} is missing from the packages (nsys stats needs it)")
+            shutil.copy2(src, root / HOST_REL / "python" / "lib" / name)
+    if rel.recipe_third_party:
+        (root / RECIPE_REL / "third_party").mkdir(parents=True, exist_ok=True)
 
 
-def ensure(quiet: bool = True) -> Path:
+def ensure(release: str | None = None, quiet: bool = True) -> Path:
     """Fetch and unpack once (locked against concurrent runs); return the nsys binary."""
-    cache = cache_dir()
+    rel = release_of(release)
+    cache = cache_dir(release)
     nsys = _root(cache) / NSYS_REL
     if _stamp(cache).is_file() and nsys.is_file():
         return nsys
@@ -352,21 +439,21 @@ def ensure(quiet: bool = True) -> Path:
         debs = work / "debs"
         debs.mkdir(parents=True)
         if _apt_usable():
-            found = _download_apt(work, debs)
+            found = _download_apt(rel, work, debs)
             how = "apt-get download (private apt state)"
         else:
-            found = _download_direct(debs)
+            found = _download_direct(rel, debs)
             how = "direct download of the pinned pool URLs"
-        warnings = _verify(found)
+        warnings = _verify(rel, found)
         t1 = time.monotonic()
         root = work / "root"
         root.mkdir()
-        for deb in PACKAGES:
+        for deb in rel.packages:
             _extract_deb(found[deb.name], root)
-        _fix_tree(root)
+        _fix_tree(rel, root)
         t2 = time.monotonic()
         info = {
-            "nsys_version": NSYS_FULL_VERSION,
+            "nsys_version": rel.full_version,
             "method": how,
             "debs": {p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in found.values()},
             "download_seconds": round(t1 - t0, 1),
@@ -375,7 +462,7 @@ def ensure(quiet: bool = True) -> Path:
         }
         shutil.rmtree(debs)
         shutil.rmtree(work / "apt", ignore_errors=True)
-        reason = _runnable(root / NSYS_REL)
+        reason = _runnable(root / NSYS_REL, release)
         if reason:
             raise FetchError(reason)
         (work / "COMPLETE").write_text(json.dumps(info, indent=1) + "\n")
@@ -395,22 +482,28 @@ def ensure(quiet: bool = True) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--release", choices=[*RELEASES, "all"], default="all", help="which Nsight Systems (default: all)"
+    )
     parser.add_argument("--check", action="store_true", help="do not download; exit 1 with the reason if unusable")
     args = parser.parse_args(argv)
-    if args.check:
-        reason = why_not()
-        if reason:
-            print(f"fetch_nsys: {reason}", file=sys.stderr)
-            return 1
-        print(nsys_path())
-        return 0
-    try:
-        nsys = ensure(quiet=False)
-    except FetchError as e:
-        print(f"fetch_nsys: error: {e}", file=sys.stderr)
-        return 2 if e.unreachable else 1
-    print(nsys)
-    return 0
+    releases = list(RELEASES) if args.release == "all" else [args.release]
+    status = 0
+    for release in releases:
+        if args.check:
+            reason = why_not(release)
+            if reason:
+                print(f"fetch_nsys: {reason}", file=sys.stderr)
+                status = max(status, 1)
+            else:
+                print(nsys_path(release))
+            continue
+        try:
+            print(ensure(release, quiet=False))
+        except FetchError as e:
+            print(f"fetch_nsys: error: nsys {release}: {e}", file=sys.stderr)
+            status = max(status, 2 if e.unreachable else 1)
+    return status
 
 
 if __name__ == "__main__":

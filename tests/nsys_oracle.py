@@ -2,7 +2,8 @@
 recorder, read both SQLite exports the same way, compare what matters.
 
 Helpers only; the tests are in tests/test_nsys_oracle.py. nsys comes from
-build_tools/fetch_nsys.py (Nsight Systems 2022.4.2 from Debian 12's non-free archive).
+build_tools/fetch_nsys.py (Nsight Systems 2023.4.4 from Debian 13's non-free archive and
+2022.4.2 from Debian 12's; ``fetch_nsys.DEFAULT`` is the one the comparisons use).
 
 Both files are read into :class:`Event` rows keyed by ``(domain name, message, style)``
 (style: ``mark``, ``pushpop``, ``startend``). Per key :func:`summarize` gives: count;
@@ -71,21 +72,36 @@ PAYLOAD_COLUMNS = (
 
 
 # ----------------------------------------------------------------------------- nsys
-def nsys_or_skip() -> Path:
-    """The fetched nsys (fetching it on first use). Skips with the reason only when the
-    Debian archive cannot be reached, and never when ``CI=true`` (then it fails)."""
+def nsys_or_skip(release: str | None = None) -> Path:
+    """The fetched nsys of ``release`` (default ``fetch_nsys.DEFAULT``; fetching it on first
+    use). Skips with the reason only when the Debian archive cannot be reached, and never
+    when ``CI=true`` (then it fails)."""
+    version = fetch_nsys.release_of(release).version
     try:
-        nsys = fetch_nsys.ensure()
+        nsys = fetch_nsys.ensure(release)
     except fetch_nsys.FetchError as e:
-        message = f"Nsight Systems {fetch_nsys.NSYS_VERSION} unavailable: {e}"
+        message = f"Nsight Systems {version} unavailable: {e}"
         if e.unreachable and os.environ.get("CI", "").lower() != "true":
             print(message, file=sys.stderr)
             pytest.skip(message)
         pytest.fail(message)
-    reason = fetch_nsys.why_not()
+    reason = fetch_nsys.why_not(release)
     if reason:
-        pytest.fail(f"Nsight Systems {fetch_nsys.NSYS_VERSION} fetched but unusable: {reason}")
+        pytest.fail(f"Nsight Systems {version} fetched but unusable: {reason}")
     return nsys
+
+
+def release_of_nsys(nsys: Path) -> str:
+    """The release (a key of ``fetch_nsys.RELEASES``) whose fetched tree holds ``nsys``."""
+    for release in fetch_nsys.RELEASES:
+        if Path(nsys).is_relative_to(fetch_nsys.cache_dir(release)):
+            return release
+    raise AssertionError(f"{nsys} is no nsys fetched by build_tools/fetch_nsys.py")
+
+
+def nsys_env(nsys: Path, env: dict | None = None) -> dict:
+    """``env`` (default :func:`clean_env`) as that nsys's binaries need it to run."""
+    return fetch_nsys.run_env(release_of_nsys(nsys), env if env is not None else clean_env())
 
 
 def clean_env(**extra) -> dict:
@@ -116,7 +132,7 @@ def run_nsys(
     t0 = time.monotonic()
     proc = subprocess.run(
         [str(nsys), *NSYS_PROFILE_ARGS, *args, "-o", str(prefix), *map(str, command)],
-        env=env or clean_env(),
+        env=nsys_env(nsys, env),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -125,13 +141,14 @@ def run_nsys(
     rep = prefix.with_name(prefix.name + ".nsys-rep")
     qdstrm = prefix.with_name(prefix.name + ".qdstrm")
     if not rep.exists():
-        importer = fetch_nsys.importer_path()
+        importer = fetch_nsys.importer_path(release_of_nsys(nsys))
         assert qdstrm.exists() and importer, f"nsys wrote neither {rep} nor {qdstrm}:\n{proc.stdout}{proc.stderr}"
         imp = subprocess.run([str(importer), "-i", str(qdstrm)], capture_output=True, text=True, timeout=timeout)
         _check(imp, "QdstrmImporter")
     out = prefix.with_name(prefix.name + ".sqlite")
     exp = subprocess.run(
         [str(nsys), "export", "--type", "sqlite", "-f", "true", "-o", str(out), str(rep)],
+        env=nsys_env(nsys),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -445,6 +462,7 @@ def nsys_stats(nsys: Path, report: str, sqlite: Path, timeout: float = 120) -> l
 
     proc = subprocess.run(
         [str(nsys), "stats", "-q", "-r", report, "-f", "csv", "-o", "-", str(sqlite)],
+        env=nsys_env(nsys),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -457,8 +475,8 @@ def nsys_stats(nsys: Path, report: str, sqlite: Path, timeout: float = 120) -> l
 
 # ----------------------------------------------------------------------------- shipped schema
 SCHEMA_MODULE = REPO / "nvtx_plugins_tf" / "recorder" / "_nsys_schema.py"
-# EXPORT_META_DATA keys that describe nsys and its schema (copied into the shipped module);
-# the others (time, host, user, files) describe one export and are computed by ours.
+# META_DATA_EXPORT keys that describe nsys and its schema (copied into the shipped module);
+# the others (time, host, user, files, parameters) describe one export and are computed by ours.
 SCHEMA_META_KEYS = (
     "EXPORT_PRODUCT_NAME",
     "EXPORT_PRODUCT_VERSION",
@@ -471,9 +489,37 @@ SCHEMA_META_KEYS = (
 )
 
 
-def real_schema(path: Path) -> dict:
+def meta_table(con: sqlite3.Connection) -> str:
+    """The export metadata table of an nsys SQLite file: META_DATA_EXPORT (2023.4, schema
+    3.7) or EXPORT_META_DATA (2022.4, schema 3.0)."""
+    names = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return "META_DATA_EXPORT" if "META_DATA_EXPORT" in names else "EXPORT_META_DATA"
+
+
+def export_parquetdir(nsys: Path, rep: Path, out: Path, timeout: float = 300) -> Path:
+    """``nsys export --type parquetdir -o OUT REP``: one TABLE.parquet per table in ``out``."""
+    proc = subprocess.run(
+        [str(nsys), "export", "--type", "parquetdir", "-f", "true", "-o", str(out), str(rep)],
+        env=nsys_env(nsys), capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    _check(proc, "nsys export --type parquetdir")
+    return out
+
+
+def parquet_schemas(directory: Path) -> dict:
+    """table -> ((column, Arrow type, nullable), ...) of every TABLE.parquet in ``directory``."""
+    import pyarrow.parquet as pq
+
+    return {
+        path.stem: tuple((f.name, str(f.type), f.nullable) for f in pq.read_schema(path))
+        for path in sorted(Path(directory).glob("*.parquet"))
+    }
+
+
+def real_schema(path: Path, parquet_dir: Path | None = None) -> dict:
     """What of a real nsys export our exporter ships: every table's DDL (in nsys's order),
-    the ENUM_* rows, the schema's metadata values and the metadata key order."""
+    the ENUM_* rows, the schema's metadata values, the metadata key orders and (from
+    ``parquet_dir``, nsys's parquetdir export of the same report) each Parquet table's columns."""
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
         tables = [
             (n, s) for n, s in con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid")
@@ -483,7 +529,10 @@ def real_schema(path: Path) -> dict:
             for n, _ in tables
             if n.startswith("ENUM_")
         }
-        meta = list(con.execute("SELECT name, value FROM EXPORT_META_DATA ORDER BY rowid"))
+        meta = list(con.execute(f"SELECT name, value FROM {meta_table(con)} ORDER BY rowid"))
+        capture = []
+        if any(n == "META_DATA_CAPTURE" for n, _ in tables):
+            capture = [n for (n,) in con.execute("SELECT name FROM META_DATA_CAPTURE ORDER BY rowid")]
         others = [
             n
             for n, _ in con.execute("SELECT name, sql FROM sqlite_master WHERE type != 'table'")
@@ -496,31 +545,38 @@ def real_schema(path: Path) -> dict:
         "enums": enums,
         "meta": {k: values[k] for k in SCHEMA_META_KEYS},
         "meta_keys": [k for k, _ in meta],
+        "capture_keys": list(dict.fromkeys(capture)),
+        "parquet": parquet_schemas(parquet_dir) if parquet_dir else {},
     }
 
 
-def schema_module_source(path: Path) -> str:
-    """Text of nvtx_plugins_tf/recorder/_nsys_schema.py generated from the real export ``path``."""
-    s = real_schema(path)
+def schema_module_source(path: Path, parquet_dir: Path | None = None) -> str:
+    """Text of the shipped schema module generated from the real export ``path`` (and its
+    parquetdir export ``parquet_dir``)."""
+    s = real_schema(path, parquet_dir)
     lines = [
-        '"""Nsight Systems\' SQLite export schema, as ``nsys export --type sqlite`` of Nsight Systems',
+        '"""Nsight Systems\' export schema, as ``nsys export`` of Nsight Systems',
         f"{s['meta']['EXPORT_PRODUCT_VERSION']} writes it for an NVTX-only capture (``nsys profile -t nvtx -s none",
-        "--cpuctxsw=none``).",
+        "--cpuctxsw=none``): ``--type sqlite`` and ``--type parquetdir``.",
         "",
         "GENERATED from a real export by ``python tests/nsys_oracle.py --write-schema`` (which runs",
         "that nsys on the native C sample); do not edit by hand. tests/test_sqlite_parity.py checks",
         "that this module still equals what the real nsys writes.",
         "",
-        "* :data:`TABLES`: (name, ``CREATE TABLE`` statement) of every table, in nsys's order;",
+        "* :data:`TABLES`: (name, ``CREATE TABLE`` statement) of every SQLite table, in nsys's order;",
         "* :data:`ENUMS`: table name -> the (id, name, label) rows nsys fills it with;",
-        "* :data:`SCHEMA_META`: the ``EXPORT_META_DATA`` values that describe nsys and its schema;",
-        "* :data:`META_KEYS`: every ``EXPORT_META_DATA`` key nsys writes, in its order.",
+        "* :data:`SCHEMA_META`: the ``META_DATA_EXPORT`` values that describe nsys and its schema;",
+        "* :data:`META_KEYS`: every ``META_DATA_EXPORT`` key nsys writes, in its order;",
+        "* :data:`CAPTURE_KEYS`: the ``META_DATA_CAPTURE`` keys nsys writes, in its order (once each);",
+        "* :data:`PARQUET`: table -> its (column, Arrow type, nullable) in nsys's ``TABLE.parquet``.",
         '"""',
         "",
         "# fmt: off",
         f"SCHEMA_META = {s['meta']!r}",
         "",
         f"META_KEYS = {tuple(s['meta_keys'])!r}",
+        "",
+        f"CAPTURE_KEYS = {tuple(s['capture_keys'])!r}",
         "",
         "TABLES = (",
     ]
@@ -530,6 +586,11 @@ def schema_module_source(path: Path) -> str:
     for name, rows in s["enums"].items():
         lines.append(f"    {name!r}: (")
         lines += [f"        {row!r}," for row in rows]
+        lines.append("    ),")
+    lines += ["}", "", "PARQUET = {"]
+    for name, columns in s["parquet"].items():
+        lines.append(f"    {name!r}: (")
+        lines += [f"        {column!r}," for column in columns]
         lines.append("    ),")
     lines += ["}", ""]
     return "\n".join(lines)
@@ -580,11 +641,12 @@ def _main(argv=None) -> int:
     if not args.write_schema:
         parser.print_help()
         return 2
-    nsys = fetch_nsys.ensure()
+    nsys = fetch_nsys.ensure(fetch_nsys.CURRENT)
     with tempfile.TemporaryDirectory() as tmp:
         exe = build_native_sample(Path(tmp))
         run = run_nsys(nsys, [exe, "basic"], Path(tmp) / "schema")
-        SCHEMA_MODULE.write_text(schema_module_source(run.sqlite))
+        pqt = export_parquetdir(nsys, Path(tmp) / "schema.nsys-rep", Path(tmp) / "schema_pqtdir")
+        SCHEMA_MODULE.write_text(schema_module_source(run.sqlite, pqt))
     print(SCHEMA_MODULE)
     return 0
 

@@ -63,7 +63,7 @@ def theirs(nsys: Path, exe: Path, ops: list[str], prefix: Path, *flags: str, env
     per window under repeat) exported and read as one trace; and the program's stdout."""
     proc = subprocess.run(
         [str(nsys), *nsys_oracle.NSYS_PROFILE_ARGS, *flags, "-o", str(prefix), str(exe), *ops],
-        env=nsys_oracle.clean_env(**(env or {})),
+        env=nsys_oracle.nsys_env(nsys, nsys_oracle.clean_env(**(env or {}))),
         capture_output=True,
         text=True,
         timeout=300,
@@ -75,6 +75,7 @@ def theirs(nsys: Path, exe: Path, ops: list[str], prefix: Path, *flags: str, env
         out = rep.with_suffix(".sqlite")
         exp = subprocess.run(
             [str(nsys), "export", "--type", "sqlite", "-f", "true", "-o", str(out), str(rep)],
+            env=nsys_oracle.nsys_env(nsys),
             capture_output=True,
             text=True,
             timeout=300,
@@ -172,7 +173,8 @@ def test_window_never_opened_is_a_clear_error(sample, nsys, tmp_path):
     subprocess.run(
         [str(nsys), *nsys_oracle.NSYS_PROFILE_ARGS, "--capture-range=nvtx", "--nvtx-capture=profile",
          "--capture-range-end=stop", "-o", str(tmp_path / "nsys"), str(sample), *ops],
-        env=nsys_oracle.clean_env(NSYS_NVTX_PROFILER_REGISTER_ONLY="0"), capture_output=True, timeout=300, check=True,
+        env=nsys_oracle.nsys_env(nsys, nsys_oracle.clean_env(NSYS_NVTX_PROFILER_REGISTER_ONLY="0")),
+        capture_output=True, timeout=300, check=True,
     )  # fmt: skip
     assert not list(tmp_path.glob("nsys*.nsys-rep"))
 

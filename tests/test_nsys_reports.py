@@ -64,6 +64,7 @@ def ours_csv(path: Path, report_type: str, *flags: str) -> tuple[list[str], list
 def nsys_csv(nsys: Path, report_type: str, sqlite: Path) -> tuple[list[str], list[dict]]:
     proc = subprocess.run(
         [str(nsys), "stats", "-q", "-r", nsys_reports.NSYS_REPORTS[report_type], "-f", "csv", "-o", "-", str(sqlite)],
+        env=oracle.nsys_env(nsys),
         capture_output=True,
         text=True,
         timeout=120,
