@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nvtx_plugins_tf.recorder import export_json, export_sqlite, iter_batches, summarize  # noqa: E402
-from nvtx_plugins_tf.recorder._synth import (  # noqa: E402
+from nvtx_plugins_tf.recorder.recording._synth import (  # noqa: E402
     CHUNK_MAGIC,
     SegmentWriter,
     segment_header,

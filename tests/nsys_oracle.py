@@ -21,7 +21,7 @@ id, bit 48, which our export sets too) are ignored, so older exports still load.
 :func:`nsys_stats` runs nsys's own reports on a file.
 
 ``python tests/nsys_oracle.py --write-schema`` regenerates the schema module our exporter
-ships (nvtx_plugins_tf/recorder/_nsys_schema.py) from a real export.
+ships (nvtx_plugins_tf/recorder/exports/_nsys_schema.py) from a real export.
 """
 
 from __future__ import annotations
@@ -500,7 +500,7 @@ def real_schema(path: Path) -> dict:
 
 
 def schema_module_source(path: Path) -> str:
-    """Text of nvtx_plugins_tf/recorder/_nsys_schema.py generated from the real export ``path``."""
+    """Text of nvtx_plugins_tf/recorder/exports/_nsys_schema.py generated from the real export ``path``."""
     s = real_schema(path)
     lines = [
         '"""Nsight Systems\' SQLite export schema, as ``nsys export --type sqlite`` of Nsight Systems',

@@ -170,8 +170,8 @@ def test_pairs_on_a_real_nsys_export(tmp_path):
 def test_pairs_link_within_a_process():
     """Range ids are per process: two processes' forward ranges with the same id each keep
     their own backward range."""
-    from nvtx_plugins_tf.recorder.pairs import pair_ranges
-    from nvtx_plugins_tf.recorder.recording import Range
+    from nvtx_plugins_tf.recorder.recording.model import Range
+    from nvtx_plugins_tf.recorder.reports.pairs import pair_ranges
 
     def start_end(name, pid, start, range_id, payload=None):
         kind = None if payload is None else "i64"

@@ -20,15 +20,15 @@ _SQLITE_WRITE_ERRORS = (8, 10, 13, 14)
 def write_exports(raw_dir: Path, prefix: Path, png: bool, png_window: str = "1:") -> tuple[int, object]:
     """Write PREFIX.json/.sqlite(/.png) and print the summary; returns (events, damage).
 
-    One decode feeds every writer (recorder/exports.py); on a terminal, stderr shows how far
+    One decode feeds every writer (recorder/exports/one_pass.py); on a terminal, stderr shows how far
     the export is."""
     import sqlite3
 
-    from ..recorder.export_json import JsonSink
-    from ..recorder.export_sqlite import SqliteSink
-    from ..recorder.exports import ChildSink, Progress, feed
-    from ..recorder.reader import RecordingReader
-    from ..recorder.summary import RecordingSummary
+    from ..recorder.exports.one_pass import ChildSink, Progress, feed
+    from ..recorder.exports.sqlite import SqliteSink
+    from ..recorder.exports.trace_json import JsonSink
+    from ..recorder.recording.reader import RecordingReader
+    from ..recorder.reports.summary import RecordingSummary
 
     json_path = prefix.with_name(prefix.name + ".json")
     sqlite_path = prefix.with_name(prefix.name + ".sqlite")

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 
-from ._decoder import FLAG_HAS_CATEGORY, FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, PAYLOAD_EXT
-from .exports import OutputFile, Sink, feed
-from .reader import DamageReport, RecordingReader, reading
-from .recording import decode_payload
+from ..recording._decoder import FLAG_HAS_CATEGORY, FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, PAYLOAD_EXT
+from ..recording.model import DamageReport, decode_payload
+from ..recording.reader import RecordingReader, reading
+from .one_pass import OutputFile, Sink, feed
 
 __all__ = ["export_json", "JsonSink"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._decoder import FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP
+from ..recording._decoder import FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP
 
 #: Domain name -> matplotlib colormap of its family.
 FAMILIES = {"Forward": "Blues", "Backward": "Oranges", "Gradient": "Oranges", "Keras": "Greens", "TSL": "Greys"}

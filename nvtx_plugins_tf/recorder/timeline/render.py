@@ -32,19 +32,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ._decoder import FLAG_UNCLOSED
-from ._output import atomic_output
-from ._timeline_layout import (  # noqa: F401 - the layout's public names are this module's too
+from ..exports._output import atomic_output
+from ..exports.one_pass import Sink, feed
+from ..recording._decoder import FLAG_UNCLOSED
+from ..recording.reader import reading
+from .layout import (
     BOX_HEIGHT,
     DPI,
-    ELLIPSIS,
     FAMILIES,
     FONT_PT,
     LABEL_PAD_PX,
-    MIN_LABEL_CHARS,
     Box,
     Layout,
-    MatplotlibMissing,
     _colors,
     _numbered,
     _other_slot,
@@ -53,23 +52,10 @@ from ._timeline_layout import (  # noqa: F401 - the layout's public names are th
     _window,
     box_color,
     drawable,
-    label_width_px,
     layout,
 )
-from .exports import Sink, feed
-from .reader import reading
 
-__all__ = [
-    "render_timeline",
-    "TimelineSink",
-    "layout",
-    "Layout",
-    "Box",
-    "MatplotlibMissing",
-    "FAMILIES",
-    "box_color",
-    "label_width_px",
-]
+__all__ = ["render_timeline", "TimelineSink"]
 
 
 #: The fields of a row the timeline keeps.
@@ -134,7 +120,7 @@ class _RowStore:
 
 
 def _row_fields() -> dict:
-    from ._decoder import ROW_DTYPE
+    from ..recording._decoder import ROW_DTYPE
 
     return {name: ROW_DTYPE.fields[name][0] for name in _FIELDS}
 
