@@ -456,7 +456,7 @@ def nsys_stats(nsys: Path, report: str, sqlite: Path, timeout: float = 120) -> l
 
 
 # ----------------------------------------------------------------------------- shipped schema
-SCHEMA_MODULE = REPO / "nvtx_plugins_tf" / "recorder" / "_nsys_schema.py"
+SCHEMA_MODULE = REPO / "nvtx_plugins_tf" / "recorder" / "exports" / "_nsys_schema.py"
 # EXPORT_META_DATA keys that describe nsys and its schema (copied into the shipped module);
 # the others (time, host, user, files) describe one export and are computed by ours.
 SCHEMA_META_KEYS = (
