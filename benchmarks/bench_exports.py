@@ -4,7 +4,7 @@ Generates (with numpy, straight in the on-disk format of cc_ops/format/record_fo
 one segment with two threads: 4M push/pop pairs on one, 1M start/end pairs on the other
 (10M events, 5M ranges, 20 messages), then times decoding, SQLite export, JSON export,
 the summary, and ``record``'s exports (JSON + SQLite + summary from one decode, the SQLite
-file by a child process on two cores or more: cli/_exports.py). Targets: each <= 30 s on a
+file by a child process on two cores or more: recorder/outputs.py). Targets: each <= 30 s on a
 2-core machine.
 
     python benchmarks/bench_exports.py [--events 10000000] [--keep DIR]

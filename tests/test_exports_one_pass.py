@@ -14,8 +14,8 @@ import pytest
 from conftest import _child_env
 from test_exports import _recording
 
-from nvtx_plugins_tf.cli import _exports
 from nvtx_plugins_tf.cli._exports import write_exports
+from nvtx_plugins_tf.recorder import outputs
 from nvtx_plugins_tf.recorder.exports import one_pass
 from nvtx_plugins_tf.recorder.exports.one_pass import Progress
 from nvtx_plugins_tf.recorder.exports.sqlite import SqliteSink, export_sqlite
@@ -61,7 +61,7 @@ def parallel(request, monkeypatch):
             init(self, *args, **kwargs)
 
         monkeypatch.setattr(one_pass.ChildSink, "__init__", spy)
-    monkeypatch.setattr(_exports, "PARALLEL_MIN_EVENTS", 0 if request.param else 1 << 62)
+    monkeypatch.setattr(outputs, "PARALLEL_MIN_EVENTS", 0 if request.param else 1 << 62)
     yield made
     assert made == (["SqliteSink"] if request.param else [])
 

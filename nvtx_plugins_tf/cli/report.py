@@ -184,14 +184,7 @@ def _print_summary(summary, fmt: str, top: int | None = None) -> None:
     """The summary as ``report --format`` asks: the table, or CSV (which ends its own lines);
     ``top``: its first N rows (of each process with ``--by-process``)."""
     if top is not None:
-        import dataclasses
-
-        kept, seen = [], {}
-        for row in summary.rows:
-            seen[row.pid] = seen.get(row.pid, 0) + 1
-            if seen[row.pid] <= top:
-                kept.append(row)
-        summary = dataclasses.replace(summary, rows=kept)
+        summary = summary.top(top)
     print(summary.to_csv() if fmt == "csv" else summary.format(), end="" if fmt == "csv" else "\n")
 
 

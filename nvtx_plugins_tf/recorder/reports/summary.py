@@ -22,6 +22,7 @@ to ~200 characters under XLA) are grouped by what precedes the metadata and its 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections import Counter
 from dataclasses import dataclass, field
@@ -90,6 +91,16 @@ class Summary:
         "Style",
         "Range",
     )
+
+    def top(self, n: int) -> Summary:
+        """The first ``n`` rows (of each process with ``by_process``): the most total time;
+        the ranges left open stay listed."""
+        kept, seen = [], Counter()
+        for row in self.rows:
+            seen[row.pid] += 1
+            if seen[row.pid] <= n:
+                kept.append(row)
+        return dataclasses.replace(self, rows=kept)
 
     def format(self) -> str:
         """The table as text, nsys style, then the ranges left open (if any)."""
