@@ -306,7 +306,7 @@ def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -
 
 
 class SqliteSink(Sink):
-    """:func:`export_sqlite` batch by batch (see :mod:`.exports`): the events go to a
+    """:func:`export_sqlite` batch by batch (see :mod:`.one_pass`): the events go to a
     staging table, sorted into ``NVTX_EVENTS`` by ``finish()``, which returns the
     :class:`DamageReport`."""
 

@@ -15,7 +15,7 @@
 Timestamps are microseconds since the earliest segment's start (``otherData.origin_ns``
 holds that CLOCK_MONOTONIC origin). ``args`` hold domain, category, color, payload.
 The file is written batch by batch, never built in memory (:class:`JsonSink`, one of the
-sinks :mod:`.exports` feeds from one decode).
+sinks :mod:`.one_pass` feeds from one decode).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def export_json(recording, output, *, reader: RecordingReader | None = None) -> 
 
 
 class JsonSink(Sink):
-    """:func:`export_json` batch by batch (see :mod:`.exports`); ``finish()`` returns the
+    """:func:`export_json` batch by batch (see :mod:`.one_pass`); ``finish()`` returns the
     :class:`DamageReport`."""
 
     def __init__(self, reader: RecordingReader, output):

@@ -240,7 +240,7 @@ def _from_recording(path, by_process: bool, reader=None, group: bool = True, dom
 
 
 class RecordingSummary:
-    """:func:`summarize` of a recording batch by batch (a sink of :mod:`.exports`):
+    """:func:`summarize` of a recording batch by batch (a sink of :mod:`..exports.one_pass`):
     ``add(rows)`` per batch, ``finish()`` -> :class:`Summary` once the reader is read;
     ``domains``: only the ranges of these domains (see :func:`selects_domain`)."""
 

@@ -1,6 +1,6 @@
 """Draw a recording as a PNG timeline with matplotlib (optional dependency).
 
-:func:`layout` (in :mod:`._timeline_layout`) decides what goes where; :func:`render_timeline` draws it:
+:func:`layout` (in :mod:`.layout`) decides what goes where; :func:`render_timeline` draws it:
 
 * one lane per thread (grouped by process, labelled ``process pid / thread (tid)``);
 * inside a lane, push/pop ranges on the row of their nesting depth, then start/end ranges
@@ -129,7 +129,7 @@ _ROW_FIELDS = _row_fields()
 
 
 class TimelineSink(Sink):
-    """:func:`render_timeline` batch by batch (see :mod:`.exports`): keeps every range (beyond
+    """:func:`render_timeline` batch by batch (see :mod:`..exports.one_pass`): keeps every range (beyond
     ``spill_rows`` in a temporary file); ``finish()`` finds the window, keeps its
     ``max_ranges`` longest ranges, lays them out, draws the PNG and returns its path.
     Raises :class:`MatplotlibMissing` when made without matplotlib, ``ValueError`` for a
