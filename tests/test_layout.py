@@ -107,6 +107,36 @@ def test_no_import_cycles():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+# The recorder's packages in the order data flows (docs/architecture.md): a module imports
+# only from its own package and those before it. ``outputs`` and ``merge`` sit on top.
+RECORDER = f"{PACKAGE}.recorder"
+RECORDER_LAYERS = {"recording": 0, "exports": 1, "reports": 2, "timeline": 3, "outputs": 4, "merge": 4}
+
+
+def _layer(module: str) -> tuple[str, int | None] | None:
+    """(the recorder's package of ``module``, its place in the flow); None outside the recorder."""
+    if not module.startswith(RECORDER + "."):
+        return None
+    part = module[len(RECORDER) + 1 :].split(".")[0]
+    return part, RECORDER_LAYERS.get(part)
+
+
+def test_recorder_data_flows_one_way():
+    modules = _modules()
+    unplaced = sorted(m for m in modules if _layer(m) and _layer(m)[1] is None)
+    assert not unplaced, f"a new package of the recorder: give it its place in RECORDER_LAYERS: {unplaced}"
+    backwards = []
+    for source, targets in import_graph(modules).items():
+        src = _layer(source)
+        for target in targets:
+            dst = _layer(target)
+            if src and dst and src[0] != dst[0] and dst[1] >= src[1]:
+                backwards.append(f"{source} -> {target}")
+    assert not backwards, "imports against the flow recording -> exports -> reports -> timeline: " + ", ".join(
+        sorted(backwards)
+    )
+
+
 def test_the_graph_sees_lazy_relative_and_facade_imports(tmp_path):
     """The graph builder itself, on a small package: a cycle through a lazy import and one
     through a parent facade are found; a facade importing its children alone is no cycle."""
