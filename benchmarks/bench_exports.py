@@ -4,7 +4,7 @@ Generates (with numpy, straight in the on-disk format of cc_ops/format/record_fo
 one segment with two threads: 4M push/pop pairs on one, 1M start/end pairs on the other
 (10M events, 5M ranges, 20 messages), then times decoding, SQLite export, JSON export,
 the summary, and ``record``'s exports (JSON + SQLite + summary from one decode, the SQLite
-file by a child process on two cores or more: cli/_exports.py). Targets: each <= 30 s on a
+file by a child process on two cores or more: recorder/outputs.py). Targets: each <= 30 s on a
 2-core machine.
 
     python benchmarks/bench_exports.py [--events 10000000] [--keep DIR]
@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nvtx_plugins_tf.recorder import export_json, export_sqlite, iter_batches, summarize  # noqa: E402
-from nvtx_plugins_tf.recorder._synth import (  # noqa: E402
+from nvtx_plugins_tf.recorder.recording._synth import (  # noqa: E402
     CHUNK_MAGIC,
     SegmentWriter,
     segment_header,

@@ -45,10 +45,10 @@ from __future__ import annotations
 import collections
 import ctypes
 import os
-import sys
 import threading
 
 from nvtx_plugins_tf._native_libs import INJECTION_ENV as _INJECTION_ENV
+from nvtx_plugins_tf._trace_me import TracedRange, _trace_me_api, _trace_me_kwargs
 
 __all__ = [
     "Domain",
@@ -203,36 +203,6 @@ def tool_attached() -> bool:
             raise
         _tool_bits = lib.nvtx_host_tool_attached()
     return bool(_tool_bits & 1)
-
-
-# ----------------------------------------------------------------------------- TraceMe
-def _trace_me_api():
-    """TensorFlow's TraceMe binding, when TensorFlow is loaded (never imported from here)."""
-    if "tensorflow" not in sys.modules:
-        return None
-    try:
-        from tensorflow.python.profiler.internal import _pywrap_traceme
-    except ImportError:
-        return None
-    return _pywrap_traceme
-
-
-class TracedRange:
-    """A range that TensorFlow's profiler also traces: the NVTX range id (0 without a
-    tool) and the TraceMe activity. :meth:`Domain.end` takes it like an id."""
-
-    __slots__ = ("nvtx_id", "trace_me")
-
-    def __init__(self, nvtx_id: int, trace_me):
-        self.nvtx_id = nvtx_id
-        self.trace_me = trace_me
-
-
-def _trace_me_kwargs(domain_name: str | None, payload: int | None) -> dict:
-    """The TraceMe metadata of a range: as the ops' (``trace_me_bridge.cc``)."""
-    if payload is None:
-        return {"domain": domain_name or ""}
-    return {"domain": domain_name or "", "payload": payload}
 
 
 # ----------------------------------------------------------------------------- domains

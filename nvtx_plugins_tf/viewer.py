@@ -104,7 +104,7 @@ def find_trace(path: str | os.PathLike) -> TraceSource:
     writes); :attr:`TraceSource.needs_export` says whether that file must be (re)written.
     Raises :class:`FileNotFoundError` when nothing is there, :class:`NotATrace` for a file
     that is not JSON or a directory that holds no segment files."""
-    from .recorder.reader import segment_files
+    from .recorder.recording.reader import segment_files
 
     given = Path(path)
     if not given.exists():
@@ -129,12 +129,12 @@ def find_trace(path: str | os.PathLike) -> TraceSource:
 
 def export_trace(source: TraceSource, progress=None):
     """Write ``source.json`` from ``source.recording`` (atomically); returns the recording's
-    :class:`~nvtx_plugins_tf.recorder.recording.DamageReport`. ``progress``: an optional
-    :class:`~nvtx_plugins_tf.recorder.exports.Progress`. A recording without events leaves
+    :class:`~nvtx_plugins_tf.recorder.recording.model.DamageReport`. ``progress``: an optional
+    :class:`~nvtx_plugins_tf.recorder.exports.one_pass.Progress`. A recording without events leaves
     no file behind."""
-    from .recorder.export_json import JsonSink
-    from .recorder.exports import feed
-    from .recorder.reader import RecordingReader
+    from .recorder.exports.one_pass import feed
+    from .recorder.exports.trace_json import JsonSink
+    from .recorder.recording.reader import RecordingReader
 
     if source.recording is None:
         raise ValueError(f"{source.json} has no recording to export from")

@@ -22,7 +22,7 @@ id, bit 48, which our export sets too) are ignored, so older exports still load.
 :func:`nsys_stats` runs nsys's own reports on a file.
 
 ``python tests/nsys_oracle.py --write-schema`` regenerates the schema module our exporter
-ships (nvtx_plugins_tf/recorder/_nsys_schema.py) from a real export.
+ships (nvtx_plugins_tf/recorder/exports/_nsys_schema.py) from a real export.
 """
 
 from __future__ import annotations
@@ -474,7 +474,7 @@ def nsys_stats(nsys: Path, report: str, sqlite: Path, timeout: float = 120) -> l
 
 
 # ----------------------------------------------------------------------------- shipped schema
-SCHEMA_MODULE = REPO / "nvtx_plugins_tf" / "recorder" / "_nsys_schema.py"
+SCHEMA_MODULE = REPO / "nvtx_plugins_tf" / "recorder" / "exports" / "_nsys_schema.py"
 # META_DATA_EXPORT keys that describe nsys and its schema (copied into the shipped module);
 # the others (time, host, user, files, parameters) describe one export and are computed by ours.
 SCHEMA_META_KEYS = (

@@ -186,7 +186,7 @@ def test_merge_keeps_seals_and_never_launders_damage(recording, tmp_path, child_
 def test_rewriting_a_chunk_seals_it_anew_only_if_its_seal_held(recording, tmp_path, damaged):
     from native.segment_oracle import chunk_seal, chunk_sums
 
-    from nvtx_plugins_tf.recorder import _decoder
+    from nvtx_plugins_tf.recorder.recording import _decoder
 
     _, segment, chunk_size = _copy(recording, tmp_path)
     data = segment.read_bytes()

@@ -15,7 +15,7 @@ import pytest
 from conftest import _child_env
 
 from nvtx_plugins_tf import cli
-from nvtx_plugins_tf.recorder._synth import SEGMENT_HEADER_SIZE, SegmentWriter
+from nvtx_plugins_tf.recorder.recording._synth import SEGMENT_HEADER_SIZE, SegmentWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 

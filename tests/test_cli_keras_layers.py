@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nvtx_plugins_tf.recorder import reader
+from nvtx_plugins_tf.recorder.recording import reader
 
 SCRIPT = Path(__file__).resolve().parent / "keras_layers_script.py"
 

@@ -567,7 +567,7 @@ def test_png_written_in_its_folder_and_named_with_it(tmp_path):
     assert png.stat().st_size > 0
     wrote = [ln for ln in proc.stdout.splitlines() if ln.startswith("wrote ")]
     assert wrote and str(png) in wrote[0]
-    from nvtx_plugins_tf.recorder.timeline import render_timeline
+    from nvtx_plugins_tf.recorder.timeline.render import render_timeline
 
     elsewhere = render_timeline(tmp_path / "a" / "b" / "run.nvtxrec", tmp_path / "new" / "dir" / "t.png")
     assert elsewhere.stat().st_size > 0
@@ -577,8 +577,8 @@ def test_png_written_in_its_folder_and_named_with_it(tmp_path):
 def test_exports_do_not_follow_a_planted_symlink(tmp_path):
     """The exports went through NAME.tmp<pid>: a dangling symlink planted under that name
     made the export create (or overwrite) the file it points to."""
-    from nvtx_plugins_tf.recorder.export_json import export_json
-    from nvtx_plugins_tf.recorder.export_sqlite import export_sqlite
+    from nvtx_plugins_tf.recorder.exports.sqlite import export_sqlite
+    from nvtx_plugins_tf.recorder.exports.trace_json import export_json
 
     proc = nvtx_tf("record", "-o", tmp_path / "s", "--", sys.executable, "-c", "import nvtx; nvtx.mark('m')")
     assert proc.returncode == 0, proc.stderr

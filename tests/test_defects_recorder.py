@@ -41,7 +41,8 @@ def _read_in_child(record_dir, user=None) -> dict:
     code = textwrap.dedent(
         f"""
         import json, os
-        from nvtx_plugins_tf.recorder import _decoder, load
+        from nvtx_plugins_tf.recorder import load
+        from nvtx_plugins_tf.recorder.recording import _decoder
         _decoder.library()
         user = {user!r}
         if user is not None:

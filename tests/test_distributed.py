@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from nvtx_plugins_tf.recorder import reader
-from nvtx_plugins_tf.recorder.summary import summarize
+from nvtx_plugins_tf.recorder.recording import reader
+from nvtx_plugins_tf.recorder.reports.summary import summarize
 
 HERE = Path(__file__).resolve().parent
 STEPS = 3

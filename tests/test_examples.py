@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nvtx_plugins_tf import recorder
-from nvtx_plugins_tf.recorder.summary import NAME_WIDTH
+from nvtx_plugins_tf.recorder.reports.names import NAME_WIDTH
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

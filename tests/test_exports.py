@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from nvtx_plugins_tf.recorder import export_json, export_sqlite, summarize
-from nvtx_plugins_tf.recorder._synth import SegmentWriter
+from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 
 DENSE = [100, 300, 200, 1000]  # durations of "Dense 1" push/pop ranges
 ASYNC = [50, 70]

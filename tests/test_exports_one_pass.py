@@ -1,4 +1,4 @@
-"""record's exports from one decode (recorder/exports.py) and their progress line on a terminal."""
+"""record's exports from one decode (recorder/exports/one_pass.py) and their progress line on a terminal."""
 
 from __future__ import annotations
 
@@ -14,14 +14,16 @@ import pytest
 from conftest import _child_env
 from test_exports import _recording
 
-from nvtx_plugins_tf.cli import _exports
 from nvtx_plugins_tf.cli._exports import write_exports
-from nvtx_plugins_tf.recorder import _decoder, exports, timeline
-from nvtx_plugins_tf.recorder.export_json import export_json
-from nvtx_plugins_tf.recorder.export_sqlite import SqliteSink, export_sqlite
-from nvtx_plugins_tf.recorder.exports import Progress
-from nvtx_plugins_tf.recorder.reader import DEFAULT_BATCH, RecordingReader
-from nvtx_plugins_tf.recorder.summary import summarize
+from nvtx_plugins_tf.recorder import outputs
+from nvtx_plugins_tf.recorder.exports import one_pass
+from nvtx_plugins_tf.recorder.exports.one_pass import Progress
+from nvtx_plugins_tf.recorder.exports.sqlite import SqliteSink, export_sqlite
+from nvtx_plugins_tf.recorder.exports.trace_json import export_json
+from nvtx_plugins_tf.recorder.recording import _decoder
+from nvtx_plugins_tf.recorder.recording.reader import DEFAULT_BATCH, RecordingReader
+from nvtx_plugins_tf.recorder.reports.summary import summarize
+from nvtx_plugins_tf.recorder.timeline import render
 
 RANGES = DEFAULT_BATCH + 5000  # push/pop ranges of the big thread: two batches at least
 
@@ -30,7 +32,7 @@ def _big_recording(tmp_path):
     """test_exports' recording (two processes, async ranges ended on another thread, marks,
     an open range, categories, thread names, a registered string) and a third process with
     more ranges than one batch holds."""
-    from nvtx_plugins_tf.recorder._synth import SegmentWriter
+    from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 
     rec = _recording(tmp_path)
     w = SegmentWriter(pid=3000, start_ns=12_000, chunk_size=1 << 16, process_name="loop")
@@ -52,14 +54,14 @@ def parallel(request, monkeypatch):
     if request.param:
         if len(os.sched_getaffinity(0)) < 2:
             pytest.skip("one core: write_exports writes everything in its own process")
-        init = exports.ChildSink.__init__
+        init = one_pass.ChildSink.__init__
 
         def spy(self, *args, **kwargs):
             made.append(args[1].__name__)
             init(self, *args, **kwargs)
 
-        monkeypatch.setattr(exports.ChildSink, "__init__", spy)
-    monkeypatch.setattr(_exports, "PARALLEL_MIN_EVENTS", 0 if request.param else 1 << 62)
+        monkeypatch.setattr(one_pass.ChildSink, "__init__", spy)
+    monkeypatch.setattr(outputs, "PARALLEL_MIN_EVENTS", 0 if request.param else 1 << 62)
     yield made
     assert made == (["SqliteSink"] if request.param else [])
 
@@ -83,7 +85,7 @@ def test_write_exports_decodes_once_and_writes_what_the_separate_exports_write(t
     pytest.importorskip("matplotlib")
     rec = _big_recording(tmp_path / "in")
     passes, opened, layouts = [], [], []
-    batches, open_segment, layout = RecordingReader.batches, _decoder.Decoder.open_segment, timeline.layout
+    batches, open_segment, layout = RecordingReader.batches, _decoder.Decoder.open_segment, render.layout
 
     def counting_batches(self, *args, **kwargs):
         passes.append(self.path)
@@ -95,7 +97,7 @@ def test_write_exports_decodes_once_and_writes_what_the_separate_exports_write(t
 
     monkeypatch.setattr(RecordingReader, "batches", counting_batches)
     monkeypatch.setattr(_decoder.Decoder, "open_segment", counting_open)
-    monkeypatch.setattr(timeline, "layout", lambda *a, **k: layouts.append(layout(*a, **k)) or layouts[-1])
+    monkeypatch.setattr(render, "layout", lambda *a, **k: layouts.append(layout(*a, **k)) or layouts[-1])
 
     prefix = tmp_path / "out" / "run"
     prefix.parent.mkdir()
@@ -113,7 +115,7 @@ def test_write_exports_decodes_once_and_writes_what_the_separate_exports_write(t
     assert export_json(rec, alone / "run.json") == damage
     export_sqlite(rec, alone / "run.sqlite")
     summary = summarize(rec)
-    timeline.render_timeline(rec, alone / "run.png", window="all")
+    render.render_timeline(rec, alone / "run.png", window="all")
     assert len(passes) == 4
 
     assert (prefix.parent / "run.json").read_bytes() == (alone / "run.json").read_bytes()
@@ -126,7 +128,7 @@ def test_write_exports_decodes_once_and_writes_what_the_separate_exports_write(t
 
 
 def test_no_events_leaves_no_exports_and_no_temporary_files(tmp_path, capsys, parallel):
-    from nvtx_plugins_tf.recorder._synth import SegmentWriter
+    from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 
     rec = tmp_path / "empty.nvtxrec"
     w = SegmentWriter(pid=5, start_ns=1_000)
@@ -151,11 +153,11 @@ def test_an_error_while_finishing_keeps_the_exports_already_written(tmp_path, pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.nvtxrec", "run.json", "run.sqlite"]
 
 
-class _FullDisk(exports.Sink):
+class _FullDisk(one_pass.Sink):
     """Writes its output and runs out of space at the second batch."""
 
     def __init__(self, reader, output):
-        self.file, self.batches = exports.OutputFile(output), 0
+        self.file, self.batches = one_pass.OutputFile(output), 0
 
     def add(self, rows):
         self.file.tmp.write_bytes(rows.tobytes())
@@ -172,20 +174,20 @@ class _FullDisk(exports.Sink):
 
 def test_an_error_in_the_child_process_is_raised_here_and_its_output_removed(tmp_path):
     rec = _big_recording(tmp_path / "in")
-    with RecordingReader(rec) as reader, exports.ChildSink(reader, _FullDisk, tmp_path / "out.bin") as sink:
+    with RecordingReader(rec) as reader, one_pass.ChildSink(reader, _FullDisk, tmp_path / "out.bin") as sink:
         with pytest.raises(OSError) as info:
-            exports.feed(reader, [sink])
+            one_pass.feed(reader, [sink])
             sink.finish()
     assert info.value.errno == errno.ENOSPC and info.value.filename.startswith(str(tmp_path / ".out.bin."))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
     # A sink the child cannot make: its error, at once.
     with RecordingReader(rec) as reader, pytest.raises(FileNotFoundError):
-        exports.ChildSink(reader, _FullDisk, tmp_path / "no" / "dir" / "out.bin")
+        one_pass.ChildSink(reader, _FullDisk, tmp_path / "no" / "dir" / "out.bin")
 
 
 def test_a_child_sink_left_unfinished_removes_its_output(tmp_path):
     rec = _big_recording(tmp_path / "in")
-    with RecordingReader(rec) as reader, exports.ChildSink(reader, SqliteSink, tmp_path / "out.sqlite") as sink:
+    with RecordingReader(rec) as reader, one_pass.ChildSink(reader, SqliteSink, tmp_path / "out.sqlite") as sink:
         batches = reader.batches()
         sink.add(next(batches))
         sink.add(next(batches))

@@ -25,8 +25,8 @@ from conftest import _child_env
 
 from nvtx_plugins_tf import cli
 from nvtx_plugins_tf.recorder import merge as merge_mod
-from nvtx_plugins_tf.recorder._synth import SegmentWriter
-from nvtx_plugins_tf.recorder.reader import load, segment_files
+from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
+from nvtx_plugins_tf.recorder.recording.reader import load, segment_files
 
 try:
     from nvtx_plugins_tf._native_libs import native_library
@@ -335,7 +335,7 @@ def test_rewrite_chunk_skips_whole_records():
     """Every record kind is stepped over by its length (strings, the payload extension's schema
     records and extended payload blocks included): only timestamps change. (merge's chunk
     rewrite is the native reader's nvtxr_rewrite_chunk.)"""
-    from nvtx_plugins_tf.recorder import _decoder, _synth
+    from nvtx_plugins_tf.recorder.recording import _decoder, _synth
 
     body = (
         _synth.chunk_header(0, 99, 0)

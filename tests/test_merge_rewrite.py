@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from nvtx_plugins_tf.recorder import merge as merge_mod
-from nvtx_plugins_tf.recorder._synth import SegmentWriter
-from nvtx_plugins_tf.recorder.reader import load, segment_files
+from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
+from nvtx_plugins_tf.recorder.recording.reader import load, segment_files
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "native"))
 import segment_oracle as oracle  # noqa: E402
@@ -126,7 +126,7 @@ def test_merge_shifts_every_record_kind(every_kind, tmp_path):
 def test_rewrite_chunk_stops_at_damage_and_names_bad_arguments():
     """A chunk ending at damage is rewritten up to it and kept as it is from there (the reader
     reports it); an unpublished one is left alone; bad arguments are named."""
-    from nvtx_plugins_tf.recorder import _decoder, _synth
+    from nvtx_plugins_tf.recorder.recording import _decoder, _synth
 
     good = _synth.chunk_header(0, 5, 0) + _synth.event(_synth.K_MARK, 100)
     damaged = _synth.word0(99) + struct.pack("<Q", 200)  # no record kind 99

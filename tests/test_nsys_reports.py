@@ -1,4 +1,4 @@
-"""``report --type pushpop_trace|pushpop_sum|startend_sum`` (recorder/nsys_reports.py), judged
+"""``report --type pushpop_trace|pushpop_sum|startend_sum`` (recorder/reports/nsys_reports.py), judged
 by the real Nsight Systems 2022.4.2 (issue 14, item 4).
 
 * Same file: our report on an SQLite file -- nsys's own export, and ours -- is exactly what
@@ -31,8 +31,8 @@ import pytest
 from conftest import _child_env
 
 from nvtx_plugins_tf import cli
-from nvtx_plugins_tf.recorder import nsys_reports
-from nvtx_plugins_tf.recorder._synth import SegmentWriter
+from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
+from nvtx_plugins_tf.recorder.reports import nsys_reports, ranges
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "tests" / "nsys" / "nested_ranges.c"
@@ -354,7 +354,7 @@ def test_summary_and_reports_read_sqlite_alike(tmp_path):
     assert {r.range: r.total_ns for r in summarize(path).rows} == AMBIGUOUS_NAMES
     report = nsys_reports.nsys_report(path, "pushpop_sum")
     assert {r[-1]: r[1] for r in report.rows} == AMBIGUOUS_NAMES
-    assert nsys_reports.sqlite_domain_names(path) == ["", "first"]
+    assert ranges.sqlite_domain_names(path) == ["", "first"]
 
 
 def test_sqlite_reading_is_nsys_stats(nsys, tmp_path):

@@ -200,7 +200,7 @@ def test_damaged_schemas_and_blocks_never_crash_the_reader(recorded, tmp_path):
     """Every byte of every schema definition and payload block changed, one at a time:
     the reader decodes the same events (the records keep their lengths) and every payload
     is still JSON; nothing is read outside the recorded bytes (no crash)."""
-    from nvtx_plugins_tf.recorder import reader as reader_mod  # noqa: F401  (the native reader)
+    from nvtx_plugins_tf.recorder.recording import reader as reader_mod  # noqa: F401  (the native reader)
 
     (seg,) = recorded.with_name("rec.nvtxrec").glob("*.nvtxseg")
     data = seg.read_bytes()

@@ -1,4 +1,4 @@
-"""Decoder tests on segment files written byte by byte (nvtx_plugins_tf.recorder._synth)."""
+"""Decoder tests on segment files written byte by byte (nvtx_plugins_tf.recorder.recording._synth)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 from native.segment_oracle import K_END, K_MARK, K_POP, K_PUSH, K_START, record_length, scan_segment
 
 from nvtx_plugins_tf.recorder import iter_batches, load
-from nvtx_plugins_tf.recorder._decoder import ROW_DTYPE
-from nvtx_plugins_tf.recorder._synth import (
+from nvtx_plugins_tf.recorder.recording._decoder import ROW_DTYPE
+from nvtx_plugins_tf.recorder.recording._synth import (
     CHUNK_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     SegmentWriter,
     word0,
 )
-from nvtx_plugins_tf.recorder.reader import RecordingReader
+from nvtx_plugins_tf.recorder.recording.reader import RecordingReader
 
 
 def _basic_segment(pid=42, start_ns=1000, chunk_size=4096) -> SegmentWriter:
@@ -418,7 +418,7 @@ def test_fuzz_random_chunk_bytes_never_crash(tmp_path, body):
 
 
 def test_one_payload_decoder_scalar_and_vectorized_agree():
-    from nvtx_plugins_tf.recorder.recording import PAYLOAD_TYPE_NAMES, decode_payload, payload_array
+    from nvtx_plugins_tf.recorder.recording.model import PAYLOAD_TYPE_NAMES, decode_payload, payload_array
 
     raws = [
         0,
@@ -453,7 +453,7 @@ def test_recording_words_match_capture(tmp_path):
 
 
 def test_peek_segment_reads_the_header_natively(tmp_path):
-    from nvtx_plugins_tf.recorder._decoder import peek_segment
+    from nvtx_plugins_tf.recorder.recording._decoder import peek_segment
 
     _basic_segment(pid=42, start_ns=1000).write(tmp_path)
     (seg,) = tmp_path.glob("*.nvtxseg")

@@ -201,7 +201,7 @@ def _product_reader(record_dir: Path):
     """The project's reader on a recording folder: (rows, damage report, its string table)."""
     import numpy as np
 
-    from nvtx_plugins_tf.recorder.reader import RecordingReader
+    from nvtx_plugins_tf.recorder.recording.reader import RecordingReader
 
     with RecordingReader(record_dir) as reader:
         batches = list(reader.batches())

@@ -170,8 +170,8 @@ def test_pairs_on_a_real_nsys_export(tmp_path):
 def test_pairs_link_within_a_process():
     """Range ids are per process: two processes' forward ranges with the same id each keep
     their own backward range."""
-    from nvtx_plugins_tf.recorder.pairs import pair_ranges
-    from nvtx_plugins_tf.recorder.recording import Range
+    from nvtx_plugins_tf.recorder.recording.model import Range
+    from nvtx_plugins_tf.recorder.reports.pairs import pair_ranges
 
     def start_end(name, pid, start, range_id, payload=None):
         kind = None if payload is None else "i64"
@@ -192,3 +192,19 @@ def test_pairs_link_within_a_process():
     forward = [start_end("A", 1, 0, 7), start_end("B", 2, 5, 7)]
     ranges = forward + [start_end("a", 1, 20, 8, payload=7), start_end("b", 2, 25, 9, payload=7)]
     assert sorted((f.message, b.message) for f, b in pair_ranges(ranges)) == [("A", "a"), ("B", "b")]
+
+
+def test_summary_top_keeps_the_first_rows_of_each_process():
+    """``report --top N --by-process``: N rows per process, the most total time first (the
+    selection lives in Summary.top, the command line only asks for it)."""
+    from nvtx_plugins_tf.recorder.reports.summary import summarize_arrays
+
+    # process 1: a 30, b 20, c 10 ns; process 2: a 5, b 50 ns
+    durations = [30, 20, 10, 5, 50]
+    summary = summarize_arrays(durations, ["a", "b", "c"], [0, 1, 2, 0, 1], [0] * 5, pids=[1, 1, 1, 2, 2])
+    top = summary.top(1)
+    assert [(r.pid, r.range) for r in top.rows] == [(1, "a"), (2, "b")]
+    assert [(r.pid, r.range) for r in summary.top(2).rows] == [(1, "a"), (1, "b"), (2, "b"), (2, "a")]
+    assert len(summary.rows) == 5  # (a new Summary: the one asked is left whole)
+    plain = summarize_arrays(durations, ["a", "b", "c"], [0, 1, 2, 0, 1], [0] * 5)
+    assert [r.range for r in plain.top(2).rows] == ["b", "a"]  # b 70 ns, a 35 ns

@@ -234,7 +234,7 @@ def test_record_keras_layers_runs_the_same_ops(tmp_path):
     prefix = (sys.executable, "-m", "nvtx_plugins_tf", "record", "--keras-layers", "-o", str(tmp_path / "run"), "--")
     annotated = _run(script, {}, prefix)
     assert annotated == plain
-    from nvtx_plugins_tf.recorder.reader import load
+    from nvtx_plugins_tf.recorder.recording.reader import load
 
     recording = load(tmp_path / "run.nvtxrec")
     assert any(r.domain == "Backward" for r in recording.events), "the models were not annotated"

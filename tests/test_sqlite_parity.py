@@ -24,8 +24,9 @@ from pathlib import Path
 import nsys_oracle as oracle
 import pytest
 
-from nvtx_plugins_tf.recorder import _nsys_schema, export_sqlite, summarize
-from nvtx_plugins_tf.recorder._synth import SegmentWriter
+from nvtx_plugins_tf.recorder import export_sqlite, summarize
+from nvtx_plugins_tf.recorder.exports import _nsys_schema
+from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 
 MONO0 = 5_000_000_000_000  # CLOCK_MONOTONIC of the first segment (≈ uptime: 1e12+)
 REAL0 = 1_700_000_000_123_456_789  # its CLOCK_REALTIME anchor
@@ -204,7 +205,7 @@ def native_runs(nsys, tmp_path_factory):
 def test_shipped_schema_is_what_nsys_writes(native_runs):
     _, theirs = native_runs
     assert oracle.schema_module_source(theirs) == oracle.SCHEMA_MODULE.read_text(), (
-        "nsys's export differs from nvtx_plugins_tf/recorder/_nsys_schema.py: "
+        "nsys's export differs from nvtx_plugins_tf/recorder/exports/_nsys_schema.py: "
         "regenerate it with `python tests/nsys_oracle.py --write-schema`"
     )
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import subprocess
 
 from nvtx_plugins_tf.recorder import load
-from nvtx_plugins_tf.recorder.reader import segment_files
+from nvtx_plugins_tf.recorder.recording.reader import segment_files
 
 COUNT = 3000  # unique messages per thread, past the end of the range
 

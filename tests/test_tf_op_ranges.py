@@ -110,7 +110,7 @@ print("LACKING ran", float(total))
 
 
 def test_record_tf_ops_on_a_tensorflow_lacking_the_symbol_warns_and_runs(tmp_path, child_env):
-    from nvtx_plugins_tf.recorder.reader import load
+    from nvtx_plugins_tf.recorder.recording.reader import load
 
     script = tmp_path / "lacking.py"
     script.write_text(LACKING)
@@ -141,7 +141,7 @@ for _ in range(3):
 
 
 def test_record_tf_ops_on_an_unmodified_script(tmp_path, child_env):
-    from nvtx_plugins_tf.recorder.reader import load
+    from nvtx_plugins_tf.recorder.recording.reader import load
 
     script = tmp_path / "train.py"
     script.write_text(UNMODIFIED)

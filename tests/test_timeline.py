@@ -10,18 +10,16 @@ import sys
 import numpy as np
 import pytest
 
-from nvtx_plugins_tf.recorder._decoder import FLAG_HAS_COLOR, KIND_PUSH_POP, KIND_START_END, ROW_DTYPE
-from nvtx_plugins_tf.recorder.timeline import (
+from nvtx_plugins_tf.recorder.recording._decoder import FLAG_HAS_COLOR, KIND_PUSH_POP, KIND_START_END, ROW_DTYPE
+from nvtx_plugins_tf.recorder.timeline.layout import (
     ELLIPSIS,
     LABEL_PAD_PX,
     MIN_LABEL_CHARS,
-    TimelineSink,
-    _figure,
     box_color,
     label_width_px,
     layout,
-    render_timeline,
 )
+from nvtx_plugins_tf.recorder.timeline.render import TimelineSink, _figure, render_timeline
 
 pytest.importorskip("matplotlib")
 
@@ -228,7 +226,7 @@ def test_without_batches_the_non_overlapping_family_covering_most_time_is_the_st
 def _synthetic(tmp_path, long_outside: int, short_inside: int):
     """A recording of three steps: ``long_outside`` long ranges in step 0 (tracing), and
     ``short_inside`` short ones in step 1."""
-    from nvtx_plugins_tf.recorder._synth import SegmentWriter
+    from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 
     rec = tmp_path / "rec.nvtxrec"
     w = SegmentWriter(pid=7, start_ns=1_000, chunk_size=1 << 16)
@@ -248,8 +246,8 @@ def _synthetic(tmp_path, long_outside: int, short_inside: int):
 
 @pytest.mark.parametrize("spill_rows", [1_000_000, 16])
 def test_window_applied_before_the_cap(tmp_path, spill_rows):
-    from nvtx_plugins_tf.recorder.exports import feed
-    from nvtx_plugins_tf.recorder.reader import RecordingReader
+    from nvtx_plugins_tf.recorder.exports.one_pass import feed
+    from nvtx_plugins_tf.recorder.recording.reader import RecordingReader
 
     rec = _synthetic(tmp_path, long_outside=300, short_inside=40)
     with RecordingReader(rec) as reader:
@@ -264,8 +262,8 @@ def test_window_applied_before_the_cap(tmp_path, spill_rows):
 
 
 def test_a_cap_that_drops_ranges_of_the_window_says_so(tmp_path, capsys):
-    from nvtx_plugins_tf.recorder.exports import feed
-    from nvtx_plugins_tf.recorder.reader import RecordingReader
+    from nvtx_plugins_tf.recorder.exports.one_pass import feed
+    from nvtx_plugins_tf.recorder.recording.reader import RecordingReader
 
     rec = _synthetic(tmp_path, long_outside=10, short_inside=40)
     with RecordingReader(rec) as reader:
@@ -281,8 +279,8 @@ def test_a_cap_that_drops_ranges_of_the_window_says_so(tmp_path, capsys):
 
 
 def test_the_sink_finds_the_steps_among_all_its_rows(tmp_path):
-    from nvtx_plugins_tf.recorder.exports import feed
-    from nvtx_plugins_tf.recorder.reader import RecordingReader
+    from nvtx_plugins_tf.recorder.exports.one_pass import feed
+    from nvtx_plugins_tf.recorder.recording.reader import RecordingReader
 
     rec = _synthetic(tmp_path, long_outside=5, short_inside=5)
     with RecordingReader(rec) as reader:
@@ -341,8 +339,8 @@ def test_png_of_a_tiny_recording(program, title, tmp_path, child_env):
     import subprocess
     import sys
 
-    from nvtx_plugins_tf.recorder.exports import feed
-    from nvtx_plugins_tf.recorder.reader import RecordingReader
+    from nvtx_plugins_tf.recorder.exports.one_pass import feed
+    from nvtx_plugins_tf.recorder.recording.reader import RecordingReader
 
     cmd = [sys.executable, "-W", "error", "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "tiny"), "--png"]
     proc = subprocess.run([*cmd, "--", sys.executable, "-c", program], env=child_env(), capture_output=True, text=True)

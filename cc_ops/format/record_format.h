@@ -234,7 +234,7 @@ struct PayloadSchemaEntryDef {
 static_assert(sizeof(PayloadSchemaDef) == 48 && sizeof(PayloadSchemaEntryDef) == 48, "schema defs");
 
 // The layout is fixed: readers in other languages (tests/native/segment_oracle.py,
-// nvtx_plugins_tf/recorder/_synth.py) transcribe these offsets, and the C++ reader reads
+// nvtx_plugins_tf/recorder/recording/_synth.py) transcribe these offsets, and the C++ reader reads
 // the headers straight into these structs. A change here is a format change.
 static_assert(sizeof(ChunkHeader) == 64, "chunk header is 64 bytes");
 static_assert(offsetof(ChunkHeader, thread_index) == 4, "chunk header layout");

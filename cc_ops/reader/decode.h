@@ -1,5 +1,5 @@
 // The C API of the decoder of NVTX recordings (see cc_ops/format/record_format.h),
-// used from Python through ctypes (nvtx_plugins_tf/recorder/_decoder.py mirrors these
+// used from Python through ctypes (nvtx_plugins_tf/recorder/recording/_decoder.py mirrors these
 // structs; bump the ABI version with any change here).
 //
 // One decoder context reads segments one after the other (oldest first); it pairs
@@ -38,7 +38,7 @@ enum NvtxrRowFlags : uint16_t {
   kNvtxrUnknownString = 1 << 4,  // message id was never defined (damage)
 };
 
-// 80 bytes; numpy dtype in nvtx_plugins_tf/recorder/_decoder.py.
+// 80 bytes; numpy dtype in nvtx_plugins_tf/recorder/recording/_decoder.py.
 struct NvtxrRow {
   int64_t start_ns;
   int64_t end_ns;  // -1 when unclosed

@@ -47,7 +47,7 @@ def _selected_domains(values) -> set[str] | None:
 
 def _check_domains(domains: set[str] | None, known, path: Path) -> None:
     """One line naming ``--domain`` when a selected domain is not in the file."""
-    from ..recorder.nsys_reports import DEFAULT_DOMAIN
+    from ..recorder.reports.names import DEFAULT_DOMAIN
 
     if domains is None:
         return
@@ -82,7 +82,7 @@ def _check_combinations(args) -> str:
 def _merged(values: list[str], tmp: Path) -> str:
     """Several recordings (hosts) merged as ``nvtx-tf merge`` does, into ``tmp``."""
     from ..recorder.merge import MergeError, merge
-    from ..recorder.summary import is_sqlite
+    from ..recorder.reports.summary import is_sqlite
 
     paths = [recording_path(v) for v in values]
     for value, path in zip(values, paths):
@@ -105,7 +105,7 @@ def cmd_report(args) -> int:
 
 
 def _report(args, value: str) -> int:
-    from ..recorder.summary import is_sqlite, summarize
+    from ..recorder.reports.summary import is_sqlite, summarize
 
     report_type = _check_combinations(args)
     domains = _selected_domains(args.domain)
@@ -126,7 +126,7 @@ def _report(args, value: str) -> int:
     if path.is_file() and is_sqlite(path):
         import sqlite3
 
-        from ..recorder.nsys_reports import load_ranges, sqlite_domain_names
+        from ..recorder.reports.ranges import load_ranges, sqlite_domain_names
 
         try:
             if report_type != "sum":
@@ -146,8 +146,8 @@ def _report(args, value: str) -> int:
         raise CliError(
             f"{path} is neither a recording directory, a .nvtxseg segment nor an SQLite file", EXIT_INPUT_NOT_FOUND
         )
-    from ..recorder.nsys_reports import load_ranges
-    from ..recorder.reader import RecordingReader
+    from ..recorder.recording.reader import RecordingReader
+    from ..recorder.reports.ranges import load_ranges
 
     with RecordingReader(path) as reader:
         if report_type == "sum":
@@ -184,20 +184,13 @@ def _print_summary(summary, fmt: str, top: int | None = None) -> None:
     """The summary as ``report --format`` asks: the table, or CSV (which ends its own lines);
     ``top``: its first N rows (of each process with ``--by-process``)."""
     if top is not None:
-        import dataclasses
-
-        kept, seen = [], {}
-        for row in summary.rows:
-            seen[row.pid] = seen.get(row.pid, 0) + 1
-            if seen[row.pid] <= top:
-                kept.append(row)
-        summary = dataclasses.replace(summary, rows=kept)
+        summary = summary.top(top)
     print(summary.to_csv() if fmt == "csv" else summary.format(), end="" if fmt == "csv" else "\n")
 
 
 def _print_nsys_report(ranges, report_type: str, domains, args, path: Path) -> int:
-    """``--type pushpop_trace|pushpop_sum|startend_sum`` (:mod:`..recorder.nsys_reports`)."""
-    from ..recorder.nsys_reports import pushpop_trace, range_summary
+    """``--type pushpop_trace|pushpop_sum|startend_sum`` (:mod:`..recorder.reports.nsys_reports`)."""
+    from ..recorder.reports.nsys_reports import pushpop_trace, range_summary
 
     if domains is not None:
         ranges = ranges.only_domains(domains)
@@ -215,9 +208,9 @@ def _print_nsys_report(ranges, report_type: str, domains, args, path: Path) -> i
 
 def _report_pairs(path: Path) -> int:
     """``report --pairs``: backward ranges with the forward ranges they mirror."""
-    from ..recorder.pairs import NoRangeIds, format_pairs, pair_rows, sqlite_ranges
-    from ..recorder.reader import load
-    from ..recorder.summary import is_sqlite
+    from ..recorder.recording.reader import load
+    from ..recorder.reports.pairs import NoRangeIds, format_pairs, pair_rows, sqlite_ranges
+    from ..recorder.reports.summary import is_sqlite
 
     if path.is_file() and is_sqlite(path):
         import sqlite3

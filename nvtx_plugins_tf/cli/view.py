@@ -51,7 +51,7 @@ def _source(path: str):
         if beside.is_dir() and viewer.TraceSource(source.json, beside).needs_export:
             warn(f"{beside} is newer than {source.json}; `view {beside}` exports it again")
     if source.needs_export:
-        from ..recorder.exports import Progress
+        from ..recorder.exports.one_pass import Progress
 
         try:
             with Progress(0) as progress:

@@ -8,6 +8,12 @@ recording (:func:`load` into the data model of :mod:`.recording`, or streamed by
 :func:`iter_batches`), exports it (:func:`export_json`,
 :func:`export_sqlite`), summarizes it (:func:`summarize`) and draws it
 (:func:`render_timeline`).
+
+This module is the public face; the work is done, data flowing one way, in
+:mod:`.recording` (model, reader) -> :mod:`.exports` (one decode, many files) ->
+:mod:`.reports` (summary, nsys's reports) -> :mod:`.timeline` (the PNG); :mod:`.merge`
+makes one recording of several, :mod:`.outputs` writes what ``record`` writes
+(docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -16,11 +22,19 @@ import os
 from pathlib import Path
 
 from .._native_libs import INJECTION_ENV, RECORD_DIR_ENV  # the one owner of these names
-from .export_json import export_json  # noqa: E402  (rebinds the submodule name to the function)
-from .export_sqlite import export_sqlite
-from .reader import ROW_DTYPE, RecordingReader, iter_batches, segment_files
-from .recording import DamageReport, ProcessInfo, Range, Recording, load
-from .summary import Summary, summarize
+from .exports import export_json, export_sqlite
+from .recording import (
+    ROW_DTYPE,
+    DamageReport,
+    ProcessInfo,
+    Range,
+    Recording,
+    RecordingReader,
+    iter_batches,
+    load,
+    segment_files,
+)
+from .reports import Summary, summarize
 from .timeline import render_timeline
 
 __all__ = [

@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._paths import SEGMENT_SUFFIX, recording_stem
-from . import _decoder
-from .reader import segment_files
+from .recording import _decoder
+from .recording.reader import segment_files
 
 __all__ = ["MergeError", "NotARecording", "Source", "merge", "SAME_CLOCK_NS", "FIRST_NEW_PID"]
 

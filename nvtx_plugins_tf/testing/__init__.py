@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from .._native_libs import INJECTION_ENV, RECORD_DIR_ENV  # the one owner of these names
 
 if TYPE_CHECKING:
-    from ..recorder.recording import DamageReport, Range, Recording
+    from ..recorder.recording.model import DamageReport, Range, Recording
 
 # The recorder's reader (numpy, the native decoder) is imported where a capture is read,
 # not here: the pytest plugin imports this module in every test session.
@@ -281,7 +281,7 @@ class Capture:
                 shutil.copy2(path, copy)
             self.directory = copy
             self.segments = [os.path.join(copy, os.path.basename(p)) for p in self.segments]
-        from ..recorder.recording import load
+        from ..recorder.recording.reader import load
 
         self.recording = load(self.directory, segments=self.segments)
         return self
@@ -293,7 +293,7 @@ class Capture:
 
 
 def _segment_paths(directory: str) -> list[str]:
-    from ..recorder.reader import segment_files
+    from ..recorder.recording.reader import segment_files
 
     try:
         return [str(p) for p in segment_files(directory)]
@@ -303,7 +303,7 @@ def _segment_paths(directory: str) -> list[str]:
 
 def _read_header(path: str):
     """(pid, ppid, start_ns) of a segment file, None when unreadable."""
-    from ..recorder._decoder import peek_segment
+    from ..recorder.recording._decoder import peek_segment
 
     info = peek_segment(path)
     return None if info is None else (info.pid, info.ppid, info.start_ns)

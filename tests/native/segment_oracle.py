@@ -199,7 +199,7 @@ def decode_dir(path: Path) -> list[Segment]:
 
 # ---- damaged bytes --------------------------------------------------------------------
 # The rules a reader follows on damaged input, as the format states them (record_format.h)
-# and as the reader's damage report promises them (DamageReport in recorder/recording.py):
+# and as the reader's damage report promises them (DamageReport in recorder/recording/model.py):
 #   * a header must have the magic, version 1, a header_size that is a multiple of 8 in
 #     [end of the first writers' header, 1 MiB], a chunk_size that is a multiple of 8 in
 #     [4096, 1 GiB], and the file must hold header_size bytes; else the segment is damaged

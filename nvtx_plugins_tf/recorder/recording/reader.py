@@ -5,11 +5,11 @@ Two ways in:
 * :func:`iter_batches` / :class:`RecordingReader` stream the ranges as numpy structured
   arrays (:data:`ROW_DTYPE`), a fixed-size batch at a time; memory stays bounded by the
   open ranges and the string tables. The exporters use this.
-* :func:`load` (defined with the data model in :mod:`.recording`, re-exported here)
-  builds a :class:`Recording` with a list of :class:`Range` objects; handy for small
-  recordings and tests.
+* :func:`load` builds a :class:`~.model.Recording` with a list of :class:`~.model.Range`
+  objects; handy for small recordings and tests.
 
-Decoding is done by the native ``libnvtx_reader.so`` (cc_ops/reader, C API in decode.h).
+Decoding is done by the native ``libnvtx_reader.so`` (cc_ops/reader, C API in decode.h)
+through :mod:`._decoder`; the objects built are those of :mod:`.model`.
 """
 
 from __future__ import annotations
@@ -22,37 +22,18 @@ from typing import Iterator
 
 import numpy as np
 
-from .._paths import RECORDING_SUFFIX, SEGMENT_SUFFIX
+from ..._paths import SEGMENT_SUFFIX
 from . import _decoder
 from ._decoder import ROW_DTYPE
-
-# The data model lives in .recording; re-exported here, where it was first defined
-# (many modules import it from this module).
-from .recording import (  # noqa: F401
-    PAYLOAD_TYPE_NAMES,
-    DamageReport,
-    ProcessInfo,
-    Range,
-    Recording,
-    chunk_damage_text,
-    decode_payload,
-    load,
-    ranges_from_rows,
-)
+from .model import DamageReport, ProcessInfo, Range, Recording, chunk_damage_text, ranges_from_rows
 
 __all__ = [
     "ROW_DTYPE",
-    "RECORDING_SUFFIX",
-    "SEGMENT_SUFFIX",
-    "DamageReport",
-    "ProcessInfo",
-    "Range",
-    "Recording",
     "RecordingReader",
     "iter_batches",
     "load",
+    "reading",
     "segment_files",
-    "decode_payload",
 ]
 
 DEFAULT_BATCH = 65536
@@ -296,3 +277,22 @@ def iter_batches(path, batch_size: int = DEFAULT_BATCH) -> Iterator[np.ndarray]:
         yield from reader.batches(batch_size)
     finally:
         reader.close()
+
+
+def load(path, segments=None) -> Recording:
+    """Read a whole recording into memory, ranges sorted by start time.
+
+    ``segments`` (paths) reads only those segment files of the recording.
+    """
+    with RecordingReader(path, segments=segments) as reader:
+        batches = list(reader.batches())
+        rows = np.concatenate(batches) if batches else np.empty(0, dtype=ROW_DTYPE)
+        rows = rows[np.argsort(rows["start_ns"], kind="stable")]
+        return Recording(
+            path=Path(path),
+            events=reader.events(rows),
+            processes=dict(reader.processes),
+            thread_names=reader.thread_names,
+            damage=reader.damage(),
+            domains=[d for d in dict.fromkeys(reader.domain_names()) if d],
+        )

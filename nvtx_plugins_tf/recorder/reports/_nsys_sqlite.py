@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .recording import EVENT_DOMAIN_CREATE
+from ..recording.model import EVENT_DOMAIN_CREATE
 
 __all__ = [
     "DomainNames",
@@ -117,3 +117,12 @@ def open_nsys_sqlite(path) -> Iterator[NsysFile]:
         yield NsysFile(path, con, columns, TEXT_SQL if joined else "e.text", STRINGS_JOIN if joined else "")
     finally:
         con.close()
+
+
+def is_sqlite(path) -> bool:
+    """Whether ``path`` is an SQLite file (by its 16-byte header; False if it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False

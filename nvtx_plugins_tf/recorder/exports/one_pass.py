@@ -1,15 +1,15 @@
 """One decode, many writers: the exports of a recording from a single pass of its reader.
 
-Every writer is a :class:`Sink`: made with the open :class:`~.reader.RecordingReader`
+Every writer is a :class:`Sink`: made with the open :class:`~..recording.reader.RecordingReader`
 (before reading), given each batch of rows with :meth:`Sink.add` while the reader
 streams them, then :meth:`Sink.finish`-ed once the batches are exhausted (when the
 reader's tables -- strings, domains, categories, thread names, processes, damage -- are
 complete); a sink left unfinished discards what it wrote (``with sink:``, :meth:`Sink.abort`).
 A batch is handed to the sinks in turn and may be kept by them (each is a new array).
-The sinks: :class:`~.export_json.JsonSink`, :class:`~.export_sqlite.SqliteSink`,
-:class:`~.summary.RecordingSummary`, :class:`~.timeline.TimelineSink`; the functions
+The sinks: :class:`~.trace_json.JsonSink`, :class:`~.sqlite.SqliteSink`,
+:class:`~..reports.summary.RecordingSummary`, :class:`~..timeline.render.TimelineSink`; the functions
 ``export_json``, ``export_sqlite``, ``summarize`` and ``render_timeline`` feed one sink
-each, ``record`` (cli/_exports.py) feeds all of its exports from one :func:`feed`.
+each, ``record`` (:mod:`..outputs`) feeds all of its exports from one :func:`feed`.
 
 :class:`Progress` shows how far a long export is on stderr, and only when stderr is a
 terminal: one line, updated a few times a second (``NVTX_TF_PROGRESS_INTERVAL``
@@ -238,7 +238,7 @@ _THREAD_NAME_FIELDS = ("pid", "tid", "name", "override")
 
 
 class _Tables:
-    """A :class:`~.reader.RecordingReader` as a sink in a child process sees it: the tables the
+    """A :class:`~..recording.reader.RecordingReader` as a sink in a child process sees it: the tables the
     parent sent. During the batches: ``strings()``, ``domain_table()``, ``domain_names()``,
     ``origin_ns``, ``path``; at ``finish()`` everything else."""
 

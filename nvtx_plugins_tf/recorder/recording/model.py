@@ -1,9 +1,10 @@
 """The data model of an NVTX recording: :class:`Range`, :class:`ProcessInfo`,
-:class:`DamageReport`, :class:`Recording` and :func:`load`, plus the named codes of the
-format (event kinds, payload types, nsys event types) and the one payload decoder.
+:class:`DamageReport`, :class:`Recording`, plus the named codes of the format (event
+kinds, payload types, nsys event types) and the one payload decoder.
 
-Streaming the rows of a recording without building objects is
-:mod:`nvtx_plugins_tf.recorder.reader`'s job; :func:`load` reads through it.
+Reading a recording is :mod:`.reader`'s job (streamed, or whole into a :class:`Recording`
+by its ``load``); this module imports nothing of it, so the model is what every other
+package of the recorder may build on.
 :class:`nvtx_plugins_tf.testing.Capture` holds a :class:`Recording` and uses the same
 words: ``events`` (every range and mark), ``closed_ranges``, ``open_ranges``, ``marks``,
 ``find(...)`` and ``count(...)`` mean the same in both.
@@ -41,7 +42,6 @@ __all__ = [
     "ProcessInfo",
     "Range",
     "Recording",
-    "load",
     "decode_payload",
     "payload_array",
     "ranges_from_rows",
@@ -323,7 +323,7 @@ def _matches(r: Range, message, domain, kind, category) -> bool:
 
 @dataclass
 class Recording:
-    """A fully loaded recording (see :func:`load`).
+    """A fully loaded recording (see :func:`.reader.load`).
 
     ``events`` holds every event -- closed and open ranges and marks -- by start time;
     ``ranges`` (the closed ranges), ``open_ranges`` and ``marks`` are its parts. The words
@@ -357,26 +357,3 @@ class Recording:
 
     def count(self, message=None, domain=None, kind=None, category=None) -> int:
         return len(self.find(message, domain, kind, category))
-
-
-def load(path, segments=None) -> Recording:
-    """Read a whole recording into memory, ranges sorted by start time.
-
-    ``segments`` (paths) reads only those segment files of the recording.
-    """
-    # The reader builds this module's objects, so it imports this module; this module
-    # needs the reader only here.
-    from .reader import ROW_DTYPE, RecordingReader
-
-    with RecordingReader(path, segments=segments) as reader:
-        batches = list(reader.batches())
-        rows = np.concatenate(batches) if batches else np.empty(0, dtype=ROW_DTYPE)
-        rows = rows[np.argsort(rows["start_ns"], kind="stable")]
-        return Recording(
-            path=Path(path),
-            events=reader.events(rows),
-            processes=dict(reader.processes),
-            thread_names=reader.thread_names,
-            damage=reader.damage(),
-            domains=[d for d in dict.fromkeys(reader.domain_names()) if d],
-        )

@@ -1,5 +1,5 @@
 """The timeline picture's layout: what goes where, decided apart from drawing it (see
-:mod:`.timeline` for the rules a user reads). Lanes, rows, boxes, their colours and labels,
+:mod:`.render` for the rules a user reads). Lanes, rows, boxes, their colours and labels,
 the steps and the window, as plain data a test can check (no overlap, every range placed,
 labels only where they fit) without looking at pixels. Labels are measured with
 matplotlib's Agg renderer in the font the picture uses, so matplotlib is needed here too.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._decoder import FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP
+from ..recording._decoder import FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP
 
 #: Domain name -> matplotlib colormap of its family.
 FAMILIES = {"Forward": "Blues", "Backward": "Oranges", "Gradient": "Oranges", "Keras": "Greens", "TSL": "Greys"}

@@ -75,8 +75,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _nsys_schema
-from ._decoder import (
+from ..recording._decoder import (
     FLAG_HAS_CATEGORY,
     FLAG_HAS_COLOR,
     FLAG_REGISTERED,
@@ -85,9 +84,7 @@ from ._decoder import (
     KIND_START_END,
     PAYLOAD_EXT,
 )
-from .exports import OutputFile, Sink, feed
-from .reader import DamageReport, RecordingReader, reading
-from .recording import (
+from ..recording.model import (
     EVENT_CATEGORY,
     EVENT_DOMAIN_CREATE,
     EVENT_MARK,
@@ -101,8 +98,12 @@ from .recording import (
     PAYLOAD_I64,
     PAYLOAD_U32,
     PAYLOAD_U64,
+    DamageReport,
     payload_array,
 )
+from ..recording.reader import RecordingReader, reading
+from . import _nsys_schema
+from .one_pass import OutputFile, Sink, feed
 
 __all__ = [
     "export_sqlite",
@@ -260,7 +261,7 @@ def _platform() -> tuple[str, str]:
 
 
 def _metadata(reader: RecordingReader, output: Path, damage: DamageReport, seconds: float, origin: int) -> list:
-    from .. import __version__ as version
+    from ... import __version__ as version
 
     now = time.time_ns()
     plat, arch = _platform()
@@ -305,7 +306,7 @@ def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -
 
 
 class SqliteSink(Sink):
-    """:func:`export_sqlite` batch by batch (see :mod:`.exports`): the events go to a
+    """:func:`export_sqlite` batch by batch (see :mod:`.one_pass`): the events go to a
     staging table, sorted into ``NVTX_EVENTS`` by ``finish()``, which returns the
     :class:`DamageReport`."""
 

@@ -15,17 +15,17 @@
 Timestamps are microseconds since the earliest segment's start (``otherData.origin_ns``
 holds that CLOCK_MONOTONIC origin). ``args`` hold domain, category, color, payload.
 The file is written batch by batch, never built in memory (:class:`JsonSink`, one of the
-sinks :mod:`.exports` feeds from one decode).
+sinks :mod:`.one_pass` feeds from one decode).
 """
 
 from __future__ import annotations
 
 import json
 
-from ._decoder import FLAG_HAS_CATEGORY, FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, PAYLOAD_EXT
-from .exports import OutputFile, Sink, feed
-from .reader import DamageReport, RecordingReader, reading
-from .recording import decode_payload
+from ..recording._decoder import FLAG_HAS_CATEGORY, FLAG_HAS_COLOR, FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, PAYLOAD_EXT
+from ..recording.model import DamageReport, decode_payload
+from ..recording.reader import RecordingReader, reading
+from .one_pass import OutputFile, Sink, feed
 
 __all__ = ["export_json", "JsonSink"]
 
@@ -51,7 +51,7 @@ def export_json(recording, output, *, reader: RecordingReader | None = None) -> 
 
 
 class JsonSink(Sink):
-    """:func:`export_json` batch by batch (see :mod:`.exports`); ``finish()`` returns the
+    """:func:`export_json` batch by batch (see :mod:`.one_pass`); ``finish()`` returns the
     :class:`DamageReport`."""
 
     def __init__(self, reader: RecordingReader, output):

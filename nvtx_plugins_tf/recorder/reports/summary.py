@@ -22,58 +22,23 @@ to ~200 characters under XLA) are grouped by what precedes the metadata and its 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ._decoder import FLAG_UNCLOSED, KIND_PUSH_POP, KIND_START_END
-from ._nsys_sqlite import open_nsys_sqlite, pid_sql
+from ..recording._decoder import FLAG_UNCLOSED, KIND_PUSH_POP, KIND_START_END
+from ..recording.model import EVENT_PUSH_POP, EVENT_START_END
+from ._nsys_sqlite import is_sqlite, open_nsys_sqlite, pid_sql
 from ._table import format_table
-from .recording import EVENT_PUSH_POP, EVENT_START_END
+from .names import group_names, range_label, selects_domain, shorten
 
-__all__ = ["SummaryRow", "OpenRanges", "Summary", "summarize", "summarize_arrays", "is_sqlite"]
+__all__ = ["SummaryRow", "OpenRanges", "Summary", "RecordingSummary", "summarize", "summarize_arrays"]
 
 STYLE_NAMES = {0: "PushPop", 1: "StartEnd"}
-GROUP_MIN = 10  # names in a numbered family before they share a row
-NAME_WIDTH = 100  # characters of a name in the table
-
-_NUMBERED = re.compile(r"^(.*\S)\s+\d+$")
-# TraceMe encodes metadata as 'name#key=value,...#'; TensorFlow's NVTX names put a ':' between
-# (TSL's 'XlaPass:#name=...#'), which is no part of the row name.
-_TRACEME_METADATA = re.compile(r"^(.+?):?#.*#$")
-
-
-def group_names(labels: list[str]) -> list[str]:
-    """The row name of each label: numbered families of GROUP_MIN or more names become
-    'name *', TraceMe-style metadata is dropped.
-
-    >>> group_names([f"batch {i}" for i in range(12)])[:2] + group_names(["Dense 1", "Dense 2"])
-    ['batch *', 'batch *', 'Dense 1', 'Dense 2']
-    >>> group_names(["TSL:XlaPass:#name=cluster_0,step=1#", "TSL:XlaCompile:#module=m#"])
-    ['TSL:XlaPass', 'TSL:XlaCompile']
-    """
-    bases = [_TRACEME_METADATA.sub(r"\1", label) for label in labels]
-    families = Counter()
-    for base in set(bases):
-        match = _NUMBERED.match(base)
-        if match:
-            families[match.group(1)] += 1
-    out = []
-    for base in bases:
-        match = _NUMBERED.match(base)
-        out.append(f"{match.group(1)} *" if match and families[match.group(1)] >= GROUP_MIN else base)
-    return out
-
-
-def _shorten(name: str, width: int = NAME_WIDTH) -> str:
-    if len(name) <= width:
-        return name
-    half = (width - 1) // 2
-    return name[:half] + "…" + name[len(name) - (width - 1 - half) :]
 
 
 @dataclass(frozen=True)
@@ -127,6 +92,16 @@ class Summary:
         "Range",
     )
 
+    def top(self, n: int) -> Summary:
+        """The first ``n`` rows (of each process with ``by_process``): the most total time;
+        the ranges left open stay listed."""
+        kept, seen = [], Counter()
+        for row in self.rows:
+            seen[row.pid] += 1
+            if seen[row.pid] <= n:
+                kept.append(row)
+        return dataclasses.replace(self, rows=kept)
+
     def format(self) -> str:
         """The table as text, nsys style, then the ranges left open (if any)."""
         text = self._format_table() if self.rows else "(no closed ranges)"
@@ -138,7 +113,7 @@ class Summary:
             width = max(len(f"{o.count:,}") for o in self.open_ranges)
             for o in self.open_ranges:
                 pid = f"  PID {self._process(o.pid)}" if self.by_process else ""
-                lines.append(f"  {o.count:>{width},}  {o.style:<8}{pid}  {_shorten(o.range)}")
+                lines.append(f"  {o.count:>{width},}  {o.style:<8}{pid}  {shorten(o.range)}")
             text += "\n\n" + "\n".join(lines)
         return text
 
@@ -161,14 +136,14 @@ class Summary:
             ]
             if self.by_process:
                 cells.append(self._process(r.pid))
-            cells.append(_shorten(r.range))
+            cells.append(shorten(r.range))
             lines.append(cells)
         return format_table(tuple(header), [tuple(c) for c in lines], left=("Style", "PID"))
 
     def _process(self, pid) -> str:
         """'pid (command line)', the command line shortened, or the pid alone."""
         cmdline = self.processes.get(pid, "")
-        return f"{pid} ({_shorten(cmdline, 40)})" if cmdline else str(pid)
+        return f"{pid} ({shorten(cmdline, 40)})" if cmdline else str(pid)
 
     def to_csv(self) -> str:
         """The table as CSV, names whole (open ranges as rows with 'open' instances)."""
@@ -254,33 +229,9 @@ def summarize_arrays(durations, labels, label_ids, styles, pids=None, group: boo
     return Summary(rows, by_process)
 
 
-#: How ``--domain`` names NVTX's default domain (as nsys's ``--nvtx-domain-include`` does).
-DEFAULT_DOMAIN = "default"
-
-
-def selects_domain(domains, name: str | None) -> bool:
-    """Whether a domain selection (a set of names, None = all) keeps the domain ``name``;
-    NVTX's default domain ('' or None) is selected as :data:`DEFAULT_DOMAIN`."""
-    return domains is None or (name or DEFAULT_DOMAIN) in domains
-
-
-def range_label(domain: str | None, message: str | None) -> str:
-    """A range's name in the reports: ``domain:message``, or the message in NVTX's default domain."""
-    message = message or ""
-    return f"{domain}:{message}" if domain else message
-
-
-def is_sqlite(path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
-
-
 def _from_recording(path, by_process: bool, reader=None, group: bool = True, domains=None) -> Summary:
-    from .exports import feed
-    from .reader import reading
+    from ..exports.one_pass import feed
+    from ..recording.reader import reading
 
     with reading(path, reader) as reader:
         sink = RecordingSummary(reader, by_process=by_process, group=group, domains=domains)
@@ -289,7 +240,7 @@ def _from_recording(path, by_process: bool, reader=None, group: bool = True, dom
 
 
 class RecordingSummary:
-    """:func:`summarize` of a recording batch by batch (a sink of :mod:`.exports`):
+    """:func:`summarize` of a recording batch by batch (a sink of :mod:`..exports.one_pass`):
     ``add(rows)`` per batch, ``finish()`` -> :class:`Summary` once the reader is read;
     ``domains``: only the ranges of these domains (see :func:`selects_domain`)."""
 

@@ -1,6 +1,6 @@
 """Draw a recording as a PNG timeline with matplotlib (optional dependency).
 
-:func:`layout` (in :mod:`._timeline_layout`) decides what goes where; :func:`render_timeline` draws it:
+:func:`layout` (in :mod:`.layout`) decides what goes where; :func:`render_timeline` draws it:
 
 * one lane per thread (grouped by process, labelled ``process pid / thread (tid)``);
 * inside a lane, push/pop ranges on the row of their nesting depth, then start/end ranges
@@ -32,19 +32,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ._decoder import FLAG_UNCLOSED
-from ._output import atomic_output
-from ._timeline_layout import (  # noqa: F401 - the layout's public names are this module's too
+from ..exports._output import atomic_output
+from ..exports.one_pass import Sink, feed
+from ..recording._decoder import FLAG_UNCLOSED
+from ..recording.reader import reading
+from .layout import (
     BOX_HEIGHT,
     DPI,
-    ELLIPSIS,
     FAMILIES,
     FONT_PT,
     LABEL_PAD_PX,
-    MIN_LABEL_CHARS,
     Box,
     Layout,
-    MatplotlibMissing,
     _colors,
     _numbered,
     _other_slot,
@@ -53,23 +52,10 @@ from ._timeline_layout import (  # noqa: F401 - the layout's public names are th
     _window,
     box_color,
     drawable,
-    label_width_px,
     layout,
 )
-from .exports import Sink, feed
-from .reader import reading
 
-__all__ = [
-    "render_timeline",
-    "TimelineSink",
-    "layout",
-    "Layout",
-    "Box",
-    "MatplotlibMissing",
-    "FAMILIES",
-    "box_color",
-    "label_width_px",
-]
+__all__ = ["render_timeline", "TimelineSink"]
 
 
 #: The fields of a row the timeline keeps.
@@ -134,7 +120,7 @@ class _RowStore:
 
 
 def _row_fields() -> dict:
-    from ._decoder import ROW_DTYPE
+    from ..recording._decoder import ROW_DTYPE
 
     return {name: ROW_DTYPE.fields[name][0] for name in _FIELDS}
 
@@ -143,7 +129,7 @@ _ROW_FIELDS = _row_fields()
 
 
 class TimelineSink(Sink):
-    """:func:`render_timeline` batch by batch (see :mod:`.exports`): keeps every range (beyond
+    """:func:`render_timeline` batch by batch (see :mod:`..exports.one_pass`): keeps every range (beyond
     ``spill_rows`` in a temporary file); ``finish()`` finds the window, keeps its
     ``max_ranges`` longest ranges, lays them out, draws the PNG and returns its path.
     Raises :class:`MatplotlibMissing` when made without matplotlib, ``ValueError`` for a

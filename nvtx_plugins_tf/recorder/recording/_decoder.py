@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from .._native_libs import native_library
+from ..._native_libs import native_library
 
 ABI_VERSION = 8
 

@@ -1,0 +1,16 @@
+"""The files a recording is exported to, written from one decode (:mod:`.one_pass`: the
+sinks, the driver :func:`~.one_pass.feed`, the progress line, a sink in a child process):
+Trace Event JSON (:mod:`.trace_json`), SQLite in Nsight Systems' schema (:mod:`.sqlite`,
+nsys's tables in :mod:`._nsys_schema`), each written atomically (:mod:`._output`).
+
+Reads recordings through :mod:`..recording` only; a new export format is a new module here
+with a :class:`~.one_pass.Sink`.
+"""
+
+from __future__ import annotations
+
+from .one_pass import ChildSink, Progress, Sink, feed
+from .sqlite import SqliteSink, export_sqlite
+from .trace_json import JsonSink, export_json
+
+__all__ = ["ChildSink", "JsonSink", "Progress", "Sink", "SqliteSink", "export_json", "export_sqlite", "feed"]

@@ -1,0 +1,201 @@
+"""The push/pop and start/end ranges nsys's reports (:mod:`.nsys_reports`) are computed from,
+as arrays (:class:`Ranges`): read from a recording -- with the row ids and session-relative
+times our SQLite export writes, so that a recording and its export give the same report --
+or from an SQLite file in nsys's export schema (ours or ``nsys export``'s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..recording._decoder import FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, KIND_START_END
+from ..recording.model import EVENT_PUSH_POP, EVENT_START_END
+from ._nsys_sqlite import is_sqlite, open_nsys_sqlite, split_gtid
+from .names import DEFAULT_DOMAIN, range_label, selects_domain
+
+__all__ = ["Ranges", "load_ranges", "sqlite_domain_names"]
+
+# nsys's NVTXT event types (ranges imported from NVTXT files), read like 59/60.
+_EVENT_NVTXT_PUSH_POP, _EVENT_NVTXT_START_END = 70, 71
+
+
+@dataclass
+class Ranges:
+    """The push/pop and start/end ranges of a file as arrays, one element per range, in
+    row-id order. ``end`` of a range still open (``open``) is :attr:`last_ns`, as in nsys."""
+
+    row_id: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    open: np.ndarray
+    push_pop: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    name: np.ndarray  #: index into :attr:`names`
+    domain: np.ndarray  #: index into :attr:`domains`
+    names: list[str]  #: ``domain:message`` (or the message in the default domain)
+    domains: list[str]  #: '' = NVTX's default domain
+    last_ns: int = 0  #: the last timestamp of the file (where open ranges end)
+
+    def __len__(self) -> int:
+        return len(self.row_id)
+
+    def domain_names(self) -> list[str]:
+        """The domains of the file as ``--domain`` names them (``default`` first)."""
+        return [DEFAULT_DOMAIN] + sorted({d for d in self.domains if d} - {DEFAULT_DOMAIN})
+
+    def select(self, mask: np.ndarray) -> "Ranges":
+        """The ranges where ``mask`` is true."""
+        arrays = {k: getattr(self, k)[mask] for k in ("row_id", "start", "end", "open", "push_pop", "pid", "tid")}
+        return Ranges(
+            **arrays,
+            name=self.name[mask],
+            domain=self.domain[mask],
+            names=self.names,
+            domains=self.domains,
+            last_ns=self.last_ns,
+        )
+
+    def only_domains(self, domains) -> "Ranges":
+        """The ranges of the domains named in ``domains`` (``"default"``: NVTX's default domain)."""
+        wanted = set(domains)
+        keep = np.array([selects_domain(wanted, d) for d in self.domains] + [False], dtype=bool)
+        return self.select(keep[np.minimum(self.domain, len(self.domains))])
+
+
+def load_ranges(source, *, reader=None) -> Ranges:
+    """The ranges of a recording (folder or segment; ``reader``: an open
+    :class:`~..recording.reader.RecordingReader` of it, read here) or of an SQLite file in nsys's
+    export schema. Raises ValueError for an SQLite file without ``NVTX_EVENTS``."""
+    if reader is None and Path(source).is_file() and is_sqlite(source):
+        return _from_sqlite(Path(source))
+    from ..recording.reader import reading
+
+    with reading(source, reader) as reader:
+        return _from_recording(reader)
+
+
+def sqlite_domain_names(path) -> list[str]:
+    """The names of the domains of an SQLite file in nsys's schema (``''`` = the default
+    domain, always there): each domain id's first creation in its process, as nsys names it."""
+    with open_nsys_sqlite(path) as db:
+        names = set(db.domain_names().values())
+    return [""] + sorted(n for n in names if n)
+
+
+def _from_sqlite(path: Path) -> Ranges:
+    with open_nsys_sqlite(path) as db:
+        domain_of = db.domain_names()
+        (last,) = db.con.execute("SELECT max(max(start), coalesce(max(end), max(start))) FROM NVTX_EVENTS").fetchone()
+        types = (EVENT_PUSH_POP, EVENT_START_END, _EVENT_NVTXT_PUSH_POP, _EVENT_NVTXT_START_END)
+        rows = db.con.execute(
+            f"SELECT e.rowid, e.start, e.end, e.eventType, e.globalTid, {db.text}, e.domainId FROM NVTX_EVENTS e "
+            f"{db.join} WHERE e.eventType IN {types} ORDER BY e.rowid"
+        ).fetchall()
+    last = int(last or 0)
+    names: dict[str, int] = {}
+    domains: dict[str, int] = {"": 0}
+    for dname in sorted(set(domain_of.values()) - {None}):  # every domain of the file, used or not
+        domains.setdefault(dname, len(domains))
+    n = len(rows)
+    out = {k: np.zeros(n, dtype=np.int64) for k in ("row_id", "start", "end", "pid", "tid", "name", "domain")}
+    is_open = np.zeros(n, dtype=bool)
+    push_pop = np.zeros(n, dtype=bool)
+    for i, (rowid, start, end, etype, gtid, message, dom_id) in enumerate(rows):
+        pid, tid = split_gtid(gtid)
+        dname = domain_of.of(dom_id, pid) or ""
+        out["row_id"][i] = rowid
+        out["start"][i] = start
+        out["end"][i] = last if end is None else end
+        is_open[i] = end is None
+        push_pop[i] = etype in (EVENT_PUSH_POP, _EVENT_NVTXT_PUSH_POP)
+        out["pid"][i] = pid
+        out["tid"][i] = tid
+        out["name"][i] = names.setdefault(range_label(dname, message), len(names))
+        out["domain"][i] = domains.setdefault(dname, len(domains))
+    return Ranges(open=is_open, push_pop=push_pop, names=list(names), domains=list(domains), last_ns=last, **out)
+
+
+def _from_recording(reader) -> Ranges:
+    """Ranges with the times and row ids our SQLite export (:mod:`..exports.sqlite`) writes:
+    session-relative times, every row (marks and definitions too) numbered in (start, end
+    descending, open last) order."""
+    parts = []
+    all_start, all_end = [], []  # every row of the export, for its row numbers
+    offset = 0
+    for rows in reader.batches():
+        all_start.append(rows["start_ns"])
+        closed = ((rows["flags"] & FLAG_UNCLOSED) == 0) & (rows["kind"] != KIND_MARK)
+        all_end.append(np.where(closed, rows["end_ns"], np.iinfo(np.int64).min))
+        is_range = (rows["kind"] == KIND_PUSH_POP) | (rows["kind"] == KIND_START_END)
+        index = np.flatnonzero(is_range) + offset
+        offset += len(rows)
+        r = rows[is_range]
+        parts.append((index, r[["start_ns", "end_ns", "flags", "kind", "pid", "tid", "message", "domain"]]))
+    origin = reader.origin_ns
+    strings = reader.strings()
+    domain_names = reader.domain_names()
+    table = reader.domain_table()
+
+    def process_start(pid):
+        return reader.processes[pid].start_ns if pid in reader.processes else origin
+
+    # Definition rows of the export: domains, category names, thread names (all without an end).
+    defs = [(d.create_ns or process_start(d.pid)) for d in table[1:]]
+    for dom, _ in reader.category_names():
+        defs.append(process_start(table[dom].pid if dom else next(iter(reader.processes), 0)))
+    defs += [process_start(t.pid) for t in reader._decoder.thread_names() if t.override]
+    none = np.iinfo(np.int64).min
+    starts = np.concatenate(all_start + [np.array(defs, dtype=np.int64)]) if all_start or defs else np.zeros(0, int)
+    ends = np.concatenate(all_end + [np.full(len(defs), none, dtype=np.int64)]) if all_start or defs else starts
+    starts = starts.astype(np.int64) - origin
+    shift = min(0, int(starts.min())) if len(starts) else 0  # the export moves a time before 0 to 0
+    closed = ends != none
+    ends = np.where(closed, ends - origin - shift, none)
+    starts -= shift
+    last = int(max(starts.max(), ends[closed].max() if closed.any() else 0)) if len(starts) else 0
+    # Row number = rank in the export's ORDER BY start, end DESC (NULL ends last).
+    order = np.lexsort((np.where(closed, -ends, np.iinfo(np.int64).max), starts))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(1, len(order) + 1)
+
+    index = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+    r = np.concatenate([p[1] for p in parts]) if parts else None
+    n = len(index)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Ranges(
+            empty, empty, empty, empty.astype(bool), empty.astype(bool), empty, empty, empty, empty, [], [""], last
+        )
+    is_open = (r["flags"] & FLAG_UNCLOSED) != 0
+    start = r["start_ns"].astype(np.int64) - origin - shift
+    end = np.where(is_open, last, r["end_ns"].astype(np.int64) - origin - shift)
+    # Labels: unique (domain name, message); domains of equal name merge (as in the summary).
+    dom_ids: dict[str, int] = {}
+    dom_map = np.array([dom_ids.setdefault(d, len(dom_ids)) for d in domain_names] or [0], dtype=np.int64)
+    dom = dom_map[np.minimum(r["domain"].astype(np.int64), len(dom_map) - 1)]
+    msg = r["message"].astype(np.int64)
+    key = dom * (len(strings) + 1) + msg
+    uniq, name = np.unique(key, return_inverse=True)
+    dom_list = list(dom_ids)
+    messages = strings + [""]  # (an unknown string: an empty message, as the summary has it)
+    names = [range_label(dom_list[int(k) // (len(strings) + 1)], messages[int(k) % (len(strings) + 1)]) for k in uniq]
+    row_id = rank[index]
+    order = np.argsort(row_id, kind="stable")
+    return Ranges(
+        row_id=row_id[order],
+        start=start[order],
+        end=end[order],
+        open=is_open[order],
+        push_pop=(r["kind"] == KIND_PUSH_POP)[order],
+        pid=r["pid"].astype(np.int64)[order],
+        tid=r["tid"].astype(np.int64)[order],
+        name=name.astype(np.int64)[order],
+        domain=dom[order],
+        names=names,
+        domains=dom_list or [""],
+        last_ns=last,
+    )
