@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -358,3 +359,21 @@ def test_readme_lists_every_exit_code():
     for name, value in vars(_common).items():
         if name.startswith("EXIT_") and value > 1:
             assert f" {value} " in paragraph.replace("\n", " "), (name, value)
+
+
+def test_version_is_the_packages_one_version():
+    """`nvtx-tf --version` prints `nvtx-tf X` with X = nvtx_plugins_tf.__version__ (its one owner), exit 0."""
+    import nvtx_plugins_tf
+
+    proc = nvtx_tf("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"nvtx-tf {nvtx_plugins_tf.__version__}\n"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", nvtx_plugins_tf.__version__)
+
+
+def test_doctor_prints_the_version():
+    import nvtx_plugins_tf
+
+    proc = nvtx_tf("doctor", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith(f"nvtx_plugins_tf: {nvtx_plugins_tf.__version__} imported from ")
