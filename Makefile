@@ -67,7 +67,7 @@ docs: $(INSTALLED)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The timelines in docs/recorder.md, drawn again from fresh recordings (the commands that page
-# gives); PICTURES_DIR=elsewhere leaves docs/ alone. A few minutes on a CPU (ResNet50 steps).
+# gives); PICTURES_DIR=elsewhere leaves docs/ alone. About a minute on 2 cores.
 PICTURES_DIR ?= docs
 pictures: $(NATIVE)
 	mkdir -p out/pictures $(PICTURES_DIR)
