@@ -149,3 +149,9 @@ def test_docstrings_read_as_markdown_with_doctests_fenced_and_roles_as_code():
     assert module.markdown(text) == (
         "See `Capture` and `x.load`:\n\n```pycon\n>>> f()\n[('a', 1)]\n```\n\nafter\n```pycon\n>>> g()\n```"
     )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_escaped_pipe(page):
+    """`\\|` in a table's code span: GitHub shows `|`, MkDocs `\\|`; write it another way."""
+    assert "\\|" not in page.read_text()
