@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # The public modules whose docstring examples run with the tests.
 DOCTEST_MODULES := nvtx_plugins_tf/_paths.py nvtx_plugins_tf/ops/__init__.py nvtx_plugins_tf/ops/ranges.py nvtx_plugins_tf/recorder/reports/names.py nvtx_plugins_tf/tf_ops_annotation.py nvtx_plugins_tf/viewer.py nvtx_plugins_tf/keras/layers.py nvtx_plugins_tf/keras/wrappers.py nvtx_plugins_tf/keras/callbacks.py nvtx_plugins_tf/hooks.py nvtx_plugins_tf/_host_ranges.py
 
-.PHONY: all demo test bench native clean nsys lint sanitize
+.PHONY: all demo test bench native clean nsys lint sanitize docs pictures
 
 all: test
 
@@ -60,5 +60,23 @@ lint: $(INSTALLED)
 bench: $(NATIVE)
 	$(PY) benchmarks/run_all.py
 
+# The user guide (docs/, mkdocs.yml) into site/, warnings as errors: a broken link or anchor,
+# a page missing from the nav or a docstring mkdocstrings cannot read fails the build.
+docs: $(INSTALLED)
+	$(PY) -m pip install -q -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The timelines in docs/recorder.md, drawn again from fresh recordings (the commands that page
+# gives); PICTURES_DIR=elsewhere leaves docs/ alone. About a minute on 2 cores.
+PICTURES_DIR ?= docs
+pictures: $(NATIVE)
+	mkdir -p out/pictures $(PICTURES_DIR)
+	$(PY) -m nvtx_plugins_tf record -o out/pictures/keras_example --png-window 1:2 -- $(PY) examples/keras_example.py
+	$(PY) -m nvtx_plugins_tf record -o out/pictures/resnet50 --png-window 1:3 -- $(PY) examples/auto_annotate.py --model resnet50 --steps 4 --batch-size 32
+	$(PY) -m nvtx_plugins_tf record -o out/pictures/resnet50_step --png-window 1:1 -- $(PY) examples/auto_annotate.py --model resnet50 --steps 4 --batch-size 32
+	cp out/pictures/keras_example.png $(PICTURES_DIR)/timeline_keras_example.png
+	cp out/pictures/resnet50.png $(PICTURES_DIR)/timeline_resnet50.png
+	cp out/pictures/resnet50_step.png $(PICTURES_DIR)/timeline_resnet50_step.png
+
 clean:
-	rm -rf out build *.egg-info nvtx_plugins_tf/_native/*.so nvtx_plugins_tf/_native/*.json $(NATIVE)
+	rm -rf out build site *.egg-info nvtx_plugins_tf/_native/*.so nvtx_plugins_tf/_native/*.json $(NATIVE)

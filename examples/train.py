@@ -1,4 +1,4 @@
-"""A user's training script, as the README's `record` examples run it: a small Keras model
+"""A user's training script, as the guide's `record` examples run it: a small Keras model
 trained with NVTXCallback (Train, epoch and batch ranges in domain Keras), nothing else
 annotated.
 

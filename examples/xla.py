@@ -26,7 +26,7 @@ precedes the metadata, one row each (the full names are in `report --format csv`
 running, once per call. The few op ranges after it are the ops TensorFlow runs once while
 compiling (constant folding); in the steps themselves no op range is left but the compiled
 step's, since XLA fused them all.
-On a GPU, XLA's runtime also annotates each executed module and kernel (see the README).
+On a GPU, XLA's runtime also annotates each executed module and kernel (see docs/ops.md).
 """
 
 import argparse

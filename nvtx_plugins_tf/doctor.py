@@ -174,7 +174,7 @@ def register(subparsers) -> None:
     doctor.set_defaults(func=_doctor)
     build = subparsers.add_parser("build", help="(re)build the native libraries for the installed TensorFlow")
     # no argparse `choices` here: with nargs="*" it rejects the empty default (Python < 3.12)
-    build.add_argument("targets", nargs="*", metavar="TARGET", help="recorder, reader, tf_ops (default: all)")
+    build.add_argument("targets", nargs="*", metavar="TARGET", help="recorder, reader, host, tf_ops (default: all)")
     build.add_argument(
         "--out",
         default=None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -174,7 +175,7 @@ def test_error_exit_codes(tmp_path):
     proc = nvtx_tf("record", "-o", tmp_path / "busy", "--", sys.executable, "-c", "import nvtx; nvtx.mark('m')")
     assert proc.returncode == cli.EXIT_OUTPUT_NOT_WRITABLE, proc.stderr
     _one_line_error(proc)
-    # the codes the README documents, one per failure
+    # the codes the guide documents (docs/cli.md), one per failure
     assert (
         cli.EXIT_USAGE,
         cli.EXIT_OUTPUT_NOT_WRITABLE,
@@ -349,12 +350,34 @@ def test_cli_imports_nothing_heavy_before_running_command(tmp_path):
     assert proc.stdout.strip() == "[]", proc.stderr
 
 
-def test_readme_lists_every_exit_code():
-    """The README's paragraph of exit codes names each code's number (issue 21)."""
+def test_cli_page_lists_every_exit_code():
+    """The guide's table of exit codes (docs/cli.md, "Exit codes") has one row per code of
+    _common, each explained, and no row for a code that does not exist (issues 21, 22)."""
     from nvtx_plugins_tf.cli import _common
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    paragraph = text[text.index("exit with a distinct code:") : text.index("The command and the recorder library")]
-    for name, value in vars(_common).items():
-        if name.startswith("EXIT_") and value > 1:
-            assert f" {value} " in paragraph.replace("\n", " "), (name, value)
+    text = (ROOT / "docs" / "cli.md").read_text()
+    section = text[text.index("## Exit codes") :]
+    section = section[: section.index("\n## ")]
+    rows = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", section, re.M))
+    codes = {str(value) for name, value in vars(_common).items() if name.startswith("EXIT_")}
+    assert set(rows) == codes, sorted(set(rows) ^ codes)
+    assert all(len(meaning) > 5 for meaning in rows.values()), rows
+    assert "| 128 + N |" in section
+
+
+def test_version_is_the_packages_one_version():
+    """`nvtx-tf --version` prints `nvtx-tf X` with X = nvtx_plugins_tf.__version__ (its one owner), exit 0."""
+    import nvtx_plugins_tf
+
+    proc = nvtx_tf("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"nvtx-tf {nvtx_plugins_tf.__version__}\n"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", nvtx_plugins_tf.__version__)
+
+
+def test_doctor_prints_the_version():
+    import nvtx_plugins_tf
+
+    proc = nvtx_tf("doctor", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith(f"nvtx_plugins_tf: {nvtx_plugins_tf.__version__} imported from ")

@@ -198,7 +198,7 @@ def test_suggested_build_command_works_with_read_only_package(tmp_path, read_onl
 
 
 def test_build_command_accepts_no_target():
-    """`python -m nvtx_plugins_tf build` with no target (the README's command) parses."""
+    """`python -m nvtx_plugins_tf build` with no target (docs/install.md gives it) parses."""
     from nvtx_plugins_tf.cli import build_parser
 
     assert build_parser().parse_args(["build"]).targets == []

@@ -1,4 +1,4 @@
-"""The README's ``pip install .``, for real: a wheel built from this checkout, installed
+"""The guide's ``pip install .`` (docs/install.md), for real: a wheel built from this checkout, installed
 into a fresh folder and used from outside the checkout (make installs editable, which
 skips the wheel's build path, setup.py's ``BuildPyWithSources``).
 

@@ -1,10 +1,13 @@
-"""Every fenced python/bash block of README.md runs as written.
+"""Every fenced python/bash block of README.md and of the guide (docs/*.md) runs as written.
 
 A block runs as it stands unless the line before its fence says otherwise:
 
-* ``<!-- readme-test: fragment NAME -->``: the block is completed here, in FRAGMENTS[NAME]
+* ``<!-- doc-test: fragment NAME -->``: the block is completed here, in FRAGMENTS[NAME]
   (a prelude and an epilogue around the block's own text, or files it expects);
-* ``<!-- readme-test: skip REASON -->``: not run, for the reason given.
+* ``<!-- doc-test: file NAME -->``: a python block that runs as written and is also the file
+  NAME that a later block of the same page uses;
+* ``<!-- doc-test: with NAME -->``: the block runs with that file of its page in its folder;
+* ``<!-- doc-test: skip REASON -->``: not run, for the reason given.
 
 Python blocks run in a fresh interpreter, bash blocks line by line in bash with the test's
 interpreter first on PATH (``python`` is it), each in an empty folder that holds a link to
@@ -24,7 +27,11 @@ import pytest
 from conftest import _child_env
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+#: README.md and every page of the guide, by path relative to the repository
+DOCS = {
+    p.relative_to(ROOT).as_posix(): p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+}
+ALL_TEXT = "\n".join(DOCS.values())
 
 # name -> (prelude, epilogue, files written into the block's folder, attach the recorder)
 FRAGMENTS = {
@@ -63,16 +70,28 @@ FRAGMENTS = {
     ),
 }
 
-_BLOCK = re.compile(r"(?:<!-- readme-test: (?P<mark>[^>]*?) -->\n)?```(?P<lang>python|bash)\n(?P<body>.*?)```", re.S)
+_BLOCK = re.compile(r"(?:<!-- doc-test: (?P<mark>[^>]*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
+_RUN = ("python", "bash")  # other blocks (text, pycon, yaml) are shown, not run
+
+
+def _page_blocks(text):
+    """(lang, body, kind, arg, line) of each fenced block of ``text``."""
+    for match in _BLOCK.finditer(text):
+        kind, _, arg = (match.group("mark") or "").partition(" ")
+        yield match.group("lang"), match.group("body"), kind, arg.strip(), text.count("\n", 0, match.start("body"))
+
+
+def _page_files(text) -> dict:
+    """The blocks of a page marked ``file NAME``: NAME -> text."""
+    return {arg: body for _, body, kind, arg, _ in _page_blocks(text) if kind == "file"}
 
 
 def _blocks():
     blocks = []
-    for match in _BLOCK.finditer(README):
-        line = README.count("\n", 0, match.start("body"))
-        mark = match.group("mark") or ""
-        kind, _, arg = mark.partition(" ")
-        blocks.append(pytest.param(match.group("lang"), match.group("body"), kind, arg.strip(), id=f"line{line}"))
+    for page, text in DOCS.items():
+        files = _page_files(text)
+        for lang, body, kind, arg, line in _page_blocks(text):
+            blocks.append(pytest.param(lang, body, kind, arg, files, id=f"{page}:line{line}"))
     return blocks
 
 
@@ -82,12 +101,19 @@ def _run(cmd, cwd, env, timeout=600):
     return proc
 
 
-@pytest.mark.parametrize("lang, body, kind, arg", _blocks())
-def test_readme_block_runs_as_written(lang, body, kind, arg, tmp_path):
+@pytest.mark.parametrize("lang, body, kind, arg, page_files", _blocks())
+def test_doc_block_runs_as_written(lang, body, kind, arg, page_files, tmp_path):
     if kind == "skip":
         pytest.skip(arg)
-    assert kind in ("", "fragment"), f"unknown readme-test mark {kind!r}"
+    assert kind in ("", "fragment", "file", "with"), f"unknown doc-test mark {kind!r}"
+    assert lang in _RUN or kind == "", f"a doc-test mark on a {lang!r} block, which is not run"
+    if lang not in _RUN:
+        assert lang, "a fenced block without a language: give it one (python, bash, text, ...)"
+        return
     prelude, epilogue, files, attach = FRAGMENTS[arg] if kind == "fragment" else ("", "", {}, False)
+    if kind == "with":
+        assert arg in page_files, f"no block marked 'file {arg}' on this page"
+        files = {arg: page_files[arg]}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
@@ -102,6 +128,23 @@ def test_readme_block_runs_as_written(lang, body, kind, arg, tmp_path):
         command = line.split("#", 1)[0].strip()
         if command:
             _run(["bash", "-c", command], tmp_path, env)
+            _check_record_outputs(command, tmp_path)
+
+
+_RECORD = re.compile(r"(?:nvtx-tf|python -m nvtx_plugins_tf) (?:record|merge) (?P<flags>.*?)(?: -- |$)")
+
+
+def _check_record_outputs(command: str, folder: Path) -> None:
+    """A `record` (or `merge`) line wrote the timeline where the docs say: PREFIX.json,
+    PREFIX.sqlite, PREFIX.nvtxrec/, and PREFIX.png with --png or --png-window."""
+    match = _RECORD.search(command)
+    if not match:
+        return
+    flags = match.group("flags").split()
+    prefix = folder / flags[flags.index("-o") + 1]
+    expected = [".json", ".sqlite", ".nvtxrec"] + ([".png"] if {"--png", "--png-window"} & set(flags) else [])
+    missing = [s for s in expected if not prefix.with_name(prefix.name + s).exists()]
+    assert missing == [], (command, missing)
 
 
 def test_make_demo(tmp_path):
@@ -112,7 +155,8 @@ def test_make_demo(tmp_path):
         assert (ROOT / "out" / f"demo.{suffix}").stat().st_size > 0
 
 
-# Names in the prose (issue 21.12: the README named a train.py that did not exist) ------------
+# Names in the prose (issue 21.12: the README named a train.py that did not exist), in the
+# README and every page of the guide ---------------------------------------------------------
 
 _PATH = re.compile(
     r"(?<![\w./-])((?:examples|tests|benchmarks|cc_ops|build_tools|nvtx_plugins_tf|docs|\.ci)/[\w./*-]*\w)"
@@ -120,33 +164,37 @@ _PATH = re.compile(
 _COMMAND = re.compile(r"(?:nvtx-tf|python -m nvtx_plugins_tf) (record|report|merge|view|doctor|build)\b([^`\n|]*)")
 
 
-def test_every_repository_path_the_readme_names_exists():
+def test_every_repository_path_the_docs_name_exists():
     missing = sorted(
-        {p for p in _PATH.findall(README) if not any(ROOT.glob(p.rstrip("/"))) and not (ROOT / p).exists()}
+        {p for p in _PATH.findall(ALL_TEXT) if not any(ROOT.glob(p.rstrip("/"))) and not (ROOT / p).exists()}
     )
     assert missing == [], missing
 
 
-def test_every_command_flag_the_readme_names_exists():
+def test_every_command_flag_the_docs_name_exists():
     from nvtx_plugins_tf.cli import build_parser
 
     parser = build_parser()
     subparsers = next(a for a in parser._actions if a.dest == "subcommand").choices
     unknown = set()
-    for command, rest in _COMMAND.findall(README):
+    for command, rest in _COMMAND.findall(ALL_TEXT):
         rest = rest.split(" -- ")[0].split(" #")[0]  # the recorded program and comments are not ours
         flags = set(subparsers[command]._option_string_actions)
         unknown |= {(command, f) for f in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", rest) if f not in flags}
     assert unknown == set(), sorted(unknown)
 
 
-def test_every_make_target_the_readme_names_exists():
+def test_every_make_target_the_docs_name_exists():
     targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
-    named = set(re.findall(r"`make ([\w-]+)`", README))
+    named = set(re.findall(r"`make ([\w-]+)`", ALL_TEXT)) | set(re.findall(r"^make ([\w-]+)", ALL_TEXT, re.M))
     assert named and named <= targets, sorted(named - targets)
 
 
-def test_every_script_the_readme_runs_exists():
-    """`python X.py` names a file of the repository (relative to its root)."""
-    scripts = set(re.findall(r"python3? ([\w./-]+\.py)\b", README))
-    assert scripts and sorted(s for s in scripts if not (ROOT / s).is_file()) == []
+def test_every_script_the_docs_run_exists():
+    """`python X.py` names a file of the repository (relative to its root), or a file a block
+    of the same page writes (``doc-test: file X``)."""
+    missing = set()
+    for text in DOCS.values():
+        scripts = set(re.findall(r"python3? ([\w./-]+\.py)\b", text))
+        missing |= {s for s in scripts if not (ROOT / s).is_file() and s not in _page_files(text)}
+    assert sorted(missing) == []

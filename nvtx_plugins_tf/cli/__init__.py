@@ -70,7 +70,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from nvtx_plugins_tf import __version__  # the package's one version (pyproject reads it too)
+
     parser = _Parser(prog=PROG, description="Record and report NVTX ranges (nvtx_plugins_tf).")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     subparsers = parser.add_subparsers(dest="subcommand", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     for register in REGISTRARS:
