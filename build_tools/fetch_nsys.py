@@ -167,7 +167,7 @@ RELEASES = {
 }
 CURRENT = "2023.4.4"  # the newest that runs here: the main judge
 LEGACY = "2022.4.2"  # the second judge
-DEFAULT = LEGACY  # what the oracle tests compare with until the export follows 2023.4
+DEFAULT = CURRENT  # what the oracle tests compare with
 
 # The default release's, for callers that know one nsys.
 NSYS_VERSION = RELEASES[DEFAULT].version

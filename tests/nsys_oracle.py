@@ -451,7 +451,8 @@ def describe(trace: Trace) -> str:
 
 # ----------------------------------------------------------------------------- nsys stats
 #: nsys 2022.4's NVTX reports compared on both files (``nsys stats --help-reports``).
-NVTX_REPORTS = ("nvtxsum", "nvtxppsum", "nvtxsesum", "nvtxpptrace")
+NVTX_REPORTS = ("nvtx_sum", "nvtx_pushpop_sum", "nvtx_startend_sum", "nvtx_pushpop_trace")  # nsys 2023.4
+LEGACY_NVTX_REPORTS = dict(zip(NVTX_REPORTS, ("nvtxsum", "nvtxppsum", "nvtxsesum", "nvtxpptrace")))  # 2022.4
 
 
 def nsys_stats(nsys: Path, report: str, sqlite: Path, timeout: float = 120) -> list[dict]:

@@ -73,8 +73,8 @@ def _tables(path):
         out = {}
         for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
             rows = con.execute(f'SELECT * FROM "{name}"').fetchall()
-            if name == "EXPORT_META_DATA":
-                rows = [r for r in rows if not r[0].startswith(("EXPORT_TIME", "EXPORT_OUTUPT"))]
+            if name == "META_DATA_EXPORT":
+                rows = [r for r in rows if not r[0].startswith(("EXPORT_TIME", "EXPORT_PARAM_OUTUPT"))]
             out[name] = rows
         return out
     finally:

@@ -1,8 +1,8 @@
 """``report --type pushpop_trace|pushpop_sum|startend_sum`` (recorder/reports/nsys_reports.py), judged
-by the real Nsight Systems 2022.4.2 (issue 14, item 4).
+by the real Nsight Systems 2023.4.4 (issue 14, item 4; issue 23).
 
 * Same file: our report on an SQLite file -- nsys's own export, and ours -- is exactly what
-  ``nsys stats --report nvtxpptrace|nvtxppsum|nvtxsesum --format csv`` prints for it (same
+  ``nsys stats --report nvtx_pushpop_trace|nvtx_pushpop_sum|nvtx_startend_sum --format csv`` prints for it (same
   columns, same rows, same values, to the rounding).
 * Same program, two tools: tests/nsys/nested_ranges.c (nested push/pop ranges on two threads,
   a named domain nested under the default one, start/end ranges, one ended on another thread,
@@ -128,7 +128,7 @@ def _check_trace_relations(rows: list[dict]) -> None:
         start, end, dur = int(r["Start (ns)"]), int(r["End (ns)"]), int(r["Duration (ns)"])
         child, own = int(r["DurChild (ns)"]), int(r["DurNonChild (ns)"])
         assert end - start == dur and child + own == dur and 0 <= child <= dur, r
-        if r["ParentId"] != "None":
+        if r["ParentId"] != "":
             parent = by_id[r["ParentId"]]
             children[r["ParentId"]] += dur
             assert (parent["PID"], parent["TID"]) == (r["PID"], r["TID"])  # nesting is per thread
@@ -359,5 +359,5 @@ def test_summary_and_reports_read_sqlite_alike(tmp_path):
 
 def test_sqlite_reading_is_nsys_stats(nsys, tmp_path):
     path = _ambiguous_sqlite(tmp_path)
-    assert {r["Range"]: int(r["Total Time (ns)"]) for r in oracle.nsys_stats(nsys, "nvtxsum", path)} == AMBIGUOUS_NAMES
+    assert {r["Range"]: int(r["Total Time (ns)"]) for r in oracle.nsys_stats(nsys, "nvtx_sum", path)} == AMBIGUOUS_NAMES
     assert ours_csv(path, "pushpop_sum") == nsys_csv(nsys, "pushpop_sum", path)

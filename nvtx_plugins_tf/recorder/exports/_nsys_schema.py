@@ -1,26 +1,30 @@
-"""Nsight Systems' SQLite export schema, as ``nsys export --type sqlite`` of Nsight Systems
-2022.4.2.1 writes it for an NVTX-only capture (``nsys profile -t nvtx -s none
---cpuctxsw=none``).
+"""Nsight Systems' export schema, as ``nsys export`` of Nsight Systems
+2023.4.4.54 writes it for an NVTX-only capture (``nsys profile -t nvtx -s none
+--cpuctxsw=none``): ``--type sqlite`` and ``--type parquetdir``.
 
 GENERATED from a real export by ``python tests/nsys_oracle.py --write-schema`` (which runs
 that nsys on the native C sample); do not edit by hand. tests/test_sqlite_parity.py checks
 that this module still equals what the real nsys writes.
 
-* :data:`TABLES`: (name, ``CREATE TABLE`` statement) of every table, in nsys's order;
+* :data:`TABLES`: (name, ``CREATE TABLE`` statement) of every SQLite table, in nsys's order;
 * :data:`ENUMS`: table name -> the (id, name, label) rows nsys fills it with;
-* :data:`SCHEMA_META`: the ``EXPORT_META_DATA`` values that describe nsys and its schema;
-* :data:`META_KEYS`: every ``EXPORT_META_DATA`` key nsys writes, in its order.
+* :data:`SCHEMA_META`: the ``META_DATA_EXPORT`` values that describe nsys and its schema;
+* :data:`META_KEYS`: every ``META_DATA_EXPORT`` key nsys writes, in its order;
+* :data:`CAPTURE_KEYS`: the ``META_DATA_CAPTURE`` keys nsys writes, in its order (once each);
+* :data:`PARQUET`: table -> its (column, Arrow type, nullable) in nsys's ``TABLE.parquet``.
 """
 
 # fmt: off
-SCHEMA_META = {'EXPORT_PRODUCT_NAME': 'NVIDIA Nsight Systems', 'EXPORT_PRODUCT_VERSION': '2022.4.2.1', 'EXPORT_PRODUCT_DATE': '2022.4', 'EXPORT_SCHEMA_VERSION': '3.0.0', 'EXPORT_SCHEMA_VERSION_MAJOR': '3', 'EXPORT_SCHEMA_VERSION_MINOR': '0', 'EXPORT_SCHEMA_VERSION_MICRO': '0', 'EXPORT_SCHEMA_VERSION_CKSUM': '4042420554 115894'}
+SCHEMA_META = {'EXPORT_PRODUCT_NAME': 'NVIDIA Nsight Systems', 'EXPORT_PRODUCT_VERSION': '2023.4.4.54', 'EXPORT_PRODUCT_DATE': '2023.4', 'EXPORT_SCHEMA_VERSION': '3.7.2', 'EXPORT_SCHEMA_VERSION_MAJOR': '3', 'EXPORT_SCHEMA_VERSION_MINOR': '7', 'EXPORT_SCHEMA_VERSION_MICRO': '2', 'EXPORT_SCHEMA_VERSION_CKSUM': '2307844469 139029'}
 
-META_KEYS = ('EXPORT_PRODUCT_NAME', 'EXPORT_PRODUCT_VERSION', 'EXPORT_PRODUCT_DATE', 'EXPORT_SCHEMA_VERSION', 'EXPORT_SCHEMA_VERSION_MAJOR', 'EXPORT_SCHEMA_VERSION_MINOR', 'EXPORT_SCHEMA_VERSION_MICRO', 'EXPORT_SCHEMA_VERSION_CKSUM', 'EXPORT_PLATFORM', 'EXPORT_ARCH', 'EXPORT_TIME', 'EXPORT_TIME_UTC', 'EXPORT_TIME_LOCAL', 'EXPORT_HOST', 'EXPORT_USER', 'EXPORT_INPUT_FILE', 'EXPORT_OUTUPT_FILE', 'EXPORT_INPUT_PATH', 'EXPORT_OUTUPT_PATH', 'EXPORT_INPUT_PATH_ABS', 'EXPORT_OUTUPT_PATH_ABS', 'EXPORT_OVERWRITE', 'EXPORT_LAZY')
+META_KEYS = ('EXPORT_PRODUCT_NAME', 'EXPORT_PRODUCT_VERSION', 'EXPORT_PRODUCT_DATE', 'EXPORT_SCHEMA_VERSION', 'EXPORT_SCHEMA_VERSION_MAJOR', 'EXPORT_SCHEMA_VERSION_MINOR', 'EXPORT_SCHEMA_VERSION_MICRO', 'EXPORT_SCHEMA_VERSION_CKSUM', 'EXPORT_PLATFORM', 'EXPORT_ARCH', 'EXPORT_TIME_UTC', 'EXPORT_TIME_LOCAL', 'EXPORT_HOST', 'EXPORT_USER', 'EXPORT_PARAM_INPUT_FILE', 'EXPORT_PARAM_OUTUPT_FILE', 'EXPORT_PARAM_INPUT_PATH', 'EXPORT_PARAM_OUTUPT_PATH', 'EXPORT_PARAM_INPUT_PATH_ABS', 'EXPORT_PARAM_OUTUPT_PATH_ABS', 'EXPORT_PARAM_OVERWRITE', 'EXPORT_PARAM_APPEND', 'EXPORT_PARAM_LAZY', 'EXPORT_PARAM_TIME_NORMALIZE', 'EXPORT_PARAM_TIME_SHIFT', 'EXPORT_PARAM_TABLES_TO_EXPORT', 'EXPORT_PARAM_TIMES_TO_EXPORT', 'EXPORT_CONFIG_TIME_SHIFT', 'EXPORT_TIME')
+
+CAPTURE_KEYS = ('DEVICE_ID', 'CAPTURE_EVENT_TYPE', 'RATE_HZ', 'START_TRIGGER', 'STOP_TRIGGER', 'THREAD_STATE_SCAN_FREQ', 'POWER_RATE_SCAN_FREQ', 'DEVICE_TYPE', 'DEVICE_DISPLAY_NAME', 'PROCESS_0:HOW_TO_ATTACH', 'PROCESS_0:LAUNCH_AS_ROOT', 'PROCESS_0:COMMAND', 'PROCESS_0:ARGUMENT_0', 'PROCESS_0:WORKING_DIR', 'PROCESS_0:PID', 'PROCESS_0:USER_NAME', 'PROCESS_0:COLLECT_NVTX_TRACE', 'PROCESS_0:COLLECT_CUDA_TRACE', 'PROCESS_0:COLLECT_CPU_TRACE', 'PROCESS_0:COLLECT_NVMEDIA_TRACE', 'PROCESS_0:COLLECT_VIDEO_API_TRACE', 'PROCESS_0:ENVIRONMENT_VARIABLE', 'PROCESS_0:COLLECT_BLOCK_TRACE', 'PROCESS_0:COLLECT_BLOCK_PHASE_TRACE', 'PROCESS_0:COLLECT_WARP_TRACE', 'PROCESS_0:COLLECT_WARP_PHASE_TRACE', 'PROCESS_0:CUDA_FLUSH_PERIODICALLY', 'PROCESS_0:CUDA_FLUSH_PERIOD', 'PROCESS_0:CUDA_SKIP_SOME_API_CALLS', 'PROCESS_0:COLLECT_GPU_MEMORY_USAGE', 'PROCESS_0:COLLECT_UVM_CPU_PAGE_FAULTS', 'PROCESS_0:COLLECT_UVM_GPU_PAGE_FAULTS', 'PROCESS_0:COLLECT_GL_WORKLOAD', 'PROCESS_0:COLLECT_DX12_TRACE', 'PROCESS_0:COLLECT_DX11_TRACE', 'PROCESS_0:COLLECT_VULKAN_TRACE', 'PROCESS_0:CUDA_FLUSH_ON_CUDA_PROFILER_STOP', 'PROFILING_SESSION_ID', 'PROFILING_SESSION_UUID', 'APPLICATION_PID', 'PACKAGE_NAME', 'RESUME', 'SHOW_BACKTRACE', 'START_DELAY_MS', 'RUN_DURATION_MS', 'HAS_ANNOTATIONS', 'USE_UNWIND_TABLES', 'USE_FRAME_POINTERS', 'USE_DWARF', 'BANDWIDTH_VERSION', 'BANDWIDTH_RATE_HZ', 'COLLECT_GPU_CTX_SW_TRACE', 'TRACE_ALL_TASKS', 'IN_APP_FREQ_MODE', 'COLLECT_VSYNC', 'COLLECT_THREAD_STATE_TRACE', 'ALLOW_SEND_ONLY_MODE', 'FORCE_ARCH_TIMER', 'USE_LBRS', 'INCLUDE_CHILDREN', 'USE_LINUX_PERF', 'DISABLE_TIME_SYNC', 'LAUNCH_AS_ROOT', 'TRACE_AFTER_FORK_BEFORE_EXEC', 'COLLECT_SLI_EVENTS', 'HOTKEY_ENABLED', 'HOTKEY_VALUE', 'COLLECT_WDDM_EVENTS', 'NVTX_OPTIONS:TRACE_NVTX_RANGE_HOT_KEY', 'NVTX_OPTIONS:TRACE_NVTX_RANGE_HOT_KEY_VALUE', 'NVTX_OPTIONS:NVTX_DOMAIN_FILTER_STRING', 'NVTX_OPTIONS:NVTX_DOMAIN_FILTER_MODE_INCLUDE', 'COLLECT_OPENSHMEM_TRACE', 'START_FRAME_VALUE', 'RUN_DURATION_FRAMES', 'SYMBOL_RESOLUTION_OPTIONS:RESOLVE_SYMBOLS', 'SAMPLE_ALL_TASKS')
 
 TABLES = (
     ('StringIds', 'CREATE TABLE StringIds (\n    -- Consolidation of repetitive string values.\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- ID reference value.\n    value                       TEXT      NOT NULL                     -- String value.\n)'),
     ('ProcessStreams', 'CREATE TABLE ProcessStreams (\n    globalPid                   INTEGER   NOT NULL,                    -- Serialized GlobalId.\n    filenameId                  INTEGER   NOT NULL,                    -- REFERENCES StringIds(id) -- File name\n    contentId                   INTEGER   NOT NULL                     -- REFERENCES StringIds(id) -- Stream content\n)'),
-    ('TARGET_INFO_SYSTEM_ENV', 'CREATE TABLE TARGET_INFO_SYSTEM_ENV (\n    globalVid                   INTEGER   NOT NULL,                    -- Serialized GlobalId.\n    devStateName                TEXT      NOT NULL,                    -- Device state name.\n    name                        TEXT      NOT NULL,                    -- Property name.\n    nameEnum                    INTEGER   NOT NULL,                    -- Property enum value.\n    value                       TEXT      NOT NULL                     -- Property value.\n)'),
+    ('TARGET_INFO_SYSTEM_ENV', 'CREATE TABLE TARGET_INFO_SYSTEM_ENV (\n    globalVid                   INTEGER,                               -- Serialized GlobalId.\n    devStateName                TEXT      NOT NULL,                    -- Device state name.\n    name                        TEXT      NOT NULL,                    -- Property name.\n    nameEnum                    INTEGER   NOT NULL,                    -- Property enum value.\n    value                       TEXT      NOT NULL                     -- Property value.\n)'),
     ('TARGET_INFO_SESSION_START_TIME', 'CREATE TABLE TARGET_INFO_SESSION_START_TIME (\n    utcEpochNs                  INTEGER,                               -- UTC Epoch timestamp at start of the capture (ns).\n    utcTime                     TEXT,                                  -- Start of the capture in UTC.\n    localTime                   TEXT                                   -- Start of the capture in local time of target.\n)'),
     ('ANALYSIS_DETAILS', 'CREATE TABLE ANALYSIS_DETAILS (\n    -- Details about the analysis session.\n\n    globalVid                   INTEGER   NOT NULL,                    -- Serialized GlobalId.\n    duration                    INTEGER   NOT NULL,                    -- The total time span of the entire trace (ns).\n    startTime                   INTEGER   NOT NULL,                    -- Trace start timestamp in nanoseconds.\n    stopTime                    INTEGER   NOT NULL                     -- Trace stop timestamp in nanoseconds.\n)'),
     ('PROCESSES', 'CREATE TABLE PROCESSES (\n    -- Names and identifiers of processes captured in the report.\n\n    globalPid                   INTEGER,                               -- Serialized GlobalId.\n    pid                         INTEGER,                               -- The process ID.\n    name                        TEXT                                   -- The process name.\n)'),
@@ -35,11 +39,12 @@ TABLES = (
     ('ENUM_CUDA_MEMPOOL_TYPE', 'CREATE TABLE ENUM_CUDA_MEMPOOL_TYPE (\n    -- CUDA mempool type labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
     ('ENUM_CUDA_MEMPOOL_OPER', 'CREATE TABLE ENUM_CUDA_MEMPOOL_OPER (\n    -- CUDA mempool operation labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
     ('ENUM_CUDA_DEV_MEM_EVENT_OPER', 'CREATE TABLE ENUM_CUDA_DEV_MEM_EVENT_OPER (\n    -- CUDA device mem event operation labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
-    ('ENUM_CUDA_KRENEL_LAUNCH_TYPE', 'CREATE TABLE ENUM_CUDA_KRENEL_LAUNCH_TYPE (\n    -- CUDA kernel launch type labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
+    ('ENUM_CUDA_KERNEL_LAUNCH_TYPE', 'CREATE TABLE ENUM_CUDA_KERNEL_LAUNCH_TYPE (\n    -- CUDA kernel launch type labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
     ('ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG', 'CREATE TABLE ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG (\n    -- CUDA shared memory limit config labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
     ('ENUM_CUDA_UNIF_MEM_MIGRATION', 'CREATE TABLE ENUM_CUDA_UNIF_MEM_MIGRATION (\n    -- CUDA unified memory migration cause labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
     ('ENUM_CUDA_UNIF_MEM_ACCESS_TYPE', 'CREATE TABLE ENUM_CUDA_UNIF_MEM_ACCESS_TYPE (\n    -- CUDA unified memory access type labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
     ('ENUM_CUDA_FUNC_CACHE_CONFIG', 'CREATE TABLE ENUM_CUDA_FUNC_CACHE_CONFIG (\n    -- CUDA function cache config labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
+    ('ENUM_CUPTI_STREAM_TYPE', 'CREATE TABLE ENUM_CUPTI_STREAM_TYPE (\n    -- CUPTI stream type labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
     ('ENUM_CUPTI_SYNC_TYPE', 'CREATE TABLE ENUM_CUPTI_SYNC_TYPE (\n    -- CUPTI synchronization type labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
     ('ENUM_STACK_UNWIND_METHOD', 'CREATE TABLE ENUM_STACK_UNWIND_METHOD (\n    -- Stack unwind method labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
     ('ENUM_SAMPLING_THREAD_STATE', 'CREATE TABLE ENUM_SAMPLING_THREAD_STATE (\n    -- Sampling thread state labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
@@ -69,7 +74,14 @@ TABLES = (
     ('ENUM_WDDM_ENGINE_TYPE', 'CREATE TABLE ENUM_WDDM_ENGINE_TYPE (\n    -- WDDM engine type labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
     ('ENUM_WDDM_INTERRUPT_TYPE', 'CREATE TABLE ENUM_WDDM_INTERRUPT_TYPE (\n    -- WDDM DMA interrupt type labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
     ('ENUM_WDDM_VIDMM_OP_TYPE', 'CREATE TABLE ENUM_WDDM_VIDMM_OP_TYPE (\n    -- WDDM VidMm operation type labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
-    ('EXPORT_META_DATA', 'CREATE TABLE EXPORT_META_DATA (\n    -- information about nsys export process\n\n    name                        TEXT      NOT NULL,                    -- Name of export meta-data record\n    value                       TEXT                                   -- Value of export meta-data record\n)'),
+    ('ENUM_NET_LINK_TYPE', 'CREATE TABLE ENUM_NET_LINK_TYPE (\n    -- NIC link layer labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
+    ('ENUM_NET_DEVICE_ID', 'CREATE TABLE ENUM_NET_DEVICE_ID (\n    -- NIC PCIe device id labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
+    ('ENUM_NET_VENDOR_ID', 'CREATE TABLE ENUM_NET_VENDOR_ID (\n    -- NIC PCIe vendor id labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
+    ('ENUM_ETW_MEMORY_TRANSFER_TYPE', 'CREATE TABLE ENUM_ETW_MEMORY_TRANSFER_TYPE (\n    -- memory transfer type labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
+    ('ENUM_PMU_EVENT_SOURCE', 'CREATE TABLE ENUM_PMU_EVENT_SOURCE (\n    -- PMU event source labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
+    ('ENUM_PMU_UNIT_TYPE', 'CREATE TABLE ENUM_PMU_UNIT_TYPE (\n    -- PMU unit type labels\n\n    id                          INTEGER   NOT NULL   PRIMARY KEY,      -- Enum numerical value\n    name                        TEXT,                                  -- Enum symbol name\n    label                       TEXT                                   -- Enum human name\n)'),
+    ('META_DATA_CAPTURE', 'CREATE TABLE META_DATA_CAPTURE (\n    -- information about nsys capture parameters\n\n    name                        TEXT      NOT NULL,                    -- Name of meta-data record\n    value                       TEXT                                   -- Value of meta-data record\n)'),
+    ('META_DATA_EXPORT', 'CREATE TABLE META_DATA_EXPORT (\n    -- information about nsys export process\n\n    name                        TEXT      NOT NULL,                    -- Name of meta-data record\n    value                       TEXT                                   -- Value of meta-data record\n)'),
 )
 
 ENUMS = {
@@ -208,6 +220,16 @@ ENUMS = {
         (131, 'CudaGraphExecCreation', 'CudaGraphExecCreation'),
         (132, 'CudaGraphCreation', 'CudaGraphCreation'),
         (133, 'CudaGraphClone', 'CudaGraphClone'),
+        (134, 'GpuMemoryTransferEvent', 'GpuMemoryTransferEvent'),
+        (135, 'GlTrace', 'GlTrace'),
+        (136, 'GpuVideoEngineWorkload', 'GpuVideoEngineWorkload'),
+        (137, 'IBSwitchMetricsValuesEvent', 'IBSwitchMetricsValuesEvent'),
+        (138, 'GenericEvent', 'GenericEvent'),
+        (139, 'UncorePmuT23xScf', 'UncorePmuT23xScf'),
+        (140, 'UncorePmuT23xDsu', 'UncorePmuT23xDsu'),
+        (141, 'IBSwitchCongestionEvent', 'IBSwitchCongestionEvent'),
+        (142, 'CudaDeviceMemcpy', 'CudaDeviceMemcpy'),
+        (143, 'PerfMetricValueEvent', 'PerfMetricValueEvent'),
     ),
     'ENUM_NSYS_EVENT_CLASS': (
         (0, 'TRACE_PROCESS_EVENT_CUDA_RUNTIME', 'CUDA runtime'),
@@ -352,7 +374,7 @@ ENUMS = {
         (0, 'CUDA_DEV_MEM_EVENT_OPR_ALLOCATION', 'Allocation'),
         (1, 'CUDA_DEV_MEM_EVENT_OPR_DEALLOCATION', 'Deallocation'),
     ),
-    'ENUM_CUDA_KRENEL_LAUNCH_TYPE': (
+    'ENUM_CUDA_KERNEL_LAUNCH_TYPE': (
         (0, 'CUDA_KERNEL_LAUNCH_TYPE_UNKNOWN', 'Unknown'),
         (1, 'CUDA_KERNEL_LAUNCH_TYPE_REGULAR', 'Regular'),
         (2, 'CUDA_KERNEL_LAUNCH_TYPE_COOPERATIVE_SINGLE_DEVICE', 'Coop Single Device'),
@@ -382,6 +404,12 @@ ENUMS = {
         (1, 'CU_FUNC_CACHE_PREFER_SHARED', 'Shared'),
         (2, 'CU_FUNC_CACHE_PREFER_L1', 'L1'),
         (3, 'CU_FUNC_CACHE_PREFER_EQUAL', 'Equal'),
+    ),
+    'ENUM_CUPTI_STREAM_TYPE': (
+        (0, 'CUPTI_ACTIVITY_STREAM_CREATE_FLAG_UNKNOWN', 'Unknown stream type'),
+        (1, 'CUPTI_ACTIVITY_STREAM_CREATE_FLAG_DEFAULT', 'Default stream'),
+        (2, 'CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NON_BLOCKING', 'Non-blocking stream'),
+        (3, 'CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NULL', 'Null stream'),
     ),
     'ENUM_CUPTI_SYNC_TYPE': (
         (0, 'CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN', 'Unknown'),
@@ -818,5 +846,398 @@ ENUMS = {
         (211, 'DiscardAllocation', 'Discard allocation'),
         (212, 'SetAllocationPriority', 'Set allocation priority'),
         (1000, 'EvictSystemMemoryOfferList', 'Evict sys-mem offer list'),
+    ),
+    'ENUM_NET_LINK_TYPE': (
+        (0, 'Unknown', 'Unknown NIC'),
+        (1, 'Ethernet', 'Ethernet NIC'),
+        (2, 'InfiniBand', 'InfiniBand NIC'),
+    ),
+    'ENUM_NET_DEVICE_ID': (
+        (4099, 'CntX3', 'ConnectX-3'),
+        (4103, 'CntX3Pro', 'ConnectX-3 Pro'),
+        (4113, 'CntIB', 'Connect-IB'),
+        (4115, 'CntX4', 'ConnectX-4'),
+        (4117, 'CntX4Lx', 'ConnectX-4 Lx'),
+        (4119, 'CntX5', 'ConnectX-5'),
+        (4121, 'CntX5Ex', 'ConnectX-5 Ex'),
+        (4123, 'CntX6', 'ConnectX-6'),
+        (4125, 'CntX6Dx', 'ConnectX-6 Dx'),
+        (4127, 'CntX6Lx', 'ConnectX-6 Lx'),
+        (4129, 'CntX7', 'ConnectX-7'),
+        (4131, 'CntX8', 'ConnectX-8'),
+        (21108, 'InfiniBridge', 'InfiniBridge'),
+        (23108, 'InfiniHost', 'InfiniHost'),
+        (24204, 'InfiniHost3LxHca1', 'InfiniHost III Lx HCA 1'),
+        (25204, 'InfiniHost3LxHca2', 'InfiniHost III Lx HCA 2'),
+        (25208, 'InfiniHost3ExTavor', 'InfiniHost III Ex (Tavor compatibility mode)'),
+        (25218, 'InfiniHost3Ex', 'InfiniHost III Ex'),
+        (25408, 'CntXDual10Gb', 'ConnectX Dual Port 10Gb/s'),
+        (25418, 'CntXDual20Gb', 'ConnectX Dual Port 20Gb/s'),
+        (25448, 'CntXEn10Gb25Gt1', 'ConnectX EN 10GigE PCIe 2.0 2.5GT/s'),
+        (25458, 'CntXEn10Gb25Gt2', 'ConnectX EN 10GBASE-T PCIe 2.5 GT/s'),
+        (26428, 'CntXDual40Gb', 'ConnectX Dual Port 40Gb/s'),
+        (26438, 'CntXVpi', 'ConnectX VPI PCIe 2.0 5GT/s'),
+        (26448, 'CntXEn10Gb50Gt1', 'ConnectX EN 10GigE PCIe 2.0 5GT/s'),
+        (26458, 'CntXEn10Gb50Gt2', 'ConnectX EN 10GBASE-T PCIe Gen2 5.0 GT/s'),
+        (26468, 'CntXEn10Gb50GtVirt', 'ConnectX EN 10GigE PCIe 2.0 5GT/s Virtualization+'),
+        (26478, 'CntXEn40Gb50Gt', 'ConnectX EN 40GigE PCIe 2.0 5GT/s'),
+        (26488, 'CntXVpiVirt', 'ConnectX VPI PCIe 2.0 5GT/s - IB DDR / 10GigE Virtualization+'),
+        (41680, 'BF1Crypto', 'BlueField SoC Crypto enabled'),
+        (41681, 'BF1NoCrypto', 'BlueField SoC Crypto disabled'),
+        (41682, 'BF1CntX5', 'BlueField integrated ConnectX-5 network controller'),
+        (41683, 'BF1MultiVF', 'BlueField multicore SoC family VF'),
+        (41684, 'BF2Crypto', 'BlueField-2 SoC Crypto enabled'),
+        (41685, 'BF2NoCrypto', 'BlueField-2 SoC Crypto disabled'),
+        (41686, 'BF2CntX6Dx', 'BlueField-2 integrated ConnectX-6 Dx network controller'),
+        (41687, 'BF3LxCrypto', 'BlueField-3 Lx SoC Crypto enabled'),
+        (41688, 'BF3LxNoCrypto', 'BlueField-3 Lx SoC Crypto disabled'),
+        (41689, 'BF3LxCntX7Lx', 'BlueField-3 Lx integrated ConnectX-7 network controller'),
+        (41690, 'BF3Crypto', 'BlueField-3 SoC Crypto enabled'),
+        (41691, 'BF3NoCrypto', 'BlueField-3 SoC Crypto disabled'),
+        (41692, 'BF3CntX7', 'BlueField-3 integrated ConnectX-7 network controller'),
+        (41693, 'BF4Crypto', 'BlueField-4 SoC Crypto enabled'),
+        (41694, 'BF4NoCrypto', 'BlueField-4 SoC Crypto disabled'),
+        (41695, 'BF4Int', 'BlueField-4 integrated network controller'),
+    ),
+    'ENUM_NET_VENDOR_ID': (
+        (5555, 'NVIDIA', 'NVIDIA / Mellanox'),
+    ),
+    'ENUM_ETW_MEMORY_TRANSFER_TYPE': (
+        (0, 'UnknownTransfer', 'Unknown Transfer'),
+        (1, 'DeviceToSystem', 'Device To System Transfer'),
+        (2, 'SystemToDevice', 'System To Device Transfer'),
+        (3, 'AgpToDevice', 'AGP To Device Transfer'),
+        (4, 'DeviceToAgp', 'Device To AGP Transfer'),
+        (5, 'EvictToAlternateva', 'Evict To Alternate VA Transfer'),
+        (6, 'RestoreFromAlternateva', 'Restore From Alternate VA Transfer'),
+        (7, 'Discard', 'Discard'),
+    ),
+    'ENUM_PMU_EVENT_SOURCE': (
+        (1, 'ArmPmu', 'Arm PMU'),
+        (2, 'CarmelPmu', 'Carmel PMU'),
+        (3, 'T23XPmuScf', 'T23X PMU Scf'),
+        (4, 'T23XPmuDsu', 'T23X PMU Dsu'),
+    ),
+    'ENUM_PMU_UNIT_TYPE': (
+        (1, 'PmuUnitCore', 'Pmu Unit Core'),
+        (2, 'PmuUnitCpuCluster', 'Pmu Unit Cpu Cluster'),
+        (3, 'PmuUnitScf', 'Pmu Unit Scf'),
+    ),
+}
+
+PARQUET = {
+    'ANALYSIS_DETAILS': (
+        ('globalVid', 'uint64', False),
+        ('duration', 'uint64', False),
+        ('startTime', 'uint64', False),
+        ('stopTime', 'uint64', False),
+    ),
+    'ENUM_CUDA_DEV_MEM_EVENT_OPER': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_CUDA_FUNC_CACHE_CONFIG': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_CUDA_KERNEL_LAUNCH_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_CUDA_MEMCPY_OPER': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_CUDA_MEMPOOL_OPER': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_CUDA_MEMPOOL_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_CUDA_MEM_KIND': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_CUDA_UNIF_MEM_ACCESS_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_CUDA_UNIF_MEM_MIGRATION': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_CUPTI_STREAM_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_CUPTI_SYNC_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_D3D12_CMD_LIST_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_D3D12_HEAP_FLAGS': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_D3D12_HEAP_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_D3D12_PAGE_PROPERTY': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_DXGI_FORMAT': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_ETW_MEMORY_TRANSFER_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_GPU_CTX_SWITCH': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_NET_DEVICE_ID': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_NET_LINK_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_NET_VENDOR_ID': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_NSYS_EVENT_CLASS': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_NSYS_EVENT_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_NVDRIVER_EVENT_ID': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENACC_DEVICE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENACC_EVENT_KIND': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENGL_DEBUG_SEVERITY': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENGL_DEBUG_SOURCE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENGL_DEBUG_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENMP_DISPATCH': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENMP_EVENT_KIND': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENMP_MUTEX': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENMP_SYNC_REGION': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENMP_TASK_FLAG': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENMP_TASK_STATUS': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENMP_THREAD': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_OPENMP_WORK': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_PMU_EVENT_SOURCE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_PMU_UNIT_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_SAMPLING_THREAD_STATE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_SLI_TRANSER': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_STACK_UNWIND_METHOD': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_VULKAN_PIPELINE_CREATION_FLAGS': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_WDDM_ENGINE_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_WDDM_INTERRUPT_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_WDDM_PACKET_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_WDDM_PAGING_QUEUE_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'ENUM_WDDM_VIDMM_OP_TYPE': (
+        ('id', 'int64', False),
+        ('name', 'string', True),
+        ('label', 'string', True),
+    ),
+    'META_DATA_EXPORT': (
+        ('name', 'string', False),
+        ('value', 'string', True),
+    ),
+    'NVTX_EVENTS': (
+        ('start', 'int64', False),
+        ('end', 'int64', True),
+        ('eventType', 'int64', False),
+        ('rangeId', 'uint64', True),
+        ('category', 'uint64', True),
+        ('color', 'int64', True),
+        ('text', 'string', True),
+        ('globalTid', 'uint64', True),
+        ('endGlobalTid', 'uint64', True),
+        ('textId', 'int64', True),
+        ('domainId', 'uint64', True),
+        ('uint64Value', 'uint64', True),
+        ('int64Value', 'int64', True),
+        ('doubleValue', 'double', True),
+        ('uint32Value', 'int64', True),
+        ('int32Value', 'int32', True),
+        ('floatValue', 'float', True),
+        ('jsonTextId', 'int64', True),
+        ('jsonText', 'string', True),
+    ),
+    'PROCESSES': (
+        ('globalPid', 'uint64', True),
+        ('pid', 'uint64', True),
+        ('name', 'string', True),
+    ),
+    'PROFILER_OVERHEAD': (
+        ('start', 'int64', False),
+        ('end', 'int64', False),
+        ('globalTid', 'uint64', True),
+        ('nameId', 'uint64', False),
+        ('returnValue', 'int64', False),
+    ),
+    'ProcessStreams': (
+        ('globalPid', 'uint64', False),
+        ('filenameId', 'int64', False),
+        ('contentId', 'int64', False),
+    ),
+    'StringIds': (
+        ('id', 'int32', False),
+        ('value', 'string', False),
+    ),
+    'TARGET_INFO_SESSION_START_TIME': (
+        ('utcEpochNs', 'uint64', True),
+        ('utcTime', 'string', True),
+        ('localTime', 'string', True),
+    ),
+    'TARGET_INFO_SYSTEM_ENV': (
+        ('globalVid', 'uint64', True),
+        ('devStateName', 'string', False),
+        ('name', 'string', False),
+        ('nameEnum', 'int32', False),
+        ('value', 'string', False),
+    ),
+    'ThreadNames': (
+        ('nameId', 'uint64', False),
+        ('priority', 'uint64', True),
+        ('globalTid', 'uint64', True),
     ),
 }

@@ -1,74 +1,22 @@
-"""Export a recording to SQLite in Nsight Systems' export schema (nsys 2022.4.2, schema 3.0.0).
+"""Export a recording to SQLite as ``nsys export --type sqlite`` of Nsight Systems 2023.4.4
+writes it (``EXPORT_SCHEMA_VERSION`` 3.7.2).
 
-The file has every table and column of ``nsys export --type sqlite`` of an NVTX-only
-capture by Nsight Systems 2022.4.2 (``EXPORT_SCHEMA_VERSION`` 3.0.0), created with nsys's
-own ``CREATE TABLE`` statements and ``ENUM_*`` rows (shipped in :mod:`._nsys_schema`,
-generated from a real export). Tables we have no data for stay empty:
-``ProcessStreams`` (we do not capture the program's output), ``PROFILER_OVERHEAD``,
-``TARGET_INFO_SYSTEM_ENV``. Filled like nsys fills them:
+The file has every table and column nsys writes for an NVTX-only capture, created with
+nsys's own ``CREATE TABLE`` statements and ``ENUM_*`` rows (shipped in
+:mod:`._nsys_schema`, generated from a real export); what goes in them, and what differs
+from nsys, is in :mod:`.nsys_tables` (the same rows as the Parquet export). Specific to
+this file: ``NVTX_EVENTS`` rows are **in start-time order** (nsys's order; reports such as
+``nsys stats -r nvtx_pushpop_trace`` list rows in table order), ties with the enclosing
+range (later end) first, marks and open ranges last; u64 payloads above 2**63-1 are stored
+wrapped to int64 (SQLite integers are signed); ``META_DATA_CAPTURE`` is filled.
 
-* ``NVTX_EVENTS`` -- one row per event, **in start-time order** (nsys's order; reports
-  such as ``nsys stats -r nvtxpptrace`` list rows in table order). ``eventType``: 34 mark,
-  59 push/pop range, 60 start/end range, 75 domain creation (``text`` = domain name),
-  33 category name (``text`` = name, ``category`` = number), 39 thread name set by
-  ``nvtxNameOsThread`` (``text`` = name, ``globalTid`` = the named thread).
-  Messages as nsys stores them: a plain (ASCII/Unicode) message in ``text`` with
-  ``textId`` NULL, a registered string (``nvtxDomainRegisterString``) in ``textId``
-  (-> ``StringIds``) with ``text`` NULL; read both with
-  ``coalesce((SELECT value FROM StringIds WHERE id = textId), text)`` (nsys's order). ``endGlobalTid``
-  is set only for a start/end range that ended on another thread than it started
-  (NULL otherwise, as in nsys). Payloads in the column of their type (u64 payloads above
-  2**63-1 are stored wrapped to int64: SQLite integers are signed).
-* ``StringIds`` (every string of the recording), ``ThreadNames`` (priority 0),
-  ``PROCESSES`` (name = the process name of the recording, where nsys writes the
-  executable's path for the profiled process).
-* ``TARGET_INFO_SESSION_START_TIME``, ``ANALYSIS_DETAILS`` and ``EXPORT_META_DATA`` (below).
-
-**Times** are nanoseconds relative to the session start, as in nsys: 0 is the start of
-the earliest segment of the recording (the first process that loaded the recorder), whose
-wall-clock time is ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (taken from the
-CLOCK_REALTIME anchor each segment header holds next to its CLOCK_MONOTONIC start; NULL
-when the recording has none). The recorder's CLOCK_MONOTONIC value of 0 is
-``EXPORT_META_DATA`` ``timeOrigin_ns``. ``ANALYSIS_DETAILS``: ``startTime`` 0,
-``stopTime`` = ``duration`` = the last timestamp of the file.
-
-**Ids**: ``globalTid = (1 << 48) | (pid << 24) | tid`` and ``globalPid = (1 << 48) |
-(pid << 24)`` as nsys writes them (bit 48: nsys's VM id 1); decode with
-``(globalTid >> 24) & 0xFFFFFF`` and ``globalTid & 0xFFFFFF``. ``domainId`` is the
-process's own domain handle number, so domain names are looked up per process (as nsys's
-reports do: eventType 75 rows with the same ``domainId`` and pid).
-
-**Metadata** (``EXPORT_META_DATA``): nsys's keys, with the values of the nsys whose schema
-this is for the ones that describe nsys and its schema (``EXPORT_PRODUCT_NAME``,
-``EXPORT_PRODUCT_VERSION`` 2022.4.2.1, ``EXPORT_SCHEMA_VERSION`` 3.0.0 and its
-``_MAJOR``/``_MINOR``/``_MICRO``/``_CKSUM``: tools such as nsys2prv read them to know the
-schema) and this export's values for the others (platform, time, host, user, input and
-output files -- including nsys's own spelling ``EXPORT_OUTUPT_FILE``). Ours alongside:
-``exporter`` (``nvtx_plugins_tf``: who really wrote the file), ``source``,
-``timeOrigin_ns``, ``clock``, ``damagedChunks``, ``damagedSegments``.
-
-**Ranges still open when the recording ended** (the process was killed or never closed
-them) keep ``end`` NULL. nsys closes such ranges at the end of the capture instead; we do
-not, so that a range's duration is never made up and the open ones can be told apart
-(our ``summary``/``report`` list them apart). nsys's own reports cope: ``nsys stats``
-(``nvtxsum``, ``nvtxpptrace`` ...) treat a NULL ``end`` as "until the last timestamp",
-i.e. they show what nsys would have written.
-
-What nsys writes and we cannot (the recording lacks it): one eventType 75 row per
-``nvtxDomainCreate`` call (we write one per domain, at its first creation, on the
-process's main thread), eventType 76 domain destruction rows, the time and thread of
-category naming (33) and of ``nvtxNameOsThread`` (39) (we put them at the process's start
-on its main thread, resp. the named thread), nsys's small per-session ``rangeId`` numbers
-(ours are the recorder's ids), other processes of the system in ``PROCESSES``/
-``ThreadNames``, thread priorities.
+Nsight Systems 2022.4 (schema 3.0.0) named the export metadata table ``EXPORT_META_DATA``
+and its keys without ``PARAM_``; its ``nsys stats`` reports do not read that table, and run
+on this file as they do on 2023.4's own export (tests/test_sqlite_parity.py).
 """
 
 from __future__ import annotations
 
-import datetime
-import os
-import platform
-import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -84,48 +32,13 @@ from ..recording._decoder import (
     KIND_START_END,
     PAYLOAD_EXT,
 )
-from ..recording.model import (
-    EVENT_CATEGORY,
-    EVENT_DOMAIN_CREATE,
-    EVENT_MARK,
-    EVENT_PUSH_POP,
-    EVENT_START_END,
-    EVENT_THREAD_NAME,
-    EVENT_TYPE_OF_KIND,
-    PAYLOAD_DOUBLE,
-    PAYLOAD_FLOAT,
-    PAYLOAD_I32,
-    PAYLOAD_I64,
-    PAYLOAD_U32,
-    PAYLOAD_U64,
-    DamageReport,
-    payload_array,
-)
+from ..recording.model import EVENT_TYPE_OF_KIND, DamageReport, payload_array
 from ..recording.reader import RecordingReader, reading
-from . import _nsys_schema
+from . import _nsys_schema, nsys_tables
+from .nsys_tables import NSYS_VERSION, SCHEMA_VERSION, global_pid, global_tid
 from .one_pass import OutputFile, Sink, feed
 
-__all__ = [
-    "export_sqlite",
-    "SqliteSink",
-    "global_tid",
-    "global_pid",
-    "EVENT_MARK",
-    "EVENT_PUSH_POP",
-    "EVENT_START_END",
-    "EVENT_DOMAIN_CREATE",
-    "EVENT_CATEGORY",
-    "EVENT_THREAD_NAME",
-    "SCHEMA_VERSION",
-    "NSYS_VERSION",
-]
-
-
-SCHEMA_VERSION = _nsys_schema.SCHEMA_META["EXPORT_SCHEMA_VERSION"]
-NSYS_VERSION = _nsys_schema.SCHEMA_META["EXPORT_PRODUCT_VERSION"]
-
-#: nsys's VM id 1 in bits 48+ of every globalTid/globalPid/globalVid it writes.
-GLOBAL_VID = 1 << 48
+__all__ = ["export_sqlite", "SqliteSink", "global_tid", "global_pid", "SCHEMA_VERSION", "NSYS_VERSION"]
 
 _COLUMNS = (
     "start",
@@ -148,26 +61,6 @@ _COLUMNS = (
     "jsonTextId",
     "jsonText",
 )
-
-
-def global_tid(pid, tid):
-    """nsys's globalTid: ``(1 << 48) | (pid << 24) | tid``, 24 bits each (numpy or int)."""
-    return GLOBAL_VID | ((pid & 0xFFFFFF) << 24) | (tid & 0xFFFFFF)
-
-
-def global_pid(pid):
-    """nsys's globalPid: ``(1 << 48) | (pid << 24)``."""
-    return GLOBAL_VID | ((pid & 0xFFFFFF) << 24)
-
-
-_PAYLOAD_COLUMNS = {
-    PAYLOAD_U64: "uint64Value",
-    PAYLOAD_I64: "int64Value",
-    PAYLOAD_DOUBLE: "doubleValue",
-    PAYLOAD_U32: "uint32Value",
-    PAYLOAD_I32: "int32Value",
-    PAYLOAD_FLOAT: "floatValue",
-}
 
 
 def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarray, origin: int, table: str):
@@ -231,71 +124,12 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
             values = payload_array(pt, payload[idx])
             if values.dtype == np.uint64:  # SQLite stores integers as signed 64-bit
                 values = values.view(np.int64)
-            names.append(_PAYLOAD_COLUMNS[pt])
+            names.append(nsys_tables.PAYLOAD_COLUMNS[pt])
             cols.append(values.tolist())
         sql = (
             f"INSERT INTO {table} (eventType, {', '.join(names)}) VALUES ({event_type}, {', '.join('?' * len(names))})"
         )
         yield sql, zip(*cols)
-
-
-def _session_start_utc(reader: RecordingReader, origin: int) -> int | None:
-    """CLOCK_REALTIME (ns since the epoch) of the session start ``origin`` (CLOCK_MONOTONIC),
-    from the anchor of the earliest segment that has one."""
-    anchored = [p for p in reader.processes.values() if p.start_realtime_ns]
-    if not anchored:
-        return None
-    first = min(anchored, key=lambda p: p.start_ns)
-    return first.start_realtime_ns - (first.start_ns - origin)
-
-
-def _iso(ns: int, tz) -> str:
-    return datetime.datetime.fromtimestamp(ns / 1e9, tz).strftime("%Y-%m-%dT%H:%M:%S")
-
-
-def _platform() -> tuple[str, str]:
-    machine = platform.machine().lower()
-    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
-    system = platform.system().lower()
-    return (f"{system}-desktop" if arch == "x64" else f"{system}-{arch}"), arch
-
-
-def _metadata(reader: RecordingReader, output: Path, damage: DamageReport, seconds: float, origin: int) -> list:
-    from ... import __version__ as version
-
-    now = time.time_ns()
-    plat, arch = _platform()
-    source = Path(reader.path)
-    values = dict(_nsys_schema.SCHEMA_META)
-    values.update(
-        {
-            "EXPORT_PLATFORM": plat,
-            "EXPORT_ARCH": arch,
-            "EXPORT_TIME": f"{seconds:.2f}",
-            "EXPORT_TIME_UTC": _iso(now, datetime.timezone.utc),
-            "EXPORT_TIME_LOCAL": _iso(now, None),
-            "EXPORT_HOST": socket.gethostname(),
-            "EXPORT_USER": os.environ.get("USER", ""),
-            "EXPORT_INPUT_FILE": source.name,
-            "EXPORT_OUTUPT_FILE": output.name,
-            "EXPORT_INPUT_PATH": str(source),
-            "EXPORT_OUTUPT_PATH": str(output),
-            "EXPORT_INPUT_PATH_ABS": str(source.absolute()),
-            "EXPORT_OUTUPT_PATH_ABS": str(output.absolute()),
-            "EXPORT_OVERWRITE": "true",
-            "EXPORT_LAZY": "true",
-        }
-    )
-    meta = [(k, values[k]) for k in _nsys_schema.META_KEYS if k in values]
-    meta += [
-        ("exporter", f"nvtx_plugins_tf {version}".strip()),
-        ("source", str(source)),
-        ("timeOrigin_ns", str(origin)),
-        ("clock", "CLOCK_MONOTONIC"),
-        ("damagedChunks", str(damage.damaged_chunks)),
-        ("damagedSegments", str(damage.damaged_segments)),
-    ]
-    return meta
 
 
 def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -> DamageReport:
@@ -358,36 +192,9 @@ class SqliteSink(Sink):
     def _finish(self) -> DamageReport:
         reader, con, output = self.reader, self._con, self.output
         origin = reader.origin_ns
-        # Definitions: domains, categories, thread names (times: see the module doc).
-        strings = reader.strings()
-        domain_names = reader.domain_names()
-        domains = reader.domain_table()
-
-        def process_start(pid):
-            return (reader.processes[pid].start_ns - origin) if pid in reader.processes else 0
-
-        extra = []
-        for index, d in enumerate(domains):
-            if index == 0:
-                continue
-            start = (d.create_ns - origin) if d.create_ns else process_start(d.pid)
-            extra.append((start, EVENT_DOMAIN_CREATE, None, domain_names[index], global_tid(d.pid, d.pid), d.local_id))
-        for (dom, category), name in reader.category_names().items():
-            d = domains[dom]
-            pid = d.pid if dom else next(iter(reader.processes), 0)
-            extra.append((process_start(pid), EVENT_CATEGORY, category, name, global_tid(pid, pid), d.local_id))
-        names = {}
-        overrides = set()
-        for t in reader.thread_name_records():
-            names[(t.pid, t.tid)] = t.name
-            if t.override:
-                overrides.add((t.pid, t.tid))
-        for pid, tid in sorted(overrides):
-            extra.append(
-                (process_start(pid), EVENT_THREAD_NAME, None, strings[names[(pid, tid)]], global_tid(pid, tid), 0)
-            )
         con.executemany(
-            "INSERT INTO temp.stage (start, eventType, category, text, globalTid, domainId) VALUES (?,?,?,?,?,?)", extra
+            "INSERT INTO temp.stage (start, eventType, category, text, globalTid, domainId) VALUES (?,?,?,?,?,?)",
+            nsys_tables.definition_events(reader, origin),
         )
         # No time before 0, as in nsys: a definition replayed into a segment keeps its first
         # timestamp, and an event can precede the header of the segment it lands in.
@@ -398,30 +205,18 @@ class SqliteSink(Sink):
         # Ties: the enclosing range (later end) first; marks and open ranges (end NULL) last.
         con.execute("INSERT INTO main.NVTX_EVENTS SELECT * FROM temp.stage ORDER BY start, end DESC")
         con.execute("DROP TABLE temp.stage")
-        con.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)", enumerate(strings))
-        con.executemany(
-            "INSERT INTO ThreadNames (nameId, priority, globalTid) VALUES (?, 0, ?)",
-            [(name, global_tid(pid, tid)) for (pid, tid), name in sorted(names.items())],
-        )
-        con.executemany(
-            "INSERT INTO PROCESSES (globalPid, pid, name) VALUES (?, ?, ?)",
-            [(global_pid(pid), pid, info.name) for pid, info in sorted(reader.processes.items())],
-        )
         last = con.execute("SELECT max(coalesce(max(start), 0), coalesce(max(end), 0)) FROM NVTX_EVENTS").fetchone()
-        duration = max(0, last[0] or 0)
-        con.execute(
-            "INSERT INTO ANALYSIS_DETAILS (globalVid, duration, startTime, stopTime) VALUES (?, ?, 0, ?)",
-            (GLOBAL_VID, duration, duration),
-        )
-        utc = _session_start_utc(reader, origin)
-        con.execute(
-            "INSERT INTO TARGET_INFO_SESSION_START_TIME (utcEpochNs, utcTime, localTime) VALUES (?, ?, ?)",
-            (utc, None if utc is None else _iso(utc, datetime.timezone.utc), None if utc is None else _iso(utc, None)),
-        )
+        for table, rows in nsys_tables.small_tables(reader, origin, last[0] or 0).items():
+            if rows:
+                marks = ", ".join("?" * len(rows[0]))
+                con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
         damage = reader.damage()
         con.executemany(
-            "INSERT INTO EXPORT_META_DATA (name, value) VALUES (?, ?)",
-            _metadata(reader, output, damage, time.monotonic() - self._t0, origin),
+            "INSERT INTO META_DATA_EXPORT (name, value) VALUES (?, ?)",
+            nsys_tables.export_metadata(reader, output, damage, time.monotonic() - self._t0, origin),
+        )
+        con.executemany(
+            "INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)", nsys_tables.capture_metadata(reader)
         )
         con.execute("COMMIT")
         con.close()

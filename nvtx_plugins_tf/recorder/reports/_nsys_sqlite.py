@@ -1,7 +1,7 @@
 """Reading an SQLite file in Nsight Systems' export schema (ours or a real ``nsys export``).
 
 One place for what :mod:`.summary`, :mod:`.nsys_reports` and :mod:`.pairs` read alike, with
-the rules of nsys 2022.4's own report scripts (``nsys stats -r nvtxsum``, ``nvtxppsum``
+the rules of nsys's own report scripts (``nsys stats -r nvtx_sum``, ``nvtx_pushpop_sum``
 ... in ``target-linux-x64/reports/``), so that the three agree with nsys and each other:
 
 * **Message**: a row has ``text`` (a plain message) or ``textId`` (a registered string, in

@@ -18,7 +18,8 @@
 
 Column names, order and units are nsys's (``Start (ns)`` ...); in CSV the values are written
 as nsys writes them (averages, medians, deviations and percentages rounded to one decimal by
-SQLite's ``round()``, as nsys's SQL does; a root's ``ParentId`` is ``None``), so that
+SQLite's ``round()``, as nsys's SQL does; a root's ``ParentId`` is empty, as in nsys
+2023.4; 2022.4 printed ``None``), so that
 :meth:`Report.to_csv` on a file equals ``nsys stats --report X --format csv`` on it. As in
 nsys, a range still open when the recording ended (``end`` NULL) counts until the last
 timestamp of the file; the table says how many there were. Names are ``domain:message``.
@@ -56,10 +57,10 @@ __all__ = [
 REPORT_TYPES = ("sum", "pushpop_trace", "pushpop_sum", "startend_sum")
 #: ``--type`` -> the name of nsys 2022.4's report script (``nsys stats --report``).
 NSYS_REPORTS = {
-    "sum": "nvtxsum",
-    "pushpop_trace": "nvtxpptrace",
-    "pushpop_sum": "nvtxppsum",
-    "startend_sum": "nvtxsesum",
+    "sum": "nvtx_sum",
+    "pushpop_trace": "nvtx_pushpop_trace",
+    "pushpop_sum": "nvtx_pushpop_sum",
+    "startend_sum": "nvtx_startend_sum",
 }
 
 TRACE_COLUMNS = (
@@ -107,7 +108,7 @@ class Report:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(self.columns)
-        writer.writerows(tuple("None" if v is None else v for v in row) for row in self.rows)  # as nsys
+        writer.writerows(self.rows)  # None as an empty field, as nsys 2023.4
         return out.getvalue()
 
     def format(self) -> str:
@@ -153,6 +154,11 @@ def pushpop_trace(ranges: Ranges) -> Report:
     """nsys's ``nvtx_pushpop_trace`` of the push/pop ranges of ``ranges``."""
     pp = ranges.select(ranges.push_pop)
     n = len(pp)
+    # A range still open ends at the last timestamp of the push/pop ranges (nsys 2023.4's
+    # nvtx_pushpop_trace; its summaries, and 2022.4's trace, take the file's last one).
+    closed = ~pp.open
+    last = max(int(pp.start.max()), int(pp.end[closed].max()) if closed.any() else 0) if n else 0
+    pp.end = np.where(pp.open, last, pp.end)
     parent = np.full(n, -1, dtype=np.int64)
     dur = pp.end - pp.start
     # Per thread, in (start, end descending, id) order: the ranges that may still contain
@@ -209,7 +215,7 @@ def pushpop_trace(ranges: Ranges) -> Report:
                 "--" * level[i] + name,
             )
         )
-    return Report("pushpop_trace", TRACE_COLUMNS, rows, int(pp.open.sum()), ranges.last_ns)
+    return Report("pushpop_trace", TRACE_COLUMNS, rows, int(pp.open.sum()), last)
 
 
 def range_summary(ranges: Ranges, style: str) -> Report:
