@@ -434,7 +434,7 @@ def schema_diff(ours: Trace, theirs: Trace) -> dict:
 
 
 def metadata(path: Path) -> dict[str, str]:
-    """name -> value of the export metadata table (EXPORT_META_DATA for nsys 2022.4)."""
+    """name -> value of the export metadata table (META_DATA_EXPORT; EXPORT_META_DATA for nsys 2022.4)."""
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
         for table in ("EXPORT_META_DATA", "META_DATA_EXPORT"):
             try:
@@ -442,6 +442,15 @@ def metadata(path: Path) -> dict[str, str]:
             except sqlite3.OperationalError:
                 continue
     return {}
+
+
+def capture_metadata(path: Path) -> dict[str, str]:
+    """name -> value of META_DATA_CAPTURE (nsys 2023.4; the first value of a repeated name)."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
+        out: dict[str, str] = {}
+        for name, value in con.execute("SELECT name, value FROM META_DATA_CAPTURE ORDER BY rowid"):
+            out.setdefault(name, value)
+        return out
 
 
 def describe(trace: Trace) -> str:

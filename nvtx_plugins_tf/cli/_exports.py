@@ -1,5 +1,6 @@
-"""The exports ``record`` writes once the command has ended: PREFIX.json, PREFIX.sqlite,
-PREFIX.png on request, and the summary on stdout."""
+"""The exports ``record`` writes once the command has ended (PREFIX.json and PREFIX.sqlite, or
+the types of ``--export``; PREFIX.png on request) and the summary on stdout; ``merge`` and
+``export`` write theirs through the same function."""
 
 from __future__ import annotations
 
@@ -12,18 +13,39 @@ from ._common import EXIT_OUTPUT_NOT_WRITABLE, CliError, warn
 _SQLITE_WRITE_ERRORS = (8, 10, 13, 14)
 
 
-def write_exports(raw_dir: Path, prefix: Path, png: bool, png_window: str = "1:") -> tuple[int, object]:
-    """Write PREFIX.json/.sqlite(/.png) and print the summary; returns (events, damage).
+def write_exports(
+    raw_dir: Path,
+    prefix: Path,
+    png: bool,
+    png_window: str = "1:",
+    *,
+    types: tuple[str, ...] | None = None,
+    targets: dict | None = None,
+    summary: bool = True,
+) -> tuple[int, object]:
+    """Write the exports (PREFIX.json/.sqlite, or ``types``, or ``targets``: type -> path;
+    PREFIX.png with ``png``) and print the summary (with ``summary``), then what was
+    written; returns (events, damage).
 
     The work is :func:`nvtx_plugins_tf.recorder.outputs.write_outputs`'s (one decode feeds
     every writer); here its errors become one line and an exit code."""
     import sqlite3
 
+    from .._export_types import DEFAULT_RECORD_TYPES
     from ..recorder.outputs import output_paths, write_outputs
 
-    sqlite_path = output_paths(prefix)["sqlite"]
+    sqlite_path = (targets or {}).get("sqlite", output_paths(prefix)["sqlite"])
     try:
-        out = write_outputs(raw_dir, prefix, png=png, png_window=png_window)
+        out = write_outputs(
+            raw_dir,
+            prefix,
+            png=png,
+            png_window=png_window,
+            types=types or DEFAULT_RECORD_TYPES,
+            targets=targets,
+            summary=summary,
+            remove_stale=targets is None,
+        )
     except PermissionError as exc:
         raise CliError(f"cannot write {exc.filename or prefix}: permission denied", EXIT_OUTPUT_NOT_WRITABLE) from exc
     except sqlite3.Error as exc:
@@ -49,7 +71,9 @@ def write_exports(raw_dir: Path, prefix: Path, png: bool, png_window: str = "1:"
         return 0, damage
     if out.png_error is not None:
         warn(f"--png: {out.png_error}; no PNG written")
-    print(f"\nNVTX range summary ({raw_dir}):")
-    print(out.summary.format())
-    print(f"\nwrote {', '.join(map(str, out.written))}")
+    if out.summary is not None:
+        print(f"\nNVTX range summary ({raw_dir}):")
+        print(out.summary.format())
+        print()
+    print(f"wrote {', '.join(map(str, out.written))}")
     return damage.events, damage

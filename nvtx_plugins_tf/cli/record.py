@@ -30,6 +30,7 @@ from ._common import (
     EXIT_USAGE,
     CliError,
     Terminated,
+    export_types,
     warn,
 )
 from ._exports import write_exports
@@ -213,7 +214,7 @@ def cmd_record(args) -> int:
     code = 128 - status if status < 0 else status
     try:
         events, damage = write_exports(
-            raw_dir, prefix, args.png or args.png_window is not None, args.png_window or "1:"
+            raw_dir, prefix, args.png or args.png_window is not None, args.png_window or "1:", types=args.export
         )
     except (Terminated, KeyboardInterrupt) as exc:
         how = exc.name if isinstance(exc, Terminated) else "SIGINT"
@@ -257,6 +258,14 @@ def register(subparsers) -> None:
     )
     p.add_argument("-o", "--output", required=True, metavar="PREFIX", help="output prefix")
     p.add_argument("--png", action="store_true", help="also draw PREFIX.png (needs matplotlib)")
+    p.add_argument(
+        "--export",
+        type=export_types,
+        default=None,
+        metavar="TYPES",
+        help="the exports to write, comma-separated: sqlite (PREFIX.sqlite), json (PREFIX.json), parquetdir "
+        "(PREFIX_pqtdir/), arrow (PREFIX.arrow) (default: json,sqlite); `nvtx-tf export` writes more later",
+    )
     p.add_argument(
         "--png-window",
         metavar="STEPS",

@@ -1,5 +1,6 @@
-"""What ``record`` and ``merge`` write once a recording is complete, from one decode:
-PREFIX.json, PREFIX.sqlite, PREFIX.png on request, and the range summary.
+"""What ``record``, ``merge`` and ``export`` write from a recording, from one decode: the
+export types asked for (:mod:`nvtx_plugins_tf._export_types`; ``record``'s default: PREFIX.json and
+PREFIX.sqlite), PREFIX.png on request, and the range summary.
 
 Every writer is a sink of :mod:`.exports.one_pass`; with two cores or more, a large
 recording's SQLite file is written by a child process meanwhile. On a terminal, stderr
@@ -14,12 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._export_types import DEFAULT_RECORD_TYPES, TYPES, output_path
 from .exports.one_pass import ChildSink, Progress, feed
-from .exports.sqlite import SqliteSink
-from .exports.trace_json import JsonSink
 from .recording.model import DamageReport
 from .recording.reader import RecordingReader
 from .reports.summary import RecordingSummary, Summary
@@ -48,51 +49,79 @@ def output_paths(prefix) -> dict[str, Path]:
     return {suffix: prefix.with_name(prefix.name + "." + suffix) for suffix in ("json", "sqlite", "png")}
 
 
-def write_outputs(recording, prefix, *, png: bool = False, png_window: str = "1:") -> Outputs:
-    """Write PREFIX.json and PREFIX.sqlite (and PREFIX.png if ``png``: the steps
-    ``png_window``) of ``recording`` and summarize it, from one decode. A file left
-    unfinished (an error, no events) is removed; errors are raised as they come
-    (``OSError``, ``sqlite3.Error``)."""
-    paths = output_paths(prefix)
-    json_path, sqlite_path, png_path = paths["json"], paths["sqlite"], paths["png"]
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def write_outputs(
+    recording,
+    prefix,
+    *,
+    png: bool = False,
+    png_window: str = "1:",
+    types: tuple[str, ...] = DEFAULT_RECORD_TYPES,
+    targets: dict[str, Path] | None = None,
+    summary: bool = True,
+    remove_stale: bool = True,
+) -> Outputs:
+    """Write the export ``types`` of ``recording`` (at PREFIX + each type's suffix, or at
+    ``targets``: type -> path), PREFIX.png if ``png`` (the steps ``png_window``), and
+    summarize it (``summary``), from one decode. A file left unfinished (an error, no
+    events) is removed; with ``remove_stale``, a recording without events also removes
+    the exports of an older run at PREFIX. Errors are raised as they come (``OSError``,
+    ``sqlite3.Error``)."""
+    prefix = Path(prefix)
+    targets = dict(targets) if targets is not None else {t: output_path(prefix, t) for t in types}
+    png_path = output_paths(prefix)["png"]
     with RecordingReader(recording) as reader, contextlib.ExitStack() as unfinished:
-        if reader.estimated_events() >= PARALLEL_MIN_EVENTS and len(os.sched_getaffinity(0)) > 1:
-            sqlite_sink = unfinished.enter_context(ChildSink(reader, SqliteSink, sqlite_path))
-            json_sink = unfinished.enter_context(JsonSink(reader, json_path))
-        else:
-            json_sink = unfinished.enter_context(JsonSink(reader, json_path))
-            sqlite_sink = unfinished.enter_context(SqliteSink(reader, sqlite_path))
-        summary_sink = RecordingSummary(reader)
-        sinks = [json_sink, sqlite_sink, summary_sink]
+        parallel = reader.estimated_events() >= PARALLEL_MIN_EVENTS and len(os.sched_getaffinity(0)) > 1
+        sinks = {}
+        for name in sorted(targets, key=lambda t: t != "sqlite"):  # (the child first: it starts sooner)
+            cls = TYPES[name].sink_class()
+            child = parallel and name == "sqlite"
+            sink = ChildSink(reader, cls, targets[name]) if child else cls(reader, targets[name])
+            sinks[name] = unfinished.enter_context(sink)
+        summary_sink = RecordingSummary(reader) if summary else None
+        every = [*sinks.values(), *([summary_sink] if summary_sink else [])]
         timeline = png_error = None
         if png:
             from .timeline import MatplotlibMissing, TimelineSink
 
             try:
                 timeline = unfinished.enter_context(TimelineSink(reader, png_path, window=png_window))
-                sinks.append(timeline)
+                every.append(timeline)
             except MatplotlibMissing as exc:
                 png_error = exc
         with Progress(reader.estimated_events(), total_bytes=reader.total_bytes()) as progress:
-            feed(reader, sinks, progress)
+            feed(reader, every, progress)
             out = Outputs(reader.damage(), png_error=png_error)
             if out.damage.events == 0:
-                for stale in paths.values():
-                    stale.unlink(missing_ok=True)
+                if remove_stale:
+                    for stale in [*output_paths(prefix).values(), *(output_path(prefix, t) for t in TYPES)]:
+                        _remove(stale)
                 return out
-            sqlite_sink.start_finish()  # (a child process sorts the rows meanwhile)
-            progress.update(progress.done, f"writing {json_path.name}", force=True)
-            json_sink.finish()
-            out.written.append(json_path)
-            out.summary = summary_sink.finish()
+            for sink in sinks.values():
+                sink.start_finish()  # (a child process sorts the rows meanwhile)
+            # The SQLite file last (sorting its rows is the longest), a child's after the rest.
+            children = [n for n, s in sinks.items() if isinstance(s, ChildSink)]
+            for name in sorted((n for n in sinks if n not in children), key=lambda n: n == "sqlite"):
+                progress.update(progress.done, f"writing {targets[name].name}", force=True)
+                sinks[name].finish()
+                out.written.append(targets[name])
+            if summary_sink is not None:
+                out.summary = summary_sink.finish()
             try:
                 if timeline is not None:
                     progress.update(progress.done, f"drawing {png_path.name}", force=True)
                     timeline.finish()
             finally:
-                progress.update(progress.done, f"writing {sqlite_path.name}", force=True)
-                sqlite_sink.finish()
-                out.written.append(sqlite_path)
+                for name in children:
+                    progress.update(progress.done, f"writing {targets[name].name}", force=True)
+                    sinks[name].finish()
+                    out.written.append(targets[name])
             if timeline is not None:
                 out.written.append(png_path)
     return out

@@ -1,7 +1,10 @@
 """The files a recording is exported to, written from one decode (:mod:`.one_pass`: the
 sinks, the driver :func:`~.one_pass.feed`, the progress line, a sink in a child process):
 Trace Event JSON (:mod:`.trace_json`), SQLite in Nsight Systems' schema (:mod:`.sqlite`,
-nsys's tables in :mod:`._nsys_schema`), each written atomically (:mod:`._output`).
+nsys's tables in :mod:`._nsys_schema`, their rows in :mod:`.nsys_tables`), nsys's Parquet
+directory (:mod:`.parquet`) and Arrow file (:mod:`.arrow`) from the same Arrow tables
+(:mod:`.arrow_tables`), each written atomically (:mod:`._output`); the types by name in
+:mod:`nvtx_plugins_tf._export_types`.
 
 Reads recordings through :mod:`..recording` only; a new export format is a new module here
 with a :class:`~.one_pass.Sink`.

@@ -1,0 +1,129 @@
+"""nsys's export tables as Arrow tables: the schemas of :data:`._nsys_schema.PARQUET` (nsys's
+own Arrow types) and the ``NVTX_EVENTS`` rows of decoded batches, without Python objects
+per row. What the Parquet (:mod:`.parquet`) and Arrow (:mod:`.arrow`) exports write; the
+values are those of :mod:`.nsys_tables`, as in the SQLite file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ..recording._decoder import (
+    FLAG_HAS_CATEGORY,
+    FLAG_HAS_COLOR,
+    FLAG_REGISTERED,
+    FLAG_UNCLOSED,
+    KIND_MARK,
+    KIND_START_END,
+    PAYLOAD_EXT,
+)
+from ..recording.model import EVENT_TYPE_OF_KIND, payload_array
+from . import _nsys_schema, nsys_tables
+
+__all__ = ["ARROW_SCHEMAS", "EVENTS_SCHEMA", "event_table", "definitions_table", "table_of_rows"]
+
+_ARROW_TYPES = {
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "bool": pa.bool_(),
+}
+
+
+def _schema(columns) -> pa.Schema:
+    return pa.schema([pa.field(name, _ARROW_TYPES[kind], nullable) for name, kind, nullable in columns])
+
+
+#: table -> the Arrow schema of nsys's TABLE.parquet
+ARROW_SCHEMAS = {table: _schema(columns) for table, columns in _nsys_schema.PARQUET.items()}
+EVENTS_SCHEMA = _EVENTS = ARROW_SCHEMAS["NVTX_EVENTS"]
+_EVENT_TYPES = np.zeros(max(EVENT_TYPE_OF_KIND) + 1, dtype=np.int64)  # row kind -> eventType
+_EVENT_TYPES[list(EVENT_TYPE_OF_KIND)] = list(EVENT_TYPE_OF_KIND.values())
+
+
+def _column(values: np.ndarray, valid: np.ndarray | None, field: pa.Field) -> pa.Array:
+    mask = None if valid is None or valid.all() else ~valid
+    return pa.array(values, type=field.type, mask=mask)
+
+
+def _strings(indexes: np.ndarray, valid: np.ndarray, dictionary: pa.Array) -> pa.Array:
+    """Strings ``dictionary[indexes]`` where ``valid``, else null (without Python objects)."""
+    if not valid.any():
+        return pa.nulls(len(indexes), pa.string())
+    index = pa.array(indexes.astype(np.int64), mask=~valid)
+    return dictionary.take(index)
+
+
+def event_table(rows: np.ndarray, strings: pa.Array, domain_local: np.ndarray, origin: int) -> pa.Table:
+    """The NVTX_EVENTS rows of a batch of decoded rows (``ROW_DTYPE``), as nsys fills them
+    (see :mod:`.sqlite`: the same values, column by column)."""
+    n = len(rows)
+    kind = rows["kind"].astype(np.int64)
+    flags = rows["flags"].astype(np.int64)
+    ptype = rows["payload_type"].astype(np.int64)
+    msg = rows["message"].astype(np.int64)
+    closed = ((flags & FLAG_UNCLOSED) == 0) & (kind != KIND_MARK)
+    start_end = kind == KIND_START_END
+    has_msg = msg != 0
+    registered = ((flags & FLAG_REGISTERED) != 0) & has_msg
+    cross = start_end & closed & (rows["end_tid"] != rows["tid"])
+    pid = rows["pid"]
+    event_type = _EVENT_TYPES[kind]
+    columns = {
+        "start": (rows["start_ns"] - origin, None),
+        "end": (rows["end_ns"] - origin, closed),
+        "eventType": (event_type, None),
+        "rangeId": (rows["range_id"], start_end),
+        "category": (rows["category"].astype(np.uint64), (flags & FLAG_HAS_CATEGORY) != 0),
+        "color": (rows["color"].astype(np.int64), (flags & FLAG_HAS_COLOR) != 0),
+        "globalTid": (nsys_tables.global_tid(pid, rows["tid"]).astype(np.uint64), None),
+        "endGlobalTid": (nsys_tables.global_tid(pid, rows["end_tid"]).astype(np.uint64), cross),
+        "textId": (msg, registered),
+        "domainId": (domain_local[rows["domain"]].astype(np.uint64), None),
+    }
+    arrays = {}
+    for name, (values, valid) in columns.items():
+        arrays[name] = _column(values, valid, _EVENTS.field(name))
+    arrays["text"] = _strings(msg, has_msg & ~registered, strings)
+    payload = rows["payload"]
+    ext = ptype == PAYLOAD_EXT
+    arrays["jsonText"] = _strings(payload.astype(np.int64), ext, strings)
+    arrays["jsonTextId"] = pa.nulls(n, pa.int64())
+    for pt, name in nsys_tables.PAYLOAD_COLUMNS.items():
+        field = _EVENTS.field(name)
+        has = ptype == pt
+        if has.any():
+            values = np.zeros(n, dtype=payload_array(pt, payload[:1]).dtype)
+            values[has] = payload_array(pt, payload[has])
+            arrays[name] = pa.array(values, mask=~has).cast(field.type)
+        else:
+            arrays[name] = pa.nulls(n, field.type)
+    return pa.Table.from_arrays([arrays[f.name] for f in _EVENTS], schema=_EVENTS)
+
+
+def definitions_table(definitions: list[tuple]) -> pa.Table:
+    """NVTX_EVENTS rows of :func:`.nsys_tables.definition_events` (start, eventType,
+    category, text, globalTid, domainId)."""
+    columns = list(zip(*definitions)) if definitions else [()] * 6
+    given = dict(zip(("start", "eventType", "category", "text", "globalTid", "domainId"), columns))
+    n = len(definitions)
+    return pa.Table.from_arrays(
+        [pa.array(given[f.name], f.type) if f.name in given else pa.nulls(n, f.type) for f in _EVENTS],
+        schema=_EVENTS,
+    )
+
+
+def table_of_rows(table: str, rows: list) -> pa.Table:
+    """``rows`` (tuples in the table's column order) as an Arrow table of nsys's schema."""
+    schema = ARROW_SCHEMAS[table]
+    columns = list(zip(*rows)) if rows else [()] * len(schema)
+    return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema)], schema=schema)
