@@ -225,3 +225,24 @@ def test_record_export_picks_the_types(tmp_path):
     bad = nvtx_tf("record", "-o", tmp_path / "s", "--export", "csv", "--", "true")
     assert bad.returncode == 2 and "argument --export: unknown type 'csv'" in bad.stderr
     assert not (tmp_path / "s.nvtxrec").exists()
+
+
+@pytest.mark.parametrize("report_type", ["sum", "pushpop_trace", "pushpop_sum", "startend_sum"])
+def test_report_reads_a_parquetdir_as_the_sqlite_file(tmp_path, report_type):
+    """`nvtx-tf report` on our parquetdir export prints what it prints on our SQLite export
+    of the same recording (issue 23.5; nsys's parquetdir: tests/test_nsys_recipes.py)."""
+    rec = _rich(tmp_path)
+    assert nvtx_tf("export", "-t", "sqlite,parquetdir", rec).returncode == 0
+    on_sqlite = nvtx_tf("report", tmp_path / "rich.sqlite", "--type", report_type, "--format", "csv")
+    on_parquet = nvtx_tf("report", tmp_path / "rich_pqtdir", "--type", report_type, "--format", "csv")
+    assert on_sqlite.returncode == on_parquet.returncode == 0, on_parquet.stderr
+    assert on_parquet.stdout == on_sqlite.stdout and on_parquet.stdout.count("\n") > 1
+
+
+def test_report_on_a_damaged_parquetdir_is_one_line(tmp_path):
+    (tmp_path / "bad_pqtdir").mkdir()
+    (tmp_path / "bad_pqtdir" / "NVTX_EVENTS.parquet").write_bytes(b"PAR1 not really")
+    proc = nvtx_tf("report", tmp_path / "bad_pqtdir")
+    assert proc.returncode == cli.EXIT_INPUT_NOT_FOUND, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"nvtx-tf: error: cannot read {tmp_path / 'bad_pqtdir'}: "), line

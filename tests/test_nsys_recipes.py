@@ -131,3 +131,19 @@ def test_nsys_recipe_nvtx_sum_on_a_dask_cluster_reads_our_exports(nsys, runs, tm
     counts = {label: dict(df["Count"].astype(int)) for label, df in outputs.items()}
     assert counts["nsys"] == {f"stress-{t}": 400 for t in range(3)}
     assert counts["ours"] == _positive_durations(ours.with_name("ours_pqtdir"))  # (see the first test)
+
+
+@pytest.mark.parametrize("report_type", ["sum", "pushpop_trace", "pushpop_sum"])
+def test_report_reads_nsys_parquetdir_as_its_sqlite(runs, report_type):
+    """`nvtx-tf report` on nsys 2023.4's parquetdir export prints what it prints on nsys's
+    SQLite export of the same report (issue 23.5)."""
+    _, report = runs
+    outs = []
+    for path in (report.with_suffix(".sqlite"), report.with_name("nsys_pqtdir")):
+        proc = subprocess.run(
+            [sys.executable, "-m", "nvtx_plugins_tf", "report", str(path), "--type", report_type, "--format", "csv"],
+            env=oracle.clean_env(), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1] and "stress-1" in outs[0]

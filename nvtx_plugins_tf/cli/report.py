@@ -95,6 +95,25 @@ def _merged(values: list[str], tmp: Path) -> str:
     return str(tmp / ("merged" + RECORDING_SUFFIX))
 
 
+def _report_parquetdir(args, path: Path) -> int:
+    """A parquetdir export: its tables copied into an SQLite file, reported as that file;
+    messages name the directory."""
+    import tempfile
+
+    from ..recorder.reports._nsys_parquet import parquetdir_to_sqlite
+
+    with tempfile.TemporaryDirectory(prefix="nvtx-tf-report-") as tmp:
+        copy = Path(tmp) / (path.name + ".sqlite")
+        try:
+            parquetdir_to_sqlite(path, copy)
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise CliError(f"cannot read {path}: {exc}", EXIT_INPUT_NOT_FOUND) from exc
+        try:
+            return _report(args, str(copy))
+        except CliError as exc:
+            raise CliError(str(exc).replace(str(copy), str(path)), exc.code) from exc
+
+
 def cmd_report(args) -> int:
     if len(args.path) > 1:  # recordings of several hosts: one timeline (nvtx-tf merge)
         import tempfile
@@ -121,6 +140,10 @@ def _report(args, value: str) -> int:
             f"{value}: a device or special file, not a recording folder, a .nvtxseg segment or an SQLite file",
             EXIT_INPUT_NOT_FOUND,
         )
+    from ..recorder.reports._nsys_parquet import is_parquetdir
+
+    if path.is_dir() and is_parquetdir(path):  # nsys's parquetdir export, or ours
+        return _report_parquetdir(args, path)
     if args.pairs:
         return _report_pairs(path)
     if path.is_file() and is_sqlite(path):
