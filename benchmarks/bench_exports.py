@@ -3,9 +3,10 @@
 Generates (with numpy, straight in the on-disk format of cc_ops/format/record_format.h)
 one segment with two threads: 4M push/pop pairs on one, 1M start/end pairs on the other
 (10M events, 5M ranges, 20 messages), then times decoding, SQLite export, JSON export,
-the summary, and ``record``'s exports (JSON + SQLite + summary from one decode, the SQLite
-file by a child process on two cores or more: recorder/outputs.py). Targets: each <= 30 s on a
-2-core machine.
+the summary, ``record``'s exports (JSON + SQLite + summary from one decode, the SQLite
+file by a child process on two cores or more: recorder/outputs.py), and ``nvtx-tf export``
+per type (sqlite, json, parquetdir, arrow: nsys 2023.4's formats) and of all four from one
+decode, with the peak RSS of each export process. Targets: each <= 30 s on a 2-core machine.
 
     python benchmarks/bench_exports.py [--events 10000000] [--keep DIR]
 """
@@ -115,6 +116,20 @@ def _record_exports(rec: Path, prefix: Path, png: bool = False):
         return write_exports(rec, prefix, png=png)
 
 
+def _export_cli(rec: Path, prefix: Path, types: str) -> int:
+    """``nvtx-tf export -t TYPES -o PREFIX REC`` in a child process; returns its peak RSS (KiB)."""
+    import resource
+    import subprocess
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", "export", "-t", types, "-o", str(prefix), str(rec)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000_000)
@@ -141,6 +156,10 @@ def main(argv=None) -> int:
         s = timed("summary (recording)", lambda: summarize(rec))
         timed("summary (SQLite)", lambda: summarize(work / "bench.sqlite"))
         timed("record's exports (all)", lambda: _record_exports(rec, work / "record"))
+        for types in ("sqlite", "json", "parquetdir", "arrow", "sqlite,json,parquetdir,arrow"):
+            name = f"export -t {types}" if "," not in types else "export -t (all four)"
+            rss = timed(name, lambda types=types: _export_cli(rec, work / "cli" / types.replace(",", "_"), types))
+            print(f"{'':<28} peak RSS {rss / 1024:.0f} MiB", flush=True)
         if importlib.util.find_spec("matplotlib") is not None:
             timed("same with --png", lambda: _record_exports(rec, work / "record_png", png=True))
         print()
