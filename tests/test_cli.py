@@ -208,6 +208,7 @@ def test_every_exit_code_is_its_documented_number():
         "EXIT_NO_RANGE_IDS": 12,
         "EXIT_OUTPUT_BUSY": 13,
         "EXIT_OUTPUT_EXISTS": 14,
+        "EXIT_DASK_UNAVAILABLE": 15,
     }
     # the package's names are the same numbers
     assert all(getattr(cli, name, value) == value for name, value in codes.items())

@@ -147,3 +147,30 @@ def test_report_reads_nsys_parquetdir_as_its_sqlite(runs, report_type):
         assert proc.returncode == 0, proc.stderr
         outs.append(proc.stdout)
     assert outs[0] == outs[1] and "stress-1" in outs[0]
+
+
+def test_analyze_on_nsys_exports_gives_the_recipes_ranges_counts_and_sums(nsys, runs, tmp_path):
+    """`nsys recipe nvtx_sum` on nsys's report, and `nvtx-tf analyze` on nsys's own SQLite and
+    parquetdir exports of it: the same ranges, counts and sums (issue 24, judge 1)."""
+    import pandas as pd
+
+    _, report = runs
+    env = oracle.nsys_env(nsys)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    proc = subprocess.run(
+        [str(nsys), "recipe", "nvtx_sum", "--mode", "concurrent", "--input", str(report),
+         "--output", str(tmp_path / "recipe")],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recipe = pd.read_parquet(tmp_path / "recipe" / "all_stats.parquet")
+    expected = {name: (int(row["Count"]), int(row["Sum"])) for name, row in recipe.iterrows()}
+    for source in (report.with_suffix(".sqlite"), report.with_name("nsys_pqtdir")):
+        out = tmp_path / source.name
+        proc = subprocess.run(
+            [sys.executable, "-m", "nvtx_plugins_tf", "analyze", str(source), "-o", str(out)],
+            env=oracle.clean_env(), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        rows = pd.read_parquet(out / "all_stats.parquet")
+        assert {r["Text"]: (int(r["Count"]), int(r["Sum"])) for _, r in rows.iterrows()} == expected, source

@@ -1,7 +1,7 @@
 """``nvtx-tf`` / ``python -m nvtx_plugins_tf``: record NVTX ranges and report on them.
 
-One module per subcommand (``record``, ``report``, ``export``, ``merge``, ``view``; ``doctor`` and ``build`` live in
-:mod:`nvtx_plugins_tf.doctor`), each with ``register(subparsers)`` listed in
+One module per subcommand (``record``, ``report``, ``export``, ``analyze``, ``merge``, ``view``;
+``doctor`` and ``build`` live in :mod:`nvtx_plugins_tf.doctor`), each with ``register(subparsers)`` listed in
 :data:`REGISTRARS`; each sets ``func`` (``args -> int``) on its parser. This package must
 not import TensorFlow.
 
@@ -15,10 +15,11 @@ import argparse
 import signal
 import sys
 
-from . import export, merge, record, report, view
+from . import analyze, export, merge, record, report, view
 from ._common import (
     EXIT_COMMAND_NOT_FOUND,
     EXIT_DAMAGED,
+    EXIT_DASK_UNAVAILABLE,
     EXIT_FAILURE,
     EXIT_INPUT_NOT_FOUND,
     EXIT_NO_EVENTS,
@@ -39,6 +40,7 @@ from ._common import (
 __all__ = [
     "EXIT_COMMAND_NOT_FOUND",
     "EXIT_DAMAGED",
+    "EXIT_DASK_UNAVAILABLE",
     "EXIT_FAILURE",
     "EXIT_INPUT_NOT_FOUND",
     "EXIT_NO_EVENTS",
@@ -67,6 +69,7 @@ REGISTRARS = [
     record.register,
     report.register,
     export.register,
+    analyze.register,
     merge.register,
     view.register,
     _register_doctor_and_build,

@@ -25,6 +25,7 @@ EXIT_PORT_IN_USE = 11  # view: --port is taken
 EXIT_NO_RANGE_IDS = 12  # report --pairs: an SQLite file whose start/end ranges carry no rangeId
 EXIT_OUTPUT_BUSY = 13  # record: another record is writing to the same -o PREFIX
 EXIT_OUTPUT_EXISTS = 14  # export: an output exists and --force-overwrite is not true
+EXIT_DASK_UNAVAILABLE = 15  # analyze --workers/--scheduler: no 'dask' extra, or the scheduler is unreachable
 
 
 class Terminated(BaseException):

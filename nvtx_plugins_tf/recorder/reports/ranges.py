@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..exports.nsys_tables import session_start_utc
 from ..recording._decoder import FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, KIND_START_END
 from ..recording.model import EVENT_PUSH_POP, EVENT_START_END
 from ._nsys_sqlite import is_sqlite, open_nsys_sqlite, split_gtid
@@ -39,6 +40,7 @@ class Ranges:
     names: list[str]  #: ``domain:message`` (or the message in the default domain)
     domains: list[str]  #: '' = NVTX's default domain
     last_ns: int = 0  #: the last timestamp of the file (where open ranges end)
+    epoch_ns: int | None = None  #: wall-clock time (ns since the Unix epoch) of time 0; None: unknown
 
     def __len__(self) -> int:
         return len(self.row_id)
@@ -57,6 +59,7 @@ class Ranges:
             names=self.names,
             domains=self.domains,
             last_ns=self.last_ns,
+            epoch_ns=self.epoch_ns,
         )
 
     def only_domains(self, domains) -> "Ranges":
@@ -90,6 +93,10 @@ def _from_sqlite(path: Path) -> Ranges:
     with open_nsys_sqlite(path) as db:
         domain_of = db.domain_names()
         (last,) = db.con.execute("SELECT max(max(start), coalesce(max(end), max(start))) FROM NVTX_EVENTS").fetchone()
+        epoch = None
+        if db.con.execute("SELECT 1 FROM sqlite_master WHERE name = 'TARGET_INFO_SESSION_START_TIME'").fetchone():
+            row = db.con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+            epoch = row[0] if row else None
         types = (EVENT_PUSH_POP, EVENT_START_END, _EVENT_NVTXT_PUSH_POP, _EVENT_NVTXT_START_END)
         rows = db.con.execute(
             f"SELECT e.rowid, e.start, e.end, e.eventType, e.globalTid, {db.text}, e.domainId FROM NVTX_EVENTS e "
@@ -116,7 +123,9 @@ def _from_sqlite(path: Path) -> Ranges:
         out["tid"][i] = tid
         out["name"][i] = names.setdefault(range_label(dname, message), len(names))
         out["domain"][i] = domains.setdefault(dname, len(domains))
-    return Ranges(open=is_open, push_pop=push_pop, names=list(names), domains=list(domains), last_ns=last, **out)
+    return Ranges(
+        open=is_open, push_pop=push_pop, names=list(names), domains=list(domains), last_ns=last, epoch_ns=epoch, **out
+    )
 
 
 def _from_recording(reader) -> Ranges:
@@ -168,8 +177,9 @@ def _from_recording(reader) -> Ranges:
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return Ranges(
-            empty, empty, empty, empty.astype(bool), empty.astype(bool), empty, empty, empty, empty, [], [""], last
-        )
+            empty, empty, empty, empty.astype(bool), empty.astype(bool), empty, empty, empty, empty, [], [""], last,
+            session_start_utc(reader, origin + shift),
+        )  # fmt: skip
     is_open = (r["flags"] & FLAG_UNCLOSED) != 0
     start = r["start_ns"].astype(np.int64) - origin - shift
     end = np.where(is_open, last, r["end_ns"].astype(np.int64) - origin - shift)
@@ -198,4 +208,5 @@ def _from_recording(reader) -> Ranges:
         names=names,
         domains=dom_list or [""],
         last_ns=last,
+        epoch_ns=session_start_utc(reader, origin + shift),
     )

@@ -1,0 +1,52 @@
+"""The inputs of ``analyze``: what each command-line INPUT stands for, as the recipes'
+``--input``: a recording (``PREFIX.nvtxrec``) or an export (an SQLite file in nsys's schema,
+ours or nsys's; a parquetdir holding ``NVTX_EVENTS.parquet``, ours or nsys's) is one input; any
+other directory stands for every recording and export in it, in name order, ``DIR:n`` for
+the first n of them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..._paths import RECORDING_SUFFIX, recording_path
+from ..reports._nsys_parquet import is_parquetdir
+from ..reports._nsys_sqlite import is_sqlite
+
+__all__ = ["InputError", "expand_inputs", "is_input"]
+
+
+class InputError(ValueError):
+    """An INPUT that names nothing to analyze (one line, naming it)."""
+
+
+def is_input(path: Path) -> bool:
+    """Whether ``path`` is itself one input (a recording or an export)."""
+    if path.is_dir():
+        return path.name.endswith(RECORDING_SUFFIX) or is_parquetdir(path)
+    return path.is_file() and is_sqlite(path)
+
+
+def expand_inputs(values: list[str]) -> list[Path]:
+    """The inputs the command-line values stand for, each once, in order."""
+    out: list[Path] = []
+    for value in values:
+        limit = None
+        match = re.fullmatch(r"(.*):(\d+)", value)
+        if match and not Path(value).exists() and Path(match.group(1)).is_dir():
+            value, limit = match.group(1), int(match.group(2))
+        if not value:
+            raise InputError("INPUT '': empty; give a recording, an export or a directory of them")
+        path = recording_path(value)
+        if not path.exists():
+            raise InputError(f"no such recording, export or directory: {value}")
+        if is_input(path):
+            found = [path]
+        elif path.is_dir():
+            found = [p for p in sorted(path.iterdir()) if is_input(p)][:limit]
+            if not found:
+                raise InputError(f"{value}: no recording (.nvtxrec), SQLite or parquetdir export in it")
+        else:
+            raise InputError(f"{value}: not a recording, an SQLite file in Nsight Systems' schema or a parquetdir")
+        out += [p for p in found if p not in out]
+    return out

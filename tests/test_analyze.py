@@ -1,0 +1,199 @@
+"""`nvtx-tf analyze` (issue 24, first part): many ranks' recordings and exports at once.
+
+* Four ranks recorded by our recorder, rank 2 slowed in its data range: the statistics are the
+  ranges' own (counts, sums, min, max, std exact against numpy on the raw durations; quartiles
+  within the sketch's 1 % of an order statistic), the steps line up, and the summary names
+  rank 2 and its `data` range.
+* The same inputs on a real dask.distributed LocalCluster of 2 worker processes: the same
+  tables, value for value.
+* A recording, our SQLite export of it and our parquetdir export of it: the same rank tables.
+* Bad inputs: one line naming them; an unreadable input is left out while the others count.
+NVIDIA's recipes on nsys's exports against analyze on the same files: tests/test_nsys_recipes.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from conftest import _child_env
+
+from nvtx_plugins_tf import cli
+from nvtx_plugins_tf.recorder.analysis import sketch
+from nvtx_plugins_tf.recorder.reports.ranges import load_ranges
+
+RANKS, STEPS, SLOW = 4, 12, 2
+WORKLOAD = """
+import sys, time, nvtx
+rank = int(sys.argv[1])
+for i in range({steps}):
+    with nvtx.annotate(f"step {{i}}", domain="train"):
+        with nvtx.annotate("data", domain="train"):
+            time.sleep(0.012 if rank == {slow} else 0.002)
+        with nvtx.annotate("compute", domain="train"):
+            t = time.perf_counter()
+            while time.perf_counter() - t < 0.003:
+                pass
+""".format(steps=STEPS, slow=SLOW)
+
+
+def nvtx_tf(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", *map(str, args)],
+        env=_child_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory) -> Path:
+    """RANKS recordings in one directory (rank K: rankK.nvtxrec), each also as SQLite."""
+    folder = tmp_path_factory.mktemp("ranks")
+    for rank in range(RANKS):
+        proc = nvtx_tf("record", "-o", folder / f"rank{rank}", "--export", "sqlite", "--",
+                       sys.executable, "-c", WORKLOAD, rank)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    return folder
+
+
+def _rows(outdir: Path, name: str) -> list[tuple]:
+    """A table's rows, NaN (the std of one range) as None so that rows compare equal."""
+    return [tuple(None if v != v else v for v in row.values()) for row in _table(outdir, name)]
+
+
+def _table(outdir: Path, name: str) -> list[dict]:
+    return pq.read_table(outdir / f"{name}.parquet").to_pylist()
+
+
+@pytest.fixture(scope="module")
+def embedded(ranks, tmp_path_factory):
+    out = tmp_path_factory.mktemp("embedded")
+    inputs = [ranks / f"rank{r}.nvtxrec" for r in range(RANKS)]
+    proc = nvtx_tf("analyze", *inputs, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    return out, proc.stdout
+
+
+def test_statistics_are_the_ranges_own(ranks, embedded):
+    out, _ = embedded
+    durations: dict[str, list[int]] = {}
+    for r in range(RANKS):
+        rr = load_ranges(ranks / f"rank{r}.nvtxrec")
+        for name, start, end in zip(rr.name.tolist(), rr.start.tolist(), rr.end.tolist()):
+            durations.setdefault(rr.names[name], []).append(end - start)
+    rows = {(row["Domain"], row["Text"]): row for row in _table(out, "all_stats")}
+    for label in ("train:data", "train:compute"):
+        d = np.array(durations[label], dtype=np.int64)
+        row = rows[tuple(label.split(":"))]
+        assert row["Count"] == len(d) == RANKS * STEPS
+        assert (row["Sum"], row["Min"], row["Max"]) == (d.sum(), d.min(), d.max())
+        assert row["Mean"] == pytest.approx(d.mean()) and row["Std (approx)"] == pytest.approx(d.std(ddof=1))
+        order = np.sort(d)
+        for column, q in (("Q1 (approx)", 0.25), ("Median (approx)", 0.5), ("Q3 (approx)", 0.75)):
+            exact = order[int(np.floor(q * (len(d) - 1)))]
+            assert abs(row[column] - exact) <= sketch.ALPHA * exact, (column, row[column], exact)
+    per_rank = [row for row in _table(out, "rank_stats") if row["Text"] == "data"]
+    assert sorted(row["RankName"].split(":")[0] for row in per_rank) == ["vm"] * RANKS or len(per_rank) == RANKS
+    assert all(row["Count"] == STEPS for row in per_rank)
+    assert sum(row["Sum"] for row in per_rank) == rows[("train", "data")]["Sum"]
+
+
+def test_pace_puts_every_rank_on_one_clock(embedded):
+    out, _ = embedded
+    pace = _table(out, "pace")
+    assert len(pace) == RANKS * STEPS and {p["Name"] for p in pace} == {f"step {i}" for i in range(STEPS)}
+    assert min(p["Start"] for p in pace) == 0
+    for rank in range(RANKS):
+        mine = [p for p in pace if p["Rank"] == rank]
+        assert [p["Step"] for p in mine] == list(range(STEPS)) and mine[0]["Gap"] == 0
+        assert all(b["Start"] - a["End"] == b["Gap"] >= 0 for a, b in zip(mine, mine[1:]))
+        assert all(p["StartEpochNs"] > 1.6e18 for p in mine)  # wall clock (the recordings' anchors)
+
+
+def test_summary_names_the_slow_rank_and_its_range(embedded):
+    _, stdout = embedded
+    lines = stdout.splitlines()
+    assert lines[0].startswith(f"{RANKS} rank(s) in {RANKS} input(s)")
+    slow = next(line for line in lines if line.startswith("slowest rank: "))
+    behind = next(line for line in lines if line.startswith("its ranges above the median rank"))
+    assert behind.split(": ", 1)[1].startswith("train:data +"), behind
+    rank_names = {row["Rank"]: row["RankName"] for row in _table(embedded[0], "rank_stats")}
+    assert rank_names[SLOW] in slow, (slow, rank_names)
+    assert len(lines) <= 10
+
+
+def test_a_dask_cluster_gives_the_same_tables(ranks, embedded, tmp_path):
+    pytest.importorskip("distributed", reason="the 'dask' extra")
+    out = tmp_path / "dask"
+    proc = nvtx_tf("analyze", *(ranks / f"rank{r}.nvtxrec" for r in range(RANKS)), "-o", out, "--workers", "2")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("all_stats", "rank_stats", "pace"):
+        assert _rows(out, name) == _rows(embedded[0], name), name
+    assert proc.stdout.splitlines()[:-1] == embedded[1].splitlines()[:-1]  # (the last line names OUTDIR)
+
+
+def test_a_recording_and_its_exports_are_the_same_rank(ranks, tmp_path):
+    rec = ranks / "rank0.nvtxrec"
+    assert nvtx_tf("export", "-t", "parquetdir", "-o", tmp_path / "rank0_pqtdir", rec).returncode == 0
+    tables = []
+    for source in (rec, ranks / "rank0.sqlite", tmp_path / "rank0_pqtdir"):
+        out = tmp_path / f"out_{source.name}"
+        proc = nvtx_tf("analyze", source, "-o", out)
+        assert proc.returncode == 0, proc.stderr
+        rows = _table(out, "rank_stats")
+        tables.append(sorted((r["Domain"], r["Text"], r["Count"], r["Sum"], r["Min"], r["Max"]) for r in rows))
+        pace = _table(out, "pace")
+        tables.append([(p["Step"], p["Start"], p["Duration"], p["StartEpochNs"]) for p in pace])
+    assert tables[0] == tables[2] == tables[4] and tables[1] == tables[3] == tables[5]
+
+
+def test_a_directory_stands_for_its_inputs_and_dir_n_for_the_first(ranks, tmp_path):
+    proc = nvtx_tf("analyze", f"{ranks}:2", "-o", tmp_path / "two")
+    assert proc.returncode == 0, proc.stderr
+    files = {row["File"] for row in _table(tmp_path / "two", "rank_stats")}
+    assert files == {str(ranks / "rank0.nvtxrec"), str(ranks / "rank0.sqlite")}  # (name order)
+
+
+def test_an_unreadable_input_is_left_out_and_named(ranks, tmp_path):
+    broken = tmp_path / "broken.sqlite"
+    import sqlite3
+
+    sqlite3.connect(broken).execute("CREATE TABLE other (x)").connection.commit()
+    proc = nvtx_tf("analyze", ranks / "rank1.nvtxrec", broken, "-o", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    (warning,) = proc.stderr.strip().splitlines()
+    assert warning.startswith(f"nvtx-tf: warning: left out: {broken}: ") and "NVTX_EVENTS" in warning
+    assert "1 input(s) left out" in proc.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    "args, code, needle",
+    [
+        (["{tmp}/missing", "-o", "{tmp}/o"], 7, "no such recording, export or directory"),
+        (["{tmp}/empty_dir", "-o", "{tmp}/o"], 7, "no recording (.nvtxrec), SQLite or parquetdir export in it"),
+        (["{tmp}/plain.txt", "-o", "{tmp}/o"], 7, "not a recording, an SQLite file"),
+        (["{tmp}/plain.txt"], 2, "the following arguments are required: -o/--output"),
+        (["{tmp}/x", "-o", "{tmp}/o", "--workers", "0"], 2, "argument --workers: '0'"),
+        (["{tmp}/x", "-o", "{tmp}/o", "--workers", "2", "--scheduler", "tcp://127.0.0.1:9"], 2, "give one"),
+        (["{tmp}/x", "-o", "{tmp}/o", "--step", "@Keras"], 2, "--step '@Keras'"),
+        (["{tmp}/x", "-o", "{tmp}/afile/o"], 3, "cannot create output directory"),
+    ],
+)
+def test_bad_input_is_one_line_and_its_code(tmp_path, args, code, needle):
+    (tmp_path / "empty_dir").mkdir()
+    (tmp_path / "plain.txt").write_text("x")
+    (tmp_path / "afile").write_text("x")
+    proc = nvtx_tf("analyze", *(a.format(tmp=tmp_path) for a in args))
+    assert proc.returncode == code, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("nvtx-tf: error: ") and needle in line, line
+
+
+def test_an_unreachable_scheduler_is_one_line(ranks, tmp_path):
+    pytest.importorskip("distributed", reason="the 'dask' extra")
+    proc = nvtx_tf("analyze", ranks / "rank0.nvtxrec", "-o", tmp_path / "o", "--scheduler", "tcp://127.0.0.1:9")
+    assert proc.returncode == cli.EXIT_DASK_UNAVAILABLE == 15, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("nvtx-tf: error: cannot reach the Dask scheduler")
