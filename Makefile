@@ -17,7 +17,7 @@ all: test
 $(INSTALLED): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,plot,view,dask]'
+	$(PY) -m pip install -q -e '.[test,plot,view,dask,docs,lint]'
 	touch $@
 
 $(NATIVE): $(INSTALLED) $(NATIVE_SOURCES)
@@ -51,8 +51,9 @@ sanitize: $(NATIVE)
 # Every tracked C/C++ file (nothing is vendored: the NVTX headers come from the nvidia-nvtx wheel).
 C_SOURCES = $(shell git ls-files '*.c' '*.cc' '*.h')
 
+# (Every extra is installed once, with the package: a second `pip install -e` would rebuild the
+# native libraries under a running test.)
 lint: $(INSTALLED)
-	$(PY) -m pip install -q -e '.[lint]'
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/clang-format --dry-run --Werror $(C_SOURCES)
@@ -63,7 +64,6 @@ bench: $(NATIVE)
 # The user guide (docs/, mkdocs.yml) into site/, warnings as errors: a broken link or anchor,
 # a page missing from the nav or a docstring mkdocstrings cannot read fails the build.
 docs: $(INSTALLED)
-	$(PY) -m pip install -q -e '.[docs]'
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The timelines in docs/recorder.md, drawn again from fresh recordings (the commands that page

@@ -267,10 +267,30 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
+_SOURCE_FOLDERS = {"recorder": ("recorder", "format"), "reader": ("reader", "format"), "host": ("host",)}
+_SOURCE_FOLDERS["tf_ops"] = ("tf_ops", "format")
+
+
+def sources_digest(target: str) -> str:
+    """sha256 over the names and bytes of the sources a target is built from (its cc_ops
+    folder and the shared format header): the stamp records it, and a library built from other
+    sources (an older cache copy) is not loaded in place of this package's."""
+    sha = hashlib.sha256()
+    root = sources_root()
+    for folder in _SOURCE_FOLDERS[target]:
+        for path in sorted((root / folder).iterdir()):
+            if path.suffix in (".cc", ".h"):
+                sha.update(f"{folder}/{path.name}\0".encode())
+                sha.update(path.read_bytes())
+    return sha.hexdigest()
+
+
 def _stamp(library: Path, target: str) -> Path:
-    """Writes the stamp of the recorder, reader or host library: which target it is, its size
-    and sha256 (checked before every load: a damaged or foreign file is never mapped)."""
-    stamp = {"target": target, **file_digest(library), "compiler": _compiler_version()}
+    """Writes the stamp of the recorder, reader or host library: which target it is, the
+    sources it was built from, its size and sha256 (checked before every load: a damaged,
+    foreign or stale file is never mapped)."""
+    stamp = {"target": target, "sources": sources_digest(target), **file_digest(library)}
+    stamp["compiler"] = _compiler_version()
     _write_atomically(stamp_path(library), json.dumps(stamp, indent=1))
     return library
 
@@ -296,6 +316,7 @@ def build_tf_ops(out_dir: Path) -> Path:
         "abi": info["abi"],
         **file_digest(out),
         "nvtx": nvtx_header_version(include),
+        "sources": sources_digest("tf_ops"),
         "compiler": _compiler_version(),
     }
     _write_atomically(stamp_path(out), json.dumps(stamp, indent=1))

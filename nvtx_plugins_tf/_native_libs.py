@@ -146,6 +146,8 @@ def _check(library: Path, size: int, identity: dict) -> str | None:
     if stamp is None:
         return "no build stamp"
     if any(stamp.get(k) != v for k, v in identity.items()):
+        if "sources" in identity and stamp.get("sources") != identity["sources"]:
+            return "built from other sources than this package's (an older version?)"
         if "tf_version" in identity:
             return f"built for TensorFlow {stamp.get('tf_version')}"
         return f"its stamp names {stamp.get('target')!r}, not {identity.get('target')!r}"
@@ -165,6 +167,22 @@ def _check(library: Path, size: int, identity: dict) -> str | None:
     return None
 
 
+_source_identities: dict[str, dict] = {}
+
+
+def source_identity(target: str) -> dict:
+    """``{"sources": digest}`` of the package's own sources of ``target`` (the build script's
+    :func:`sources_digest`), part of the identity a library's stamp must name: a copy built
+    from other sources (the per-user cache's, left by an older version) is rebuilt, not
+    loaded. Empty when the package ships no sources to compare with."""
+    if target not in _source_identities:
+        try:
+            _source_identities[target] = {"sources": build_module().sources_digest(target)}
+        except (NativeLibraryMissing, OSError, AttributeError, Exception):  # noqa: BLE001 - no sources: no check
+            _source_identities[target] = {}
+    return _source_identities[target]
+
+
 def native_library(target: str) -> Path:
     """Path of the ``recorder``, ``reader`` or ``host`` library, verified (:func:`library_problem`)
     before anyone maps it: the package's copy, else the per-user cache's, else built once
@@ -174,7 +192,7 @@ def native_library(target: str) -> Path:
     if target not in LIBRARY_NAMES or target == "tf_ops":
         raise ValueError(f"native_library: unknown target {target!r}")
     name = LIBRARY_NAMES[target]
-    identity = {"target": target}
+    identity = {"target": target, **source_identity(target)}
     refused = []
     for candidate in (NATIVE_DIR / name, cache_dir() / "native" / name):
         why = library_problem(candidate, identity)

@@ -66,7 +66,7 @@ def doctor_lines() -> list[str]:
         name = _native_libs.LIBRARY_NAMES[target]
         usable, refused = [], []
         for path in (_native_libs.NATIVE_DIR / name, _native_libs.cache_dir() / "native" / name):
-            why = _native_libs.library_problem(path, {"target": target})
+            why = _native_libs.library_problem(path, {"target": target, **_native_libs.source_identity(target)})
             if why is None:
                 usable.append(path)
             elif why != "not built":
@@ -100,7 +100,7 @@ def tool_verdict(path: str) -> str:
     if not tool.is_file():
         return f"NO: {_native_libs.INJECTION_ENV}={path} names no file"
     if tool.name == _native_libs.LIBRARY_NAMES["recorder"]:
-        why = _native_libs.library_problem(tool, {"target": "recorder"})
+        why = _native_libs.library_problem(tool, {"target": "recorder", **_native_libs.source_identity("recorder")})
         if why is None:
             return f"yes: {path} (our recorder: stamp, size and sha256 verified)"
         return f"NO: {path} cannot be used ({why}); run: {_native_libs.BUILD_COMMAND}"

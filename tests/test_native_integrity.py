@@ -11,6 +11,7 @@ NVTX_INJECTION64_PATH instead of trusting the variable.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -129,6 +130,32 @@ def test_record_rebuilds_a_damaged_recorder_when_it_can(tmp_path, child_env):
     assert (tmp_path / "ran").exists(), proc.stderr[-3000:]
     rebuilt = tmp_path / "cache" / "nvtx_plugins_tf" / "native" / "libnvtx_recorder.so"
     assert _native_libs.library_problem(rebuilt, {"target": "recorder"}) is None
+
+
+def test_a_cache_copy_built_from_other_sources_is_not_used(tmp_path, child_env):
+    """A per-user cache copy left by an older version verifies (size, sha256) but was built
+    from other sources: with the package's copy damaged, it is passed over and rebuilt, not
+    loaded. Before: the stale recorder was used silently (recordings without the chunk seal
+    of issue 21.4)."""
+    site = _package_copy(tmp_path)
+    build = site / "nvtx_plugins_tf" / "_build"
+    build.mkdir()
+    (build / "__init__.py").write_text("")
+    shutil.copy2(ROOT / "build_tools" / "build_native.py", build / "build_native.py")
+    (build / "cc_ops").symlink_to(ROOT / "cc_ops")
+    cached = tmp_path / "cache" / "nvtx_plugins_tf" / "native" / "libnvtx_recorder.so"
+    cached.parent.mkdir(parents=True)
+    shutil.copy2(ROOT / "nvtx_plugins_tf" / "_native" / "libnvtx_recorder.so", cached)
+    stamp = json.loads((ROOT / "nvtx_plugins_tf" / "_native" / "libnvtx_recorder.json").read_text())
+    stamp["sources"] = "0" * 64  # an older version's sources
+    cached.with_suffix(".json").write_text(json.dumps(stamp))
+    why = _native_libs.library_problem(cached, {"target": "recorder", **_native_libs.source_identity("recorder")})
+    assert why == "built from other sources than this package's (an older version?)"
+    _damage(site / "nvtx_plugins_tf" / "_native" / "libnvtx_recorder.so", "bit flipped")
+    proc = _record_marker(_env(child_env, site, tmp_path), tmp_path)
+    assert (tmp_path / "ran").exists(), proc.stderr[-3000:]
+    rebuilt = json.loads(cached.with_suffix(".json").read_text())
+    assert rebuilt["sources"] == _native_libs.source_identity("recorder")["sources"]  # rebuilt, not used
 
 
 def _doctor_tool_line(child_env, **extra) -> str:

@@ -29,6 +29,7 @@ from nvtx_plugins_tf._native_libs import (
     cache_dir,
     compiler_missing,
     library_problem,
+    source_identity,
 )
 
 LIBRARY_NAME = LIBRARY_NAMES["tf_ops"]
@@ -44,9 +45,10 @@ def loading() -> bool:
 
 
 def tensorflow_identity() -> dict:
-    """This process's TensorFlow version and ABI hash, as the build script computes them."""
+    """This process's TensorFlow version and ABI hash, as the build script computes them, and
+    the package's op sources (a library built from others is not loaded: _native_libs)."""
     info = build_module().tf_build_info()
-    return {"tf_version": info["tf_version"], "abi": info["abi"]}
+    return {"tf_version": info["tf_version"], "abi": info["abi"], **source_identity("tf_ops")}
 
 
 def problem(library: Path, identity: dict) -> str | None:
