@@ -6,7 +6,8 @@ one segment with two threads: 4M push/pop pairs on one, 1M start/end pairs on th
 the summary, ``record``'s exports (JSON + SQLite + summary from one decode, the SQLite
 file by a child process on two cores or more: recorder/outputs.py), and ``nvtx-tf export``
 per type (sqlite, json, parquetdir, arrow: nsys 2023.4's formats) and of all four from one
-decode, with the peak RSS of each export process. Targets: each <= 30 s on a 2-core machine.
+decode, with the peak RSS of each export process (its own; SQLite's helper process apart).
+Targets: each <= 30 s on a 2-core machine.
 
     python benchmarks/bench_exports.py [--events 10000000] [--keep DIR]
 """
@@ -117,17 +118,20 @@ def _record_exports(rec: Path, prefix: Path, png: bool = False):
 
 
 def _export_cli(rec: Path, prefix: Path, types: str) -> int:
-    """``nvtx-tf export -t TYPES -o PREFIX REC`` in a child process; returns its peak RSS (KiB)."""
-    import resource
+    """``nvtx-tf export -t TYPES -o PREFIX REC`` in a child process; returns its peak RSS in
+    KiB (os.wait4: that process's own, not a helper process's it forks for SQLite)."""
+    import os
     import subprocess
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "nvtx_plugins_tf", "export", "-t", types, "-o", str(prefix), str(rec)],
-        check=True,
         stdout=subprocess.DEVNULL,
     )
-    return max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"nvtx-tf export -t {types} failed with exit status {proc.returncode}")
+    return usage.ru_maxrss
 
 
 def main(argv=None) -> int:
