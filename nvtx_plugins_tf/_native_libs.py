@@ -146,11 +146,14 @@ def _check(library: Path, size: int, identity: dict) -> str | None:
     if stamp is None:
         return "no build stamp"
     if any(stamp.get(k) != v for k, v in identity.items()):
-        if "sources" in identity and stamp.get("sources") != identity["sources"]:
-            return "built from other sources than this package's (an older version?)"
-        if "tf_version" in identity:
+        if "tf_version" in identity and (stamp.get("tf_version"), stamp.get("abi")) != (
+            identity["tf_version"],
+            identity["abi"],
+        ):
             return f"built for TensorFlow {stamp.get('tf_version')}"
-        return f"its stamp names {stamp.get('target')!r}, not {identity.get('target')!r}"
+        if "target" in identity and stamp.get("target") != identity["target"]:
+            return f"its stamp names {stamp.get('target')!r}, not {identity['target']!r}"
+        return "built from other sources than this package's (an older version?)"
     if not isinstance(stamp.get("size"), int) or not isinstance(stamp.get("sha256"), str):
         return "its stamp has no size/sha256: built by an older nvtx_plugins_tf"
     if size != stamp["size"]:

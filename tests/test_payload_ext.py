@@ -199,7 +199,8 @@ def test_nsys_does_not_record_extended_payloads(sample, tmp_path):
 def test_damaged_schemas_and_blocks_never_crash_the_reader(recorded, tmp_path):
     """Every byte of every schema definition and payload block changed, one at a time:
     the reader decodes the same events (the records keep their lengths) and every payload
-    is still JSON; nothing is read outside the recorded bytes (no crash)."""
+    is still JSON; nothing is read outside the recorded bytes (no crash). A change inside a
+    sealed chunk is reported by its seal (issue 21.4) and by nothing else."""
     from nvtx_plugins_tf.recorder.recording import reader as reader_mod  # noqa: F401  (the native reader)
 
     (seg,) = recorded.with_name("rec.nvtxrec").glob("*.nvtxseg")
@@ -223,7 +224,7 @@ def test_damaged_schemas_and_blocks_never_crash_the_reader(recorded, tmp_path):
         target.write_bytes(bytes(mutated))
         rec = load(out)
         assert len(rec.events) == len(base.events), pos
-        assert rec.damage.damaged_chunks == 0, pos
+        assert rec.damage.damaged_chunks == rec.damage.checksum_mismatches <= 1, pos
         for r in rec.events:
             if r.payload_type == "json":
                 assert isinstance(r.payload, (dict, list)), pos
