@@ -79,6 +79,9 @@ class RankResult:
     steps: list[tuple[int, str, int, int]] = field(default_factory=list)
     step_name: str = ""
     aligned: bool = True
+    #: per step (as ``steps``): (domain, message) -> ns spent in the ranges of that name that
+    #: lie inside the step on this rank (the step range and the ranges around it left out)
+    step_work: list[dict[tuple[str, str], int]] = field(default_factory=list)
 
 
 def _ranges_of(path: Path) -> Ranges:
@@ -183,7 +186,19 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
             result.aligned = ranges.epoch_ns is not None
             result.step_name = str(chosen)
             starts, ends, ns = ranges.start[steps], ranges.end[steps], ranges.name[steps]
+            inner = closed & ~steps
+            inner_start, inner_end, inner_name = ranges.start[inner], ranges.end[inner], ranges.name[inner]
+            by_start = np.argsort(inner_start, kind="stable")
+            inner_start, inner_end, inner_name = inner_start[by_start], inner_end[by_start], inner_name[by_start]
             for i, k in enumerate(np.argsort(starts, kind="stable").tolist()):
-                result.steps.append((i, name_message[int(ns[k])], int(starts[k]) + base, int(ends[k]) + base))
+                s, e = int(starts[k]), int(ends[k])
+                result.steps.append((i, name_message[int(ns[k])], s + base, e + base))
+                lo, hi = np.searchsorted(inner_start, [s, e], side="left")
+                within = np.flatnonzero(inner_end[lo:hi] <= e) + lo
+                work: dict[tuple[str, str], int] = {}
+                for n, d in zip(inner_name[within].tolist(), (inner_end[within] - inner_start[within]).tolist()):
+                    key = (name_domain[n], name_message[n])
+                    work[key] = work.get(key, 0) + d
+                result.step_work.append(work)
         out.append(result)
     return out
