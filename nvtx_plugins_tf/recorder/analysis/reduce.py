@@ -151,7 +151,8 @@ def _stragglers(ranks: list[RankResult]) -> dict[str, list]:
 
 
 def write_tables(tables: Tables, outdir) -> list[Path]:
-    """OUTDIR/{all_stats,rank_stats,pace,stragglers}.{parquet,csv}; returns the files written."""
+    """OUTDIR/{all_stats,rank_stats,pace,stragglers}.{parquet,csv} and heatmap.png (with
+    matplotlib, when there are steps); returns the files written."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -160,6 +161,17 @@ def write_tables(tables: Tables, outdir) -> list[Path]:
         pq.write_table(t, outdir / f"{name}.parquet")
         pacsv.write_csv(t, outdir / f"{name}.csv")
         written += [outdir / f"{name}.parquet", outdir / f"{name}.csv"]
+    stepped = [r for r in tables.ranks if r.steps]
+    if stepped:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return written  # (the 'plot' extra: no heatmap)
+        from .heatmap import draw_heatmap
+
+        durations = [[e - s for _, _, s, e in r.steps] for r in stepped]
+        title = f"{len(stepped)} ranks, steps {stepped[0].step_name!r}: duration against the step's median"
+        written.append(draw_heatmap(durations, [r.name for r in stepped], outdir / "heatmap.png", title))
     return written
 
 
