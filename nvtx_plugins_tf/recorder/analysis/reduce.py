@@ -15,8 +15,8 @@ tables, written as Parquet and CSV with pyarrow, and the summary.
 * ``stragglers``: per step (its index, on every rank that has it), the rank the others waited
   for. Under synchronous data parallelism every rank's step lasts as long as the slowest
   one's (the others wait inside the all-reduce), so the step's length cannot name the
-  straggler; its work can: for each range inside the step (by name, the step range and the
-  ranges around it left out), each rank's time against the median of the ranks; a rank's
+  straggler; its work can: for each range name, the part of the step its ranges cover on
+  each rank (any thread), against the median of the ranks; a rank's
   ``Excess`` is the sum of what it spends above those medians, and the straggler is the rank
   with the largest excess. ``TopRanges``: the three ranges that account for most of it.
 """
