@@ -13,6 +13,7 @@ NVIDIA's recipes on nsys's exports against analyze on the same files: tests/test
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -113,11 +114,35 @@ def test_pace_puts_every_rank_on_one_clock(embedded):
         assert all(p["StartEpochNs"] > 1.6e18 for p in mine)  # wall clock (the recordings' anchors)
 
 
+def test_stragglers_name_the_slow_rank_in_every_step_and_its_range(embedded):
+    rows = _table(embedded[0], "stragglers")
+    assert [r["Step"] for r in rows] == list(range(STEPS)) and all(r["Ranks"] == RANKS for r in rows)
+    assert all(r["Rank"] == SLOW for r in rows), [r["Rank"] for r in rows]
+    assert all(r["TopRanges"].startswith("train:data +") for r in rows), rows[0]
+    # rank SLOW sleeps 12 ms where the others sleep 2: about 10 ms above the median a step
+    assert statistics.median(r["Excess"] for r in rows) > 5_000_000, [r["Excess"] for r in rows]
+
+
+def test_heatmap_of_ranks_by_steps(embedded, tmp_path):
+    pytest.importorskip("matplotlib")
+    from nvtx_plugins_tf.recorder.analysis.heatmap import MAX_CELLS, _binned, ratio_matrix
+
+    png = embedded[0] / "heatmap.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    m = ratio_matrix([[10, 20, 30], [20, 20, 60], [30, 20]])
+    assert m[1].tolist() == [1.0, 1.0, 60 / 45] and np.isnan(m[2, 2])
+    big = np.ones((2048, 3000))
+    big[1500, 2999] = 3.0  # one straggler cell: binned, it still shows
+    small = _binned(big)
+    assert small.shape == (MAX_CELLS[0], MAX_CELLS[1]) and small.max() == 3.0
+
+
 def test_summary_names_the_slow_rank_and_its_range(embedded):
     _, stdout = embedded
     lines = stdout.splitlines()
     assert lines[0].startswith(f"{RANKS} rank(s) in {RANKS} input(s)")
-    slow = next(line for line in lines if line.startswith("slowest rank: "))
+    slow = next(line for line in lines if line.startswith("straggler: "))
+    assert f"in {STEPS} of {STEPS} steps" in slow, slow
     behind = next(line for line in lines if line.startswith("its ranges above the median rank"))
     assert behind.split(": ", 1)[1].startswith("train:data +"), behind
     rank_names = {row["Rank"]: row["RankName"] for row in _table(embedded[0], "rank_stats")}
@@ -130,7 +155,7 @@ def test_a_dask_cluster_gives_the_same_tables(ranks, embedded, tmp_path):
     out = tmp_path / "dask"
     proc = nvtx_tf("analyze", *(ranks / f"rank{r}.nvtxrec" for r in range(RANKS)), "-o", out, "--workers", "2")
     assert proc.returncode == 0, proc.stderr
-    for name in ("all_stats", "rank_stats", "pace"):
+    for name in ("all_stats", "rank_stats", "pace", "stragglers"):
         assert _rows(out, name) == _rows(embedded[0], name), name
     assert proc.stdout.splitlines()[:-1] == embedded[1].splitlines()[:-1]  # (the last line names OUTDIR)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 from collections import Counter
@@ -233,3 +234,47 @@ def test_multi_worker_mirrored_tf_keras_fit_and_custom_loop(tmp_path):
         assert rows[(launcher, "Launcher:wait workers")] == 1
         text = summary.format()
         assert all(str(pid) in text for pid in workers)
+
+
+def test_analyze_names_the_worker_slowed_in_its_input_pipeline(tmp_path):
+    """A real MultiWorkerMirroredStrategy job (tf_keras, 2 workers on 127.0.0.1), worker 1
+    slowed in its input pipeline (40 ms a read, against 2 ms): both workers' steps last about
+    as long (the all-reduce waits), yet `nvtx-tf analyze` of the recording names worker 1 as
+    the straggler and Data:read as the range behind it, and not worker 0 (issue 24, judge 3)."""
+    pytest.importorskip("tf_keras")
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    for attempt in range(2):  # a port picked here may be taken before the worker binds it
+        ports = _free_loopback_ports(2)
+        prefix, proc = _record(
+            tmp_path, "mwms_launcher.py", *map(str, ports), str(logdir), str(MWMS_WORKER_TIMEOUT_S), "1", "8",
+            "mwms_straggler.py", timeout=MWMS_WORKER_TIMEOUT_S + 90, check=False,
+        )  # fmt: skip
+        if proc.returncode == 0 or not _port_clash(logdir) or attempt == 1:
+            break
+    logs = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(logdir.glob("*.log")))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:] + logs
+    rec = reader.load(str(prefix) + ".nvtxrec")
+    worker_of = {}
+    for p in rec.processes.values():
+        if "mwms_straggler.py" in p.cmdline and "mwms_launcher.py" not in p.cmdline:
+            reads = [r for r in rec.events if r.pid == p.pid and r.message == "read"]
+            worker_of[p.pid] = 1 if statistics.median(r.end_ns - r.start_ns for r in reads) > 20e6 else 0
+    assert sorted(worker_of.values()) == [0, 1], worker_of
+    out = tmp_path / "analysis"
+    done = subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", "analyze", str(prefix) + ".nvtxrec", "-o", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(out / "stragglers.parquet").to_pylist()
+    slow_pid = next(pid for pid, w in worker_of.items() if w == 1)
+    named = [int(r["RankName"].rsplit(":", 1)[1]) for r in rows]
+    assert len(rows) >= 6 and named.count(slow_pid) >= len(rows) - 1, (named, slow_pid)
+    # (the first step traces the model: its own ranges may lead there)
+    assert all(r["TopRanges"].startswith("Data:read +") for r, pid in zip(rows[1:], named[1:]) if pid == slow_pid), [
+        r["TopRanges"] for r in rows
+    ]
+    assert f":{slow_pid}, the rank the others waited for" in done.stdout, done.stdout

@@ -52,7 +52,8 @@ def cmd_analyze(args) -> int:
         raise CliError("no NVTX ranges in the inputs: nothing to analyze", EXIT_NO_EVENTS)
     for line in result.summary:
         print(line)
-    print(f"wrote {', '.join(str(p) for p in result.written if p.suffix == '.parquet')} (and .csv)")
+    shown = [str(p) for p in result.written if p.suffix in (".parquet", ".png")]
+    print(f"wrote {', '.join(shown)} (and the tables as .csv)")
     return 0
 
 

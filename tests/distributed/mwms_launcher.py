@@ -2,7 +2,8 @@
 recorded process (``nvtx-tf record -- python mwms_launcher.py ...``) holds every worker:
 the children inherit the recorder's environment. Every wait is bounded: on timeout, or as
 soon as one worker fails (the other would wait for it in a collective), the workers are
-killed. Usage: mwms_launcher.py PORT0 PORT1 LOGDIR TIMEOUT_S EPOCHS STEPS."""
+killed. Usage: mwms_launcher.py PORT0 PORT1 LOGDIR TIMEOUT_S EPOCHS STEPS [WORKER_SCRIPT]
+(default mwms_worker.py, beside this file)."""
 
 import json
 import os
@@ -15,6 +16,7 @@ import nvtx
 
 HERE = Path(__file__).resolve().parent
 port0, port1, logdir, timeout_s, epochs, steps = sys.argv[1:7]
+worker_script = sys.argv[7] if len(sys.argv) > 7 else "mwms_worker.py"
 logdir = Path(logdir)
 cluster = {"worker": [f"127.0.0.1:{port0}", f"127.0.0.1:{port1}"]}
 
@@ -33,7 +35,7 @@ for index in range(2):
     logs.append(log)
     procs.append(
         subprocess.Popen(
-            [sys.executable, str(HERE / "mwms_worker.py"), epochs, steps], env=env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, str(HERE / worker_script), epochs, steps], env=env, stdout=log, stderr=subprocess.STDOUT
         )
     )
 nvtx.end_range(launch)

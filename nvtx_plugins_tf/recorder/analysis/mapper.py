@@ -79,6 +79,10 @@ class RankResult:
     steps: list[tuple[int, str, int, int]] = field(default_factory=list)
     step_name: str = ""
     aligned: bool = True
+    #: per step (as ``steps``): (domain, message) -> ns of the step that the ranges of that
+    #: name cover on this rank, any thread (their overlap with the step: a read that began
+    #: before the step counts for the part the step waited; the step ranges left out)
+    step_work: list[dict[tuple[str, str], int]] = field(default_factory=list)
 
 
 def _ranges_of(path: Path) -> Ranges:
@@ -183,7 +187,30 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
             result.aligned = ranges.epoch_ns is not None
             result.step_name = str(chosen)
             starts, ends, ns = ranges.start[steps], ranges.end[steps], ranges.name[steps]
+            inner = closed & ~steps
+            inner_start, inner_end, inner_name = ranges.start[inner], ranges.end[inner], ranges.name[inner]
+            longest_step = int((ends - starts).max()) if len(starts) else 0
+            # Ranges longer than any step (the epoch around them ...) are few: checked one by one;
+            # the others overlap a step [s, e) only if they start in [s - longest_step, e).
+            long = (inner_end - inner_start) > longest_step
+            long_start, long_end, long_name = inner_start[long], inner_end[long], inner_name[long]
+            inner_start, inner_end, inner_name = inner_start[~long], inner_end[~long], inner_name[~long]
+            by_start = np.argsort(inner_start, kind="stable")
+            inner_start, inner_end, inner_name = inner_start[by_start], inner_end[by_start], inner_name[by_start]
             for i, k in enumerate(np.argsort(starts, kind="stable").tolist()):
-                result.steps.append((i, name_message[int(ns[k])], int(starts[k]) + base, int(ends[k]) + base))
+                s, e = int(starts[k]), int(ends[k])
+                result.steps.append((i, name_message[int(ns[k])], s + base, e + base))
+                lo, hi = np.searchsorted(inner_start, [s - longest_step, e], side="left")
+                cover = np.minimum(inner_end[lo:hi], e) - np.maximum(inner_start[lo:hi], s)
+                names = inner_name[lo:hi]
+                long_cover = np.minimum(long_end, e) - np.maximum(long_start, s)
+                work: dict[tuple[str, str], int] = {}
+                for n, d in zip(
+                    np.concatenate([names, long_name]).tolist(), np.concatenate([cover, long_cover]).tolist()
+                ):
+                    if d > 0:
+                        key = (name_domain[n], name_message[n])
+                        work[key] = work.get(key, 0) + d
+                result.step_work.append(work)
         out.append(result)
     return out

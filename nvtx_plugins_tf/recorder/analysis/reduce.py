@@ -12,6 +12,13 @@ tables, written as Parquet and CSV with pyarrow, and the summary.
 * ``pace``: per rank and step, ``Start``/``End`` in ns from the earliest step of the run (the
   ranks on one wall clock: each input's anchor), ``Duration``, ``Gap`` (from the end of the
   rank's previous step; 0 for its first), ``StartEpochNs``.
+* ``stragglers``: per step (its index, on every rank that has it), the rank the others waited
+  for. Under synchronous data parallelism every rank's step lasts as long as the slowest
+  one's (the others wait inside the all-reduce), so the step's length cannot name the
+  straggler; its work can: for each range name, the part of the step its ranges cover on
+  each rank (any thread), against the median of the ranks; a rank's
+  ``Excess`` is the sum of what it spends above those medians, and the straggler is the rank
+  with the largest excess. ``TopRanges``: the three ranges that account for most of it.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ class Tables:
     rank_stats: pa.Table
     all_stats: pa.Table
     pace: pa.Table
+    stragglers: pa.Table
     left_out: list[str] = field(default_factory=list)
 
 
@@ -92,7 +100,9 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
             ):  # fmt: skip
                 pc[key].append(value)
             previous_end = end
+    st = _stragglers(ranks)
     ints = {"Count", "Min", "Max", "Sum", "Rank", "Step", "Start", "End", "Duration", "Gap", "StartEpochNs"}
+    ints |= {"Ranks", "StepDuration", "MedianStepDuration", "Excess"}
 
     def table(columns: dict) -> pa.Table:
         return pa.table(
@@ -102,22 +112,66 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
             }
         )
 
-    return Tables(ranks, table(rs), table(al), table(pc), list(left_out or []))
+    return Tables(ranks, table(rs), table(al), table(pc), table(st), list(left_out or []))
 
 
-_TEXT = {"Text", "Domain", "RankName", "File", "Name"}
+_TEXT = {"Text", "Domain", "RankName", "File", "Name", "TopRanges"}
+
+
+def _label(key: tuple[str, str]) -> str:
+    return f"{key[0]}:{key[1]}" if key[0] else key[1]
+
+
+def _stragglers(ranks: list[RankResult]) -> dict[str, list]:
+    out = {k: [] for k in ("Step", "Ranks", "Rank", "RankName", "StepDuration", "MedianStepDuration", "Excess")}
+    out["TopRanges"] = []
+    steps = max((len(r.steps) for r in ranks), default=0)
+    for i in range(steps):
+        present = [(index, r) for index, r in enumerate(ranks) if i < len(r.steps) and i < len(r.step_work)]
+        if len(present) < 2:
+            continue
+        keys = set().union(*(r.step_work[i] for _, r in present))
+        medians = {k: statistics.median(r.step_work[i].get(k, 0) for _, r in present) for k in keys}
+        best = None
+        for index, r in present:
+            above = {k: r.step_work[i].get(k, 0) - medians[k] for k in keys}
+            excess = sum(v for v in above.values() if v > 0)
+            if best is None or excess > best[0]:
+                best = (excess, index, r, above)
+        excess, index, r, above = best
+        top = sorted(((v, k) for k, v in above.items() if v > 0), reverse=True)[:3]
+        durations = [rr.steps[i][3] - rr.steps[i][2] for _, rr in present]
+        for key, value in (
+            ("Step", i), ("Ranks", len(present)), ("Rank", index), ("RankName", r.name),
+            ("StepDuration", r.steps[i][3] - r.steps[i][2]), ("MedianStepDuration", int(statistics.median(durations))),
+            ("Excess", int(excess)), ("TopRanges", "; ".join(f"{_label(k)} +{int(v)}" for v, k in top)),
+        ):  # fmt: skip
+            out[key].append(value)
+    return out
 
 
 def write_tables(tables: Tables, outdir) -> list[Path]:
-    """OUTDIR/{all_stats,rank_stats,pace}.{parquet,csv}; returns the files written."""
+    """OUTDIR/{all_stats,rank_stats,pace,stragglers}.{parquet,csv} and heatmap.png (with
+    matplotlib, when there are steps); returns the files written."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in ("all_stats", "rank_stats", "pace"):
+    for name in ("all_stats", "rank_stats", "pace", "stragglers"):
         t = getattr(tables, name)
         pq.write_table(t, outdir / f"{name}.parquet")
         pacsv.write_csv(t, outdir / f"{name}.csv")
         written += [outdir / f"{name}.parquet", outdir / f"{name}.csv"]
+    stepped = [r for r in tables.ranks if r.steps]
+    if stepped:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return written  # (the 'plot' extra: no heatmap)
+        from .heatmap import draw_heatmap
+
+        durations = [[e - s for _, _, s, e in r.steps] for r in stepped]
+        title = f"{len(stepped)} ranks, steps {stepped[0].step_name!r}: duration against the step's median"
+        written.append(draw_heatmap(durations, [r.name for r in stepped], outdir / "heatmap.png", title))
     return written
 
 
@@ -141,29 +195,30 @@ def summary_lines(tables: Tables) -> list[str]:
     overall = statistics.median(medians.values())
     steps = max(len(r.steps) for r in stepped)
     lines.append(f"steps: {stepped[0].step_name!r}, up to {steps} per rank; median step {_ms(overall)}")
-    slow = max(stepped, key=lambda r: medians[r.name])
-    excess = (medians[slow.name] / overall - 1) * 100 if overall else 0.0
-    lines.append(f"slowest rank: {slow.name} (median step {_ms(medians[slow.name])}, {excess:+.0f}% over the ranks')")
-    # the ranges of the slowest rank that take more time per step than on the median rank
-    per_step: dict[tuple[str, str], list[float]] = {}
-    for r in stepped:
-        for s in r.stats:
-            per_step.setdefault((s.domain, s.message), []).append(s.sum / len(r.steps))
-    # (ranges that occur at least once a step: the work inside steps, not the epoch around them)
-    mine = {(s.domain, s.message): s.sum / len(slow.steps) for s in slow.stats if s.count >= len(slow.steps)}
-    behind = sorted(
-        ((mine[k] - statistics.median(v), k) for k, v in per_step.items() if k in mine and len(v) == len(stepped)),
-        reverse=True,
+    st = tables.stragglers.to_pydict()
+    if not st["Step"]:
+        lines.append("one rank with steps: no straggler to name")
+        return lines
+    counts: dict[int, int] = {}
+    for rank in st["Rank"]:
+        counts[rank] = counts.get(rank, 0) + 1
+    worst = max(counts, key=counts.get)
+    name = st["RankName"][st["Rank"].index(worst)]
+    mine = [i for i, rank in enumerate(st["Rank"]) if rank == worst]
+    excess = statistics.median(st["Excess"][i] for i in mine)
+    lines.append(
+        f"straggler: {name}, the rank the others waited for in {counts[worst]} of {len(st['Step'])} steps "
+        f"(median excess {_ms(excess)} a step)"
     )
-    behind = [(d, k) for d, k in behind if d > 0 and k[1] != "" and not _is_step(k, slow)][:3]
-    if behind:
+    ranges: dict[str, int] = {}
+    for i in mine:
+        for part in filter(None, st["TopRanges"][i].split("; ")):
+            label, _, value = part.rpartition(" +")
+            ranges[label] = ranges.get(label, 0) + int(value)
+    top = sorted(ranges.items(), key=lambda kv: -kv[1])[:3]
+    if top:
         lines.append(
             "its ranges above the median rank, per step: "
-            + ", ".join(f"{(k[0] + ':') if k[0] else ''}{k[1]} +{_ms(d)}" for d, k in behind)
+            + ", ".join(f"{label} +{_ms(total / len(mine))}" for label, total in top)
         )
     return lines
-
-
-def _is_step(key: tuple[str, str], rank: RankResult) -> bool:
-    names = {name for _, name, _, _ in rank.steps}
-    return key[1] in names

@@ -1,0 +1,73 @@
+"""``heatmap.png`` of ``analyze``: ranks (rows) × steps (columns), each cell the rank's step
+duration over the median of that step across the ranks, on a log scale from half to twice
+(a diverging map: white at the median, red slower, blue faster; clipped beyond). One pixel
+or more per cell up to 1,024 ranks × 1,000 steps (larger runs are binned: the slowest cell of
+each bin is drawn, so a straggler never averages away). Needs matplotlib (the ``plot`` extra).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["ratio_matrix", "draw_heatmap", "MAX_CELLS"]
+
+MAX_CELLS = (1024, 1000)  #: ranks × steps drawn without binning
+
+
+def ratio_matrix(durations: list[list[int]]) -> np.ndarray:
+    """[rank, step] step duration over the step's median across ranks (NaN where a rank has
+    no such step)."""
+    steps = max((len(d) for d in durations), default=0)
+    m = np.full((len(durations), steps), np.nan)
+    for i, d in enumerate(durations):
+        m[i, : len(d)] = d
+    with np.errstate(invalid="ignore", divide="ignore"):
+        median = np.nanmedian(m, axis=0) if steps else np.zeros(0)
+        return m / median
+
+
+def _binned(m: np.ndarray) -> np.ndarray:
+    rows = -(-m.shape[0] // MAX_CELLS[0]) if m.shape[0] > MAX_CELLS[0] else 1
+    cols = -(-m.shape[1] // MAX_CELLS[1]) if m.shape[1] > MAX_CELLS[1] else 1
+    if rows == cols == 1:
+        return m
+    pad = np.full((-(-m.shape[0] // rows) * rows, -(-m.shape[1] // cols) * cols), np.nan)
+    pad[: m.shape[0], : m.shape[1]] = m
+    blocks = pad.reshape(pad.shape[0] // rows, rows, pad.shape[1] // cols, cols)
+    with np.errstate(invalid="ignore"):
+        return np.nanmax(np.nanmax(blocks, axis=3), axis=1)
+
+
+def draw_heatmap(durations: list[list[int]], rank_names: list[str], output: Path, title: str) -> Path:
+    """Draw the heatmap of ``durations`` (per rank, its steps' durations in ns) into ``output``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.colors as colors
+    import matplotlib.pyplot as plt
+
+    m = _binned(ratio_matrix(durations))
+    ranks, steps = m.shape
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(min(16, 8 + steps / 60), min(12, 4 + ranks / 16)), dpi=100)
+    image = ax.imshow(
+        np.clip(m, 0.5, 2.0), aspect="auto", interpolation="nearest", cmap="RdBu_r",
+        norm=colors.LogNorm(vmin=0.5, vmax=2.0),
+    )  # fmt: skip
+    ax.set_xlabel("step" if steps == len(max(durations, key=len, default=[])) else "step (binned: slowest shown)")
+    ax.set_ylabel("rank")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if ranks <= 40:
+        ax.set_yticks(range(ranks), labels=rank_names[:ranks], fontsize=7)
+    bar = fig.colorbar(image, ax=ax, shrink=0.8)
+    bar.ax.minorticks_off()
+    bar.set_ticks([0.5, 0.75, 1, 1.5, 2], labels=["≤0.5×", "0.75×", "1×", "1.5×", "≥2×"])
+    bar.set_label("× the step's median over the ranks")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(output)
+    plt.close(fig)
+    return output
