@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # The public modules whose docstring examples run with the tests.
 DOCTEST_MODULES := nvtx_plugins_tf/_paths.py nvtx_plugins_tf/ops/__init__.py nvtx_plugins_tf/ops/ranges.py nvtx_plugins_tf/recorder/reports/names.py nvtx_plugins_tf/tf_ops_annotation.py nvtx_plugins_tf/viewer.py nvtx_plugins_tf/keras/layers.py nvtx_plugins_tf/keras/wrappers.py nvtx_plugins_tf/keras/callbacks.py nvtx_plugins_tf/hooks.py nvtx_plugins_tf/_host_ranges.py
 
-.PHONY: all demo test bench native clean nsys lint sanitize docs pictures
+.PHONY: all demo demo-ranks test bench native clean nsys lint sanitize docs pictures
 
 all: test
 
@@ -30,6 +30,19 @@ demo: $(NATIVE)
 	mkdir -p out
 	$(PY) -m nvtx_plugins_tf record -o out/demo --png -- $(PY) examples/keras_example.py
 	@echo "trace files: out/demo.json (Perfetto / chrome://tracing), out/demo.sqlite (sqlite3), out/demo.png"
+
+# 8 ranks (examples/train.py, one recording each; rank 5 reads its data 10x slower), then
+# `nvtx-tf analyze` of them all: out/ranks-analysis/ (tables, heatmap.png) and a summary that
+# names rank 5 and its Data:read range. About a minute on 2 cores.
+demo-ranks: $(NATIVE)
+	rm -rf out/ranks out/ranks-analysis
+	mkdir -p out/ranks
+	for rank in 0 1 2 3 4 5 6 7; do \
+	  if [ $$rank = 5 ]; then ms=30; else ms=3; fi; \
+	  $(PY) -m nvtx_plugins_tf record -o out/ranks/rank$$rank --export sqlite -- \
+	    $(PY) examples/train.py --batch-size 4 --read-ms $$ms > /dev/null || exit 1; \
+	done
+	$(PY) -m nvtx_plugins_tf analyze out/ranks/*.nvtxrec -o out/ranks-analysis
 
 # Nsight Systems 2022.4.2 from Debian's archive into ~/.cache (nothing installed system-wide):
 # the outside judge of tests/test_nsys_oracle.py. `make test` tries it; with CI=true the

@@ -65,7 +65,7 @@ class RangeStats:
 
 @dataclass
 class RankResult:
-    """One rank: ``name`` (host:pid for recordings, the file's name, with :pid when it holds
+    """One rank: ``name`` (the input's name without its suffix, with :pid when it holds
     several processes), ``file`` (the input), its ranges' statistics and its steps
     (``steps``: rows of (step index, message, start, end) in wall-clock ns, or session ns
     when the input has no wall-clock anchor: ``aligned`` False)."""
@@ -81,7 +81,8 @@ class RankResult:
     aligned: bool = True
     #: per step (as ``steps``): (domain, message) -> ns of the step that the ranges of that
     #: name cover on this rank, any thread (their overlap with the step: a read that began
-    #: before the step counts for the part the step waited; the step ranges left out)
+    #: before the step counts for the part the step waited; the step ranges and the ranges
+    #: around the whole step, as the epoch's, left out)
     step_work: list[dict[tuple[str, str], int]] = field(default_factory=list)
 
 
@@ -96,24 +97,6 @@ def _ranges_of(path: Path) -> Ranges:
 
 def _split(label: str, domain: str) -> str:
     return label[len(domain) + 1 :] if domain and label.startswith(domain + ":") else label
-
-
-def _hosts(path: Path) -> dict[int, str]:
-    """pid -> host name for a recording (empty for exports)."""
-    if not (path.is_dir() and path.suffix == ".nvtxrec"):
-        return {}
-    from ..recording._decoder import SegmentReadError, read_segment_header
-    from ..recording.reader import segment_files
-
-    hosts = {}
-    for segment in segment_files(path):
-        try:
-            info = read_segment_header(segment)
-        except SegmentReadError:
-            continue  # (the reader has counted it as damage)
-        if info is not None:
-            hosts.setdefault(info.pid, info.host_name.decode(errors="replace"))
-    return hosts
 
 
 def _choose_step(ranges: Ranges, domains: list[str], messages: list[str], step: StepSpec | None) -> StepSpec | None:
@@ -132,7 +115,6 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
     (naming the input) when it cannot be read."""
     path = Path(path)
     ranges = _ranges_of(path)
-    hosts = _hosts(path)
     label_domain = [ranges.domains[d] for d in range(len(ranges.domains))]
     # per name index: its domain and message
     name_domain = [""] * len(ranges.names)
@@ -150,10 +132,9 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
     out = []
     for pid in pids:
         mine = ranges.pid == pid
-        if hosts:
-            name = f"{hosts.get(pid) or stem}:{pid}"
-        else:
-            name = stem if len(pids) == 1 else f"{stem}:{pid}"
+        # the input's name (a recording's names its rank: rank3.nvtxrec), with the pid when it
+        # holds several processes
+        name = stem if len(pids) == 1 else f"{stem}:{pid}"
         closed = mine & ~ranges.open
         result = RankResult(name, str(path), pid, int(mine.sum()), int((mine & ranges.open).sum()))
         dur = ranges.end - ranges.start
@@ -203,7 +184,10 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
                 lo, hi = np.searchsorted(inner_start, [s - longest_step, e], side="left")
                 cover = np.minimum(inner_end[lo:hi], e) - np.maximum(inner_start[lo:hi], s)
                 names = inner_name[lo:hi]
-                long_cover = np.minimum(long_end, e) - np.maximum(long_start, s)
+                # (a range around the whole step, the epoch's, is not work inside it)
+                long_cover = np.where(
+                    (long_start <= s) & (long_end >= e), 0, np.minimum(long_end, e) - np.maximum(long_start, s)
+                )
                 work: dict[tuple[str, str], int] = {}
                 for n, d in zip(
                     np.concatenate([names, long_name]).tolist(), np.concatenate([cover, long_cover]).tolist()
