@@ -19,18 +19,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from ..recording.model import DamageReport
 from ..recording.reader import RecordingReader, reading
-from . import _nsys_schema, nsys_tables
-from .arrow_tables import ARROW_SCHEMAS, EVENTS_SCHEMA, definitions_table, event_table, table_of_rows
+from .arrow_tables import ARROW_SCHEMAS, EVENTS_SCHEMA, EventTables, shifted, table_of_rows
 from .one_pass import OutputFile, Sink, feed
 
 __all__ = ["export_arrow", "ArrowSink", "read_arrow_tables"]
@@ -62,7 +58,6 @@ class ArrowSink(Sink):
     """:func:`export_arrow` batch by batch (see :mod:`.one_pass`)."""
 
     def __init__(self, reader: RecordingReader, output):
-        self._t0 = time.monotonic()
         self.reader = reader
         self.output = Path(output)
         self._file = OutputFile(self.output)
@@ -75,29 +70,12 @@ class ArrowSink(Sink):
             self._spool.unlink(missing_ok=True)
             self._file.discard()
             raise
-        self._strings = pa.array([], pa.string())
-        self._domain_local = np.zeros(1, dtype=np.int64)
-        self._earliest = 0
-        self._last = 0
+        self._tables = EventTables(reader)
 
     def add(self, rows) -> None:
-        reader = self.reader
-        strings = reader.strings()
-        if len(self._strings) < len(strings):
-            self._strings = pa.array(strings, pa.string())
-        domains = reader.domain_table()
-        if len(self._domain_local) < len(domains):
-            self._domain_local = np.array([d.local_id for d in domains], dtype=np.int64)
-        if len(rows) == 0:
-            return
-        table = event_table(rows, self._strings, self._domain_local, reader.origin_ns)
-        self._events.write_table(table)
-        self._note_times(table)
-
-    def _note_times(self, table: pa.Table) -> None:
-        start, end = pc.min_max(table.column("start")), pc.max(table.column("end"))
-        self._earliest = min(self._earliest, start["min"].as_py())
-        self._last = max(self._last, start["max"].as_py(), end.as_py() or 0)
+        table = self._tables.add(rows)
+        if table is not None:
+            self._events.write_table(table)
 
     def _abort(self) -> None:
         try:
@@ -107,26 +85,16 @@ class ArrowSink(Sink):
             self._file.discard()
 
     def _finish(self) -> DamageReport:
-        reader = self.reader
-        origin = reader.origin_ns
-        definitions = nsys_tables.definition_events(reader, origin)
-        if definitions:
-            table = definitions_table(definitions)
-            self._events.write_table(table)
-            self._note_times(table)
+        definitions = self._tables.definitions()
+        if definitions is not None:
+            self._events.write_table(definitions)
         self._events.close()
-        shift = -self._earliest  # no time before 0, as in nsys and our SQLite
-        origin -= shift
-        tables = nsys_tables.small_tables(reader, origin, self._last + shift)
-        damage = reader.damage()
-        tables["META_DATA_EXPORT"] = nsys_tables.export_metadata(
-            reader, self.output, damage, time.monotonic() - self._t0, origin
-        )
-        tables.update(_nsys_schema.ENUMS)
+        damage = self.reader.damage()
+        tables = self._tables.other_tables(self.output, damage)
         with open(self._file.tmp, "wb") as out:
             for name in ARROW_SCHEMAS:
                 if name == "NVTX_EVENTS":
-                    self._copy_events(out, shift)
+                    self._copy_events(out, -self._tables.earliest)  # no time before 0, as in nsys
                     continue
                 data = table_of_rows(name, tables.get(name, []))
                 with ipc.new_stream(out, _named(data.schema, name)) as writer:
@@ -142,8 +110,4 @@ class ArrowSink(Sink):
             return
         with pa.OSFile(str(self._spool)) as source, ipc.new_stream(out, _named(EVENTS_SCHEMA, "NVTX_EVENTS")) as w:
             for batch in ipc.open_stream(source):
-                t = pa.Table.from_batches([batch])
-                for name in ("start", "end"):
-                    i = t.schema.get_field_index(name)
-                    t = t.set_column(i, EVENTS_SCHEMA.field(name), pc.add(t.column(i), shift))
-                w.write_table(t)
+                w.write_table(shifted(pa.Table.from_batches([batch]), shift))

@@ -6,8 +6,11 @@ values are those of :mod:`.nsys_tables`, as in the SQLite file.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..recording._decoder import (
     FLAG_HAS_CATEGORY,
@@ -21,7 +24,15 @@ from ..recording._decoder import (
 from ..recording.model import EVENT_TYPE_OF_KIND, payload_array
 from . import _nsys_schema, nsys_tables
 
-__all__ = ["ARROW_SCHEMAS", "EVENTS_SCHEMA", "event_table", "definitions_table", "table_of_rows"]
+__all__ = [
+    "ARROW_SCHEMAS",
+    "EVENTS_SCHEMA",
+    "EventTables",
+    "event_table",
+    "definitions_table",
+    "shifted",
+    "table_of_rows",
+]
 
 _ARROW_TYPES = {
     "int8": pa.int8(),
@@ -127,3 +138,58 @@ def table_of_rows(table: str, rows: list) -> pa.Table:
     schema = ARROW_SCHEMAS[table]
     columns = list(zip(*rows)) if rows else [()] * len(schema)
     return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema)], schema=schema)
+
+
+def shifted(table: pa.Table, shift: int) -> pa.Table:
+    """NVTX_EVENTS rows with ``shift`` ns added to ``start`` and ``end``."""
+    for name in ("start", "end"):
+        i = table.schema.get_field_index(name)
+        table = table.set_column(i, EVENTS_SCHEMA.field(name), pc.add(table.column(i), shift))
+    return table
+
+
+class EventTables:
+    """What the Parquet and Arrow sinks share: the reader's batches as NVTX_EVENTS tables
+    (:meth:`add`, then the definitions: :meth:`definitions`), the earliest and the last
+    timestamp of the tables made (``earliest`` <= 0: the shift to time 0, as in nsys and our
+    SQLite), and the rows of every other table once they are done (:meth:`other_tables`)."""
+
+    def __init__(self, reader):
+        self.reader = reader
+        self.started = time.monotonic()
+        self.earliest = 0
+        self.last = 0
+        self._strings = pa.array([], pa.string())
+        self._domain_local = np.zeros(1, dtype=np.int64)
+
+    def add(self, rows: np.ndarray) -> pa.Table | None:
+        """The NVTX_EVENTS rows of a batch (None for an empty batch)."""
+        strings = self.reader.strings()
+        if len(self._strings) < len(strings):
+            self._strings = pa.array(strings, pa.string())
+        domains = self.reader.domain_table()
+        if len(self._domain_local) < len(domains):
+            self._domain_local = np.array([d.local_id for d in domains], dtype=np.int64)
+        if len(rows) == 0:
+            return None
+        return self._noted(event_table(rows, self._strings, self._domain_local, self.reader.origin_ns))
+
+    def definitions(self) -> pa.Table | None:
+        """The NVTX_EVENTS rows of the definitions (None when there are none), once read."""
+        rows = nsys_tables.definition_events(self.reader, self.reader.origin_ns)
+        return self._noted(definitions_table(rows)) if rows else None
+
+    def _noted(self, table: pa.Table) -> pa.Table:
+        start, end = pc.min_max(table.column("start")), pc.max(table.column("end"))
+        self.earliest = min(self.earliest, start["min"].as_py())
+        self.last = max(self.last, start["max"].as_py(), end.as_py() or 0)
+        return table
+
+    def other_tables(self, output, damage) -> dict[str, list]:
+        """Every table but NVTX_EVENTS: table -> rows, times after the shift to 0."""
+        origin = self.reader.origin_ns + self.earliest
+        tables = nsys_tables.small_tables(self.reader, origin, self.last - self.earliest)
+        seconds = time.monotonic() - self.started
+        tables["META_DATA_EXPORT"] = nsys_tables.export_metadata(self.reader, output, damage, seconds, origin)
+        tables.update(_nsys_schema.ENUMS)
+        return tables

@@ -21,18 +21,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..recording.model import DamageReport
 from ..recording.reader import RecordingReader, reading
-from . import _nsys_schema, nsys_tables
-from .arrow_tables import ARROW_SCHEMAS, EVENTS_SCHEMA, definitions_table, event_table, table_of_rows
+from .arrow_tables import ARROW_SCHEMAS, EVENTS_SCHEMA, EventTables, shifted, table_of_rows
 from .one_pass import Sink, feed
 
 __all__ = ["export_parquetdir", "ParquetSink", "parquet_dir_for"]
@@ -64,7 +59,6 @@ class ParquetSink(Sink):
     :class:`DamageReport`; an aborted export leaves no trace."""
 
     def __init__(self, reader: RecordingReader, output):
-        self._t0 = time.monotonic()
         self.reader = reader
         self.output = Path(output)
         self.output.parent.mkdir(parents=True, exist_ok=True)
@@ -74,24 +68,12 @@ class ParquetSink(Sink):
         except BaseException:
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise
-        self._strings = pa.array([], pa.string())
-        self._domain_local = np.zeros(1, dtype=np.int64)
-        self._earliest = None
+        self._tables = EventTables(reader)
 
     def add(self, rows) -> None:
-        reader = self.reader
-        strings = reader.strings()
-        if len(self._strings) < len(strings):
-            self._strings = pa.array(strings, pa.string())
-        domains = reader.domain_table()
-        if len(self._domain_local) < len(domains):
-            self._domain_local = np.array([d.local_id for d in domains], dtype=np.int64)
-        if len(rows) == 0:
-            return
-        table = event_table(rows, self._strings, self._domain_local, reader.origin_ns)
-        self._events.write_table(table)
-        first = int(rows["start_ns"].min()) - reader.origin_ns
-        self._earliest = first if self._earliest is None else min(self._earliest, first)
+        table = self._tables.add(rows)
+        if table is not None:
+            self._events.write_table(table)
 
     def _abort(self) -> None:
         try:
@@ -100,22 +82,15 @@ class ParquetSink(Sink):
             shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _finish(self) -> DamageReport:
-        reader, tmp = self.reader, self._tmp
-        origin = reader.origin_ns
-        definitions = nsys_tables.definition_events(reader, origin)
-        earliest = min([self._earliest or 0, 0, *(d[0] for d in definitions)])
-        if definitions:
-            self._events.write_table(definitions_table(definitions))
+        tmp = self._tmp
+        definitions = self._tables.definitions()
+        if definitions is not None:
+            self._events.write_table(definitions)
         self._events.close()
-        if earliest < 0:  # no time before 0, as in nsys and our SQLite: shift everything
-            self._shift_events(-earliest)
-            origin += earliest
-        tables = nsys_tables.small_tables(reader, origin, self._stop_time(-min(earliest, 0)))
-        damage = reader.damage()
-        tables["META_DATA_EXPORT"] = nsys_tables.export_metadata(
-            reader, self.output, damage, time.monotonic() - self._t0, origin
-        )
-        tables.update(_nsys_schema.ENUMS)
+        if self._tables.earliest < 0:  # no time before 0, as in nsys and our SQLite: shift everything
+            self._shift_events(-self._tables.earliest)
+        damage = self.reader.damage()
+        tables = self._tables.other_tables(self.output, damage)
         for table in ARROW_SCHEMAS:
             if table != "NVTX_EVENTS":
                 _write(tmp, table, tables.get(table, []))
@@ -132,27 +107,11 @@ class ParquetSink(Sink):
                 old.unlink()
         return damage
 
-    def _stop_time(self, shift: int) -> int:
-        """The last timestamp of NVTX_EVENTS (after ``shift``), from the row groups' statistics."""
-        meta = pq.ParquetFile(self._tmp / "NVTX_EVENTS.parquet").metadata
-        last = 0
-        for g in range(meta.num_row_groups):
-            group = meta.row_group(g)
-            for c in (0, 1):  # start, end
-                stats = group.column(c).statistics
-                if stats is not None and stats.has_min_max:
-                    last = max(last, int(stats.max) + shift)
-        return last
-
     def _shift_events(self, shift: int) -> None:
         path = self._tmp / "NVTX_EVENTS.parquet"
-        shifted = path.with_name("NVTX_EVENTS.shifted")
-        with pq.ParquetWriter(shifted, EVENTS_SCHEMA, store_schema=False) as out:
+        moved = path.with_name("NVTX_EVENTS.shifted")
+        with pq.ParquetWriter(moved, EVENTS_SCHEMA, store_schema=False) as out:
             source = pq.ParquetFile(path)
             for g in range(source.num_row_groups):
-                t = source.read_row_group(g)
-                for name in ("start", "end"):
-                    i = t.schema.get_field_index(name)
-                    t = t.set_column(i, EVENTS_SCHEMA.field(name), pc.add(t.column(i), shift))
-                out.write_table(t)
-        shifted.replace(path)
+                out.write_table(shifted(source.read_row_group(g), shift))
+        moved.replace(path)
