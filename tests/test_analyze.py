@@ -222,3 +222,30 @@ def test_an_unreachable_scheduler_is_one_line(ranks, tmp_path):
     proc = nvtx_tf("analyze", ranks / "rank0.nvtxrec", "-o", tmp_path / "o", "--scheduler", "tcp://127.0.0.1:9")
     assert proc.returncode == cli.EXIT_DASK_UNAVAILABLE == 15, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("nvtx-tf: error: cannot reach the Dask scheduler")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_step_work_is_each_ranges_overlap_with_each_step(seed):
+    """The mapper's vectorised step work against the definition, pair by pair: random steps
+    (some overlapping, some short) and ranges (before the first step, across several steps,
+    after the last; a few longer than every step, the epoch's among them)."""
+    from nvtx_plugins_tf.recorder.analysis.mapper import _step_work
+
+    rng = np.random.default_rng(seed)
+    starts = np.sort(rng.integers(0, 10_000, 40))
+    ends = starts + rng.integers(1, 600, 40)
+    r_start = rng.integers(-500, 11_000, 3000)
+    r_end = r_start + rng.integers(0, 900, 3000)
+    r_start[:3], r_end[:3] = -1000, 20_000  # around every step (not work inside any)
+    r_start[3], r_end[3] = 500, 9_000  # longer than every step, inside the run
+    names = rng.integers(0, 6, 3000)
+    domains, messages = ["d"] * 6, [f"m{i}" for i in range(6)]
+    work = _step_work(starts, ends, r_start, r_end, names, domains, messages)
+    longest = int((ends - starts).max())
+    for k, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+        expected: dict = {}
+        for rs, re_, n in zip(r_start.tolist(), r_end.tolist(), names.tolist()):
+            cover = min(re_, e) - max(rs, s)
+            if cover > 0 and not (re_ - rs > longest and rs <= s and re_ >= e):
+                expected[("d", f"m{n}")] = expected.get(("d", f"m{n}"), 0) + cover
+        assert work[k] == expected, k

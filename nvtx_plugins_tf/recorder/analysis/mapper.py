@@ -11,7 +11,6 @@ Memory: one input's ranges at a time (about 80 bytes a range), never all ranks'.
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,15 +85,6 @@ class RankResult:
     step_work: list[dict[tuple[str, str], int]] = field(default_factory=list)
 
 
-def _ranges_of(path: Path) -> Ranges:
-    from ..reports._nsys_parquet import is_parquetdir, parquetdir_to_sqlite
-
-    if path.is_dir() and is_parquetdir(path):
-        with tempfile.TemporaryDirectory(prefix="nvtx-tf-analyze-") as tmp:
-            return load_ranges(parquetdir_to_sqlite(path, Path(tmp) / "export.sqlite"))
-    return load_ranges(path)
-
-
 def _split(label: str, domain: str) -> str:
     return label[len(domain) + 1 :] if domain and label.startswith(domain + ":") else label
 
@@ -114,11 +104,12 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
     """The rank results of one input (see the module docstring). Raises OSError or ValueError
     (naming the input) when it cannot be read."""
     path = Path(path)
-    ranges = _ranges_of(path)
+    ranges = load_ranges(path, row_ids=False)
     label_domain = [ranges.domains[d] for d in range(len(ranges.domains))]
     # per name index: its domain and message
     name_domain = [""] * len(ranges.names)
-    for n, d in zip(ranges.name.tolist(), ranges.domain.tolist()):
+    first = np.unique(ranges.name, return_index=True)[1]
+    for n, d in zip(ranges.name[first].tolist(), ranges.domain[first].tolist()):
         name_domain[n] = label_domain[d]
     name_message = [_split(label, name_domain[i]) for i, label in enumerate(ranges.names)]
     chosen = _choose_step(ranges, name_domain, name_message, step)
@@ -131,70 +122,125 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
     stem = path.name[: -len(".nvtxrec")] if path.name.endswith(".nvtxrec") else path.stem
     out = []
     for pid in pids:
-        mine = ranges.pid == pid
+        mine = ranges.pid == pid if len(pids) > 1 else np.ones(len(ranges), dtype=bool)
         # the input's name (a recording's names its rank: rank3.nvtxrec), with the pid when it
         # holds several processes
         name = stem if len(pids) == 1 else f"{stem}:{pid}"
         closed = mine & ~ranges.open
         result = RankResult(name, str(path), pid, int(mine.sum()), int((mine & ranges.open).sum()))
-        dur = ranges.end - ranges.start
-        names = ranges.name[closed]
-        durations = dur[closed]
-        order = np.argsort(names, kind="stable")
-        names, durations = names[order], durations[order]
-        bounds = np.flatnonzero(np.diff(names)) + 1
-        for group in np.split(np.arange(len(names)), bounds) if len(names) else []:
-            d = durations[group]
-            n = int(names[group[0]])
-            q1, median, q3 = np.percentile(d, [25, 50, 75]) if len(d) else (np.nan,) * 3
-            result.stats.append(
-                RangeStats(
-                    name_domain[n],
-                    name_message[n],
-                    len(d),
-                    int(d.sum()),
-                    int(d.min()),
-                    int(d.max()),
-                    float(np.square(d - d.mean()).sum()),
-                    float(q1),
-                    float(median),
-                    float(q3),
-                    sketch.sketch(d),
-                )  # fmt: skip
-            )
+        result.stats = _range_stats(ranges.name[closed], (ranges.end - ranges.start)[closed], name_domain, name_message)
         if chosen is not None:
             steps = closed & is_step[np.minimum(ranges.name, len(ranges.names))]
             base = ranges.epoch_ns if ranges.epoch_ns is not None else 0
             result.aligned = ranges.epoch_ns is not None
             result.step_name = str(chosen)
-            starts, ends, ns = ranges.start[steps], ranges.end[steps], ranges.name[steps]
+            order = np.argsort(ranges.start[steps], kind="stable")
+            starts, ends, ns = ranges.start[steps][order], ranges.end[steps][order], ranges.name[steps][order]
             inner = closed & ~steps
-            inner_start, inner_end, inner_name = ranges.start[inner], ranges.end[inner], ranges.name[inner]
-            longest_step = int((ends - starts).max()) if len(starts) else 0
-            # Ranges longer than any step (the epoch around them ...) are few: checked one by one;
-            # the others overlap a step [s, e) only if they start in [s - longest_step, e).
-            long = (inner_end - inner_start) > longest_step
-            long_start, long_end, long_name = inner_start[long], inner_end[long], inner_name[long]
-            inner_start, inner_end, inner_name = inner_start[~long], inner_end[~long], inner_name[~long]
-            by_start = np.argsort(inner_start, kind="stable")
-            inner_start, inner_end, inner_name = inner_start[by_start], inner_end[by_start], inner_name[by_start]
-            for i, k in enumerate(np.argsort(starts, kind="stable").tolist()):
-                s, e = int(starts[k]), int(ends[k])
-                result.steps.append((i, name_message[int(ns[k])], s + base, e + base))
-                lo, hi = np.searchsorted(inner_start, [s - longest_step, e], side="left")
-                cover = np.minimum(inner_end[lo:hi], e) - np.maximum(inner_start[lo:hi], s)
-                names = inner_name[lo:hi]
-                # (a range around the whole step, the epoch's, is not work inside it)
-                long_cover = np.where(
-                    (long_start <= s) & (long_end >= e), 0, np.minimum(long_end, e) - np.maximum(long_start, s)
-                )
-                work: dict[tuple[str, str], int] = {}
-                for n, d in zip(
-                    np.concatenate([names, long_name]).tolist(), np.concatenate([cover, long_cover]).tolist()
-                ):
-                    if d > 0:
-                        key = (name_domain[n], name_message[n])
-                        work[key] = work.get(key, 0) + d
-                result.step_work.append(work)
+            result.steps = [
+                (i, name_message[n], s + base, e + base)
+                for i, (n, s, e) in enumerate(zip(ns.tolist(), starts.tolist(), ends.tolist()))
+            ]
+            result.step_work = _step_work(
+                starts, ends, ranges.start[inner], ranges.end[inner], ranges.name[inner], name_domain, name_message
+            )
         out.append(result)
     return out
+
+
+def _range_stats(names: np.ndarray, durations: np.ndarray, name_domain, name_message) -> list[RangeStats]:
+    """Per name (ascending index): the statistics of its ``durations``; quartiles as
+    ``np.percentile``'s linear interpolation."""
+    if not len(names):
+        return []
+    order = np.lexsort((durations, names))
+    names, d = names[order], durations[order].astype(np.int64)
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(names)) + 1])
+    counts = np.diff(np.append(starts, len(d)))
+    sums = np.add.reduceat(d, starts)
+    means = sums / counts
+    m2 = np.add.reduceat(np.square(d - np.repeat(means, counts)), starts)
+    quartiles = []
+    for q in (0.25, 0.5, 0.75):
+        pos = q * (counts - 1)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, counts - 1)
+        a, b = d[starts + lo].astype(np.float64), d[starts + hi].astype(np.float64)
+        quartiles.append(a + (b - a) * (pos - lo))
+    sketches = sketch.sketch_groups(d, starts)
+    mins, maxs = d[starts], d[starts + counts - 1]
+    return [
+        RangeStats(
+            name_domain[n],
+            name_message[n],
+            int(c),
+            int(s),
+            int(lo),
+            int(hi),
+            float(v),
+            float(q1),
+            float(q2),
+            float(q3),
+            sk,
+        )  # fmt: skip
+        for n, c, s, lo, hi, v, q1, q2, q3, sk in zip(
+            names[starts].tolist(),
+            counts.tolist(),
+            sums.tolist(),
+            mins.tolist(),
+            maxs.tolist(),
+            m2.tolist(),
+            *(q.tolist() for q in quartiles),
+            sketches,
+        )  # fmt: skip
+    ]
+
+
+def _step_work(starts, ends, inner_start, inner_end, inner_name, name_domain, name_message) -> list[dict]:
+    """Per step (``starts``/``ends``, in start order): (domain, message) -> the ns of the step
+    that the ranges of that name cover. A range longer than every step that covers a whole
+    step (the epoch's) is not work inside it."""
+    n_steps = len(starts)
+    if not n_steps:
+        return []
+    longest_step = int((ends - starts).max())
+    n_names = len(name_domain)
+    covered = np.zeros(n_steps * n_names, dtype=np.int64)  # step * n_names + name -> ns
+
+    def add(step_index, range_index, around_excluded):
+        s, e = starts[step_index], ends[step_index]
+        rs, re_ = inner_start[range_index], inner_end[range_index]
+        cover = np.minimum(re_, e) - np.maximum(rs, s)
+        if around_excluded:
+            cover = np.where((rs <= s) & (re_ >= e), 0, cover)
+        keep = cover > 0
+        np.add.at(covered, step_index[keep] * n_names + inner_name[range_index][keep], cover[keep])
+        return cover
+
+    long = (inner_end - inner_start) > longest_step
+    # the few ranges longer than any step (the epoch around them ...): against every step
+    for r in np.flatnonzero(long).tolist():
+        add(np.arange(n_steps), np.full(n_steps, r), True)
+    # the others: from the last step starting at or before the range, forward while any
+    # still overlaps, and backward while an earlier step may still reach into the range
+    short = np.flatnonzero(~long)
+    base = np.searchsorted(starts, inner_start[short], side="right") - 1
+    reach = np.maximum.accumulate(ends)  # the latest end of the steps up to each one
+    for direction in (1, -1):
+        k = np.maximum(base, 0) if direction == 1 else base - 1
+        rows = short
+        while len(rows):
+            valid = (k >= 0) & (k < n_steps)
+            if direction == 1:
+                valid &= starts[np.clip(k, 0, n_steps - 1)] < inner_end[rows]
+            else:
+                valid &= reach[np.clip(k, 0, n_steps - 1)] > inner_start[rows]
+            rows, k = rows[valid], k[valid]
+            if len(rows):
+                add(k, rows, False)
+            k = k + direction
+    work: list[dict[tuple[str, str], int]] = [{} for _ in range(n_steps)]
+    for flat in np.flatnonzero(covered).tolist():
+        step, n = divmod(flat, n_names)
+        work[step][(name_domain[n], name_message[n])] = int(covered[flat])
+    return work

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-__all__ = ["ALPHA", "GAMMA", "sketch", "merge", "quantile"]
+__all__ = ["ALPHA", "GAMMA", "sketch", "sketch_groups", "merge", "quantile"]
 
 ALPHA = 0.01  #: relative error bound of a bucket's value
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
@@ -33,6 +33,28 @@ def sketch(durations: np.ndarray) -> dict[int, int]:
     zeros = int((~positive).sum())
     if zeros:
         out[ZERO] = zeros
+    return out
+
+
+def sketch_groups(durations: np.ndarray, starts: np.ndarray) -> list[dict[int, int]]:
+    """The sketch of each group of ``durations`` (sorted ascending within each group; group g
+    is ``durations[starts[g]:starts[g + 1]]``), as :func:`sketch` of each.
+
+    >>> sketch_groups(np.array([0, 5, 5, 7, 1]), np.array([0, 4])) == [sketch([0, 5, 5, 7]), sketch([1])]
+    True
+    """
+    d = np.asarray(durations, dtype=np.float64)
+    group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(d))))
+    keys = np.full(len(d), ZERO, dtype=np.int64)
+    positive = d > 0
+    keys[positive] = np.ceil(np.log(d[positive]) / _LOG_GAMMA).astype(np.int64)
+    # sorted within each group, so a bucket is a run of equal (group, key)
+    change = np.flatnonzero((np.diff(keys) != 0) | (np.diff(group) != 0)) + 1
+    run_start = np.concatenate([[0], change]) if len(d) else change
+    run_count = np.diff(np.append(run_start, len(d)))
+    out: list[dict[int, int]] = [{} for _ in starts]
+    for g, k, n in zip(group[run_start].tolist(), keys[run_start].tolist(), run_count.tolist()):
+        out[g][k] = n
     return out
 
 

@@ -1,7 +1,8 @@
 """The push/pop and start/end ranges nsys's reports (:mod:`.nsys_reports`) are computed from,
 as arrays (:class:`Ranges`): read from a recording -- with the row ids and session-relative
 times our SQLite export writes, so that a recording and its export give the same report --
-or from an SQLite file in nsys's export schema (ours or ``nsys export``'s).
+or from an export in nsys's schema, ours or ``nsys export``'s: an SQLite file, or a parquetdir
+(:mod:`._export_ranges`).
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ import numpy as np
 
 from ..exports.nsys_tables import session_start_utc
 from ..recording._decoder import FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, KIND_START_END
-from ..recording.model import EVENT_PUSH_POP, EVENT_START_END
-from ._nsys_sqlite import is_sqlite, open_nsys_sqlite, split_gtid
+from ._export_ranges import parquetdir_columns, sqlite_columns
+from ._nsys_parquet import is_parquetdir
+from ._nsys_sqlite import is_sqlite, open_nsys_sqlite
 from .names import DEFAULT_DOMAIN, range_label, selects_domain
 
 __all__ = ["Ranges", "load_ranges", "sqlite_domain_names"]
-
-# nsys's NVTXT event types (ranges imported from NVTXT files), read like 59/60.
-_EVENT_NVTXT_PUSH_POP, _EVENT_NVTXT_START_END = 70, 71
 
 
 @dataclass
@@ -69,16 +68,21 @@ class Ranges:
         return self.select(keep[np.minimum(self.domain, len(self.domains))])
 
 
-def load_ranges(source, *, reader=None) -> Ranges:
+def load_ranges(source, *, reader=None, row_ids: bool = True) -> Ranges:
     """The ranges of a recording (folder or segment; ``reader``: an open
-    :class:`~..recording.reader.RecordingReader` of it, read here) or of an SQLite file in nsys's
-    export schema. Raises ValueError for an SQLite file without ``NVTX_EVENTS``."""
+    :class:`~..recording.reader.RecordingReader` of it, read here) or of an export in nsys's
+    schema (an SQLite file; a parquetdir, whose row ids are the rows' places in its
+    ``NVTX_EVENTS.parquet``). Raises ValueError for an SQLite file without ``NVTX_EVENTS``.
+    ``row_ids`` False: a recording's ranges are numbered in the order they are read, not as
+    the export's rows (what needs no row ids saves sorting every row)."""
     if reader is None and Path(source).is_file() and is_sqlite(source):
-        return _from_sqlite(Path(source))
+        return Ranges(**sqlite_columns(Path(source)))
+    if reader is None and Path(source).is_dir() and is_parquetdir(source):
+        return Ranges(**parquetdir_columns(Path(source)))
     from ..recording.reader import reading
 
     with reading(source, reader) as reader:
-        return _from_recording(reader)
+        return _from_recording(reader, row_ids)
 
 
 def sqlite_domain_names(path) -> list[str]:
@@ -89,49 +93,10 @@ def sqlite_domain_names(path) -> list[str]:
     return [""] + sorted(n for n in names if n)
 
 
-def _from_sqlite(path: Path) -> Ranges:
-    with open_nsys_sqlite(path) as db:
-        domain_of = db.domain_names()
-        (last,) = db.con.execute("SELECT max(max(start), coalesce(max(end), max(start))) FROM NVTX_EVENTS").fetchone()
-        epoch = None
-        if db.con.execute("SELECT 1 FROM sqlite_master WHERE name = 'TARGET_INFO_SESSION_START_TIME'").fetchone():
-            row = db.con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-            epoch = row[0] if row else None
-        types = (EVENT_PUSH_POP, EVENT_START_END, _EVENT_NVTXT_PUSH_POP, _EVENT_NVTXT_START_END)
-        rows = db.con.execute(
-            f"SELECT e.rowid, e.start, e.end, e.eventType, e.globalTid, {db.text}, e.domainId FROM NVTX_EVENTS e "
-            f"{db.join} WHERE e.eventType IN {types} ORDER BY e.rowid"
-        ).fetchall()
-    last = int(last or 0)
-    names: dict[str, int] = {}
-    domains: dict[str, int] = {"": 0}
-    for dname in sorted(set(domain_of.values()) - {None}):  # every domain of the file, used or not
-        domains.setdefault(dname, len(domains))
-    n = len(rows)
-    out = {k: np.zeros(n, dtype=np.int64) for k in ("row_id", "start", "end", "pid", "tid", "name", "domain")}
-    is_open = np.zeros(n, dtype=bool)
-    push_pop = np.zeros(n, dtype=bool)
-    for i, (rowid, start, end, etype, gtid, message, dom_id) in enumerate(rows):
-        pid, tid = split_gtid(gtid)
-        dname = domain_of.of(dom_id, pid) or ""
-        out["row_id"][i] = rowid
-        out["start"][i] = start
-        out["end"][i] = last if end is None else end
-        is_open[i] = end is None
-        push_pop[i] = etype in (EVENT_PUSH_POP, _EVENT_NVTXT_PUSH_POP)
-        out["pid"][i] = pid
-        out["tid"][i] = tid
-        out["name"][i] = names.setdefault(range_label(dname, message), len(names))
-        out["domain"][i] = domains.setdefault(dname, len(domains))
-    return Ranges(
-        open=is_open, push_pop=push_pop, names=list(names), domains=list(domains), last_ns=last, epoch_ns=epoch, **out
-    )
-
-
-def _from_recording(reader) -> Ranges:
+def _from_recording(reader, row_ids: bool = True) -> Ranges:
     """Ranges with the times and row ids our SQLite export (:mod:`..exports.sqlite`) writes:
     session-relative times, every row (marks and definitions too) numbered in (start, end
-    descending, open last) order."""
+    descending, open last) order (``row_ids`` False: in the order read)."""
     parts = []
     all_start, all_end = [], []  # every row of the export, for its row numbers
     offset = 0
@@ -166,10 +131,12 @@ def _from_recording(reader) -> Ranges:
     ends = np.where(closed, ends - origin - shift, none)
     starts -= shift
     last = int(max(starts.max(), ends[closed].max() if closed.any() else 0)) if len(starts) else 0
-    # Row number = rank in the export's ORDER BY start, end DESC (NULL ends last).
-    order = np.lexsort((np.where(closed, -ends, np.iinfo(np.int64).max), starts))
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(1, len(order) + 1)
+    if row_ids:  # row number = rank in the export's ORDER BY start, end DESC (NULL ends last)
+        order = np.lexsort((np.where(closed, -ends, np.iinfo(np.int64).max), starts))
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(1, len(order) + 1)
+    else:
+        rank = np.arange(1, len(starts) + 1)
 
     index = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
     r = np.concatenate([p[1] for p in parts]) if parts else None
