@@ -239,8 +239,8 @@ def test_step_work_is_each_ranges_overlap_with_each_step(seed):
     r_start[:3], r_end[:3] = -1000, 20_000  # around every step (not work inside any)
     r_start[3], r_end[3] = 500, 9_000  # longer than every step, inside the run
     names = rng.integers(0, 6, 3000)
-    domains, messages = ["d"] * 6, [f"m{i}" for i in range(6)]
-    work = _step_work(starts, ends, r_start, r_end, names, domains, messages)
+    used, matrix = _step_work(starts, ends, r_start, r_end, names, 6)
+    work = [{("d", f"m{n}"): int(v) for n, v in zip(used.tolist(), row) if v} for row in matrix.tolist()]
     longest = int((ends - starts).max())
     for k, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
         expected: dict = {}

@@ -1,5 +1,5 @@
 """Where the mappers run (:mod:`.mapper`, one task per input): in this process (the default,
-no service), on a ``dask.distributed`` LocalCluster this process starts (``workers``), or on a
+no service: one thread per core), on a ``dask.distributed`` LocalCluster this process starts (``workers``), or on a
 running Dask cluster (``scheduler``), as the recipes' ``dask-futures`` mode. The results are
 the same on every engine: the reducer gets the same partial results, in input order.
 
@@ -8,15 +8,23 @@ An input that cannot be read is left out with one line naming it; the others sti
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import sqlite3
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .mapper import RankResult, StepSpec, map_input
 
-__all__ = ["EngineUnavailable", "run_mappers"]
+__all__ = ["EngineUnavailable", "run_mappers", "embedded_threads"]
+
+
+def embedded_threads() -> int:
+    """The embedded engine's threads: one per core this process may run on."""
+    return max(1, len(os.sched_getaffinity(0)))
 
 
 class EngineUnavailable(RuntimeError):
@@ -58,12 +66,18 @@ def run_mappers(
     results: list[tuple[list[RankResult], str | None] | None] = [None] * len(paths)
     done = events = 0
     if workers is None and scheduler is None:
-        for i, path in enumerate(paths):
-            results[i] = _safe_map(path, step)
-            done += 1
-            events += sum(r.events for r in results[i][0])
-            if progress:
-                progress(done, len(paths), events)
+        # Threads of this process, one input each at a time: the reading (native decoder,
+        # pyarrow) and numpy's sorts release the GIL, so two cores give 1.7x one's ranges/s
+        # (benchmarks/bench_analyze.py); memory is that of as many inputs as threads.
+        with ThreadPoolExecutor(max_workers=embedded_threads()) as pool:
+            futures = {pool.submit(_safe_map, path, step): i for i, path in enumerate(paths)}
+            for future in concurrent.futures.as_completed(futures):
+                i = futures[future]
+                results[i] = future.result()
+                done += 1
+                events += sum(r.events for r in results[i][0])
+                if progress:
+                    progress(done, len(paths), events)
     else:
         from distributed import as_completed
 

@@ -1,11 +1,12 @@
 """One input of ``analyze`` (a recording, or an export: ours or nsys's) to its ranks' partial
 results: the mapper of the map/reduce, as NVIDIA's recipes have one per report. It runs where
-the input is read (this process, or a Dask worker) and returns small, picklable results:
-per rank (a process of the input) and per range (domain, message) the count, sum, min, max,
+the input is read (this process, or a Dask worker) and returns small, picklable results
+(:class:`RankResult`): per rank (a process of the input) and per range (domain, message) the count, sum, min, max,
 sum of squared deviations, exact quartiles and a quantile sketch (:mod:`.sketch`) of the closed
 ranges' durations; and the rank's steps (the ranges named by the step) on the wall clock.
 
-Memory: one input's ranges at a time (about 80 bytes a range), never all ranks'.
+Memory: one input's ranges at a time (at most about 200 bytes a range while it is read),
+never all ranks'; a rank's result is columns of a few hundred KB (per range name and per step).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from ..reports.ranges import Ranges, load_ranges
 from . import sketch
 
-__all__ = ["StepSpec", "RangeStats", "RankResult", "map_input", "DEFAULT_STEPS"]
+__all__ = ["StepSpec", "RankResult", "map_input", "DEFAULT_STEPS"]
 
 #: the step ranges our Keras callback and session hooks emit, tried in this order
 DEFAULT_STEPS = ("batch@Keras", "step@Keras", "step", "batch")
@@ -47,42 +48,57 @@ class StepSpec:
         return self.name if self.domain is None else f"{self.name}@{self.domain or 'default'}"
 
 
-@dataclass
-class RangeStats:
-    domain: str
-    message: str
-    count: int
-    sum: int
-    min: int
-    max: int
-    m2: float  # sum of squared deviations from the mean (merged exactly: Chan et al.)
-    q1: float
-    median: float
-    q3: float
-    sketch: dict[int, int]
+_I64 = np.zeros(0, dtype=np.int64)
+_F64 = np.zeros(0, dtype=np.float64)
 
 
 @dataclass
 class RankResult:
-    """One rank: ``name`` (the input's name without its suffix, with :pid when it holds
-    several processes), ``file`` (the input), its ranges' statistics and its steps
-    (``steps``: rows of (step index, message, start, end) in wall-clock ns, or session ns
-    when the input has no wall-clock anchor: ``aligned`` False)."""
+    """One rank, as columns (a few hundred KB whatever its number of ranges: the reducer holds
+    every rank's): ``name`` (the input's name without its suffix, with :pid when it holds
+    several processes), ``file`` (the input), ``events`` (its ranges), ``open_ranges``.
+
+    Per range name (``names``: (domain, message), one element of each array per name): the
+    closed ranges' ``count``, ``sum``, ``min``, ``max``, ``m2`` (sum of squared deviations from
+    the mean: merged exactly, Chan et al.), the exact quartiles ``q1``, ``median``, ``q3``
+    (numpy's linear interpolation), and a quantile sketch (:mod:`.sketch`) as rows
+    (``sketch_row``: the name's index, ``sketch_key``: the bucket, ``sketch_count``).
+
+    The steps (the ranges named by ``step_name``), in start order: ``step_row`` (the name's
+    index), ``step_start``/``step_end`` in wall-clock ns (session ns when the input has no
+    wall-clock anchor: ``aligned`` False), and ``step_work[step, j]``: the ns of the step that
+    the ranges named ``names[work_rows[j]]`` cover on this rank, any thread (their overlap
+    with the step: a read that began before the step counts for the part the step waited;
+    the step ranges and the ranges around the whole step, as the epoch's, left out)."""
 
     name: str
     file: str
     pid: int
     events: int
     open_ranges: int
-    stats: list[RangeStats] = field(default_factory=list)
-    steps: list[tuple[int, str, int, int]] = field(default_factory=list)
+    names: list[tuple[str, str]] = field(default_factory=list)
+    count: np.ndarray = field(default_factory=lambda: _I64)
+    sum: np.ndarray = field(default_factory=lambda: _I64)
+    min: np.ndarray = field(default_factory=lambda: _I64)
+    max: np.ndarray = field(default_factory=lambda: _I64)
+    m2: np.ndarray = field(default_factory=lambda: _F64)
+    q1: np.ndarray = field(default_factory=lambda: _F64)
+    median: np.ndarray = field(default_factory=lambda: _F64)
+    q3: np.ndarray = field(default_factory=lambda: _F64)
+    sketch_row: np.ndarray = field(default_factory=lambda: _I64)
+    sketch_key: np.ndarray = field(default_factory=lambda: _I64)
+    sketch_count: np.ndarray = field(default_factory=lambda: _I64)
     step_name: str = ""
     aligned: bool = True
-    #: per step (as ``steps``): (domain, message) -> ns of the step that the ranges of that
-    #: name cover on this rank, any thread (their overlap with the step: a read that began
-    #: before the step counts for the part the step waited; the step ranges and the ranges
-    #: around the whole step, as the epoch's, left out)
-    step_work: list[dict[tuple[str, str], int]] = field(default_factory=list)
+    step_row: np.ndarray = field(default_factory=lambda: _I64)
+    step_start: np.ndarray = field(default_factory=lambda: _I64)
+    step_end: np.ndarray = field(default_factory=lambda: _I64)
+    work_rows: np.ndarray = field(default_factory=lambda: _I64)
+    step_work: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.step_start)
 
 
 def _split(label: str, domain: str) -> str:
@@ -128,38 +144,40 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
         name = stem if len(pids) == 1 else f"{stem}:{pid}"
         closed = mine & ~ranges.open
         result = RankResult(name, str(path), pid, int(mine.sum()), int((mine & ranges.open).sum()))
-        result.stats = _range_stats(ranges.name[closed], (ranges.end - ranges.start)[closed], name_domain, name_message)
+        rows = _range_stats(result, ranges.name[closed], (ranges.end - ranges.start)[closed])
+        result.names = [(name_domain[n], name_message[n]) for n in rows.tolist()]
         if chosen is not None:
             steps = closed & is_step[np.minimum(ranges.name, len(ranges.names))]
             base = ranges.epoch_ns if ranges.epoch_ns is not None else 0
             result.aligned = ranges.epoch_ns is not None
             result.step_name = str(chosen)
             order = np.argsort(ranges.start[steps], kind="stable")
-            starts, ends, ns = ranges.start[steps][order], ranges.end[steps][order], ranges.name[steps][order]
+            starts, ends = ranges.start[steps][order], ranges.end[steps][order]
+            result.step_row = np.searchsorted(rows, ranges.name[steps][order])
+            result.step_start, result.step_end = starts + base, ends + base
             inner = closed & ~steps
-            result.steps = [
-                (i, name_message[n], s + base, e + base)
-                for i, (n, s, e) in enumerate(zip(ns.tolist(), starts.tolist(), ends.tolist()))
-            ]
-            result.step_work = _step_work(
-                starts, ends, ranges.start[inner], ranges.end[inner], ranges.name[inner], name_domain, name_message
+            work_names, result.step_work = _step_work(
+                starts, ends, ranges.start[inner], ranges.end[inner], ranges.name[inner], len(ranges.names)
             )
+            result.work_rows = np.searchsorted(rows, work_names)
         out.append(result)
     return out
 
 
-def _range_stats(names: np.ndarray, durations: np.ndarray, name_domain, name_message) -> list[RangeStats]:
-    """Per name (ascending index): the statistics of its ``durations``; quartiles as
-    ``np.percentile``'s linear interpolation."""
+def _range_stats(result: RankResult, names: np.ndarray, durations: np.ndarray) -> np.ndarray:
+    """Fill ``result``'s per-name columns from the closed ranges' ``names`` (indexes) and
+    ``durations``; returns the name indexes of its rows (ascending)."""
     if not len(names):
-        return []
+        return np.zeros(0, dtype=np.int64)
     order = np.lexsort((durations, names))
     names, d = names[order], durations[order].astype(np.int64)
     starts = np.concatenate([[0], np.flatnonzero(np.diff(names)) + 1])
     counts = np.diff(np.append(starts, len(d)))
-    sums = np.add.reduceat(d, starts)
-    means = sums / counts
-    m2 = np.add.reduceat(np.square(d - np.repeat(means, counts)), starts)
+    result.count = counts
+    result.sum = np.add.reduceat(d, starts)
+    means = result.sum / counts
+    result.m2 = np.add.reduceat(np.square(d - np.repeat(means, counts)), starts)
+    result.min, result.max = d[starts], d[starts + counts - 1]
     quartiles = []
     for q in (0.25, 0.5, 0.75):
         pos = q * (counts - 1)
@@ -167,44 +185,19 @@ def _range_stats(names: np.ndarray, durations: np.ndarray, name_domain, name_mes
         hi = np.minimum(lo + 1, counts - 1)
         a, b = d[starts + lo].astype(np.float64), d[starts + hi].astype(np.float64)
         quartiles.append(a + (b - a) * (pos - lo))
-    sketches = sketch.sketch_groups(d, starts)
-    mins, maxs = d[starts], d[starts + counts - 1]
-    return [
-        RangeStats(
-            name_domain[n],
-            name_message[n],
-            int(c),
-            int(s),
-            int(lo),
-            int(hi),
-            float(v),
-            float(q1),
-            float(q2),
-            float(q3),
-            sk,
-        )  # fmt: skip
-        for n, c, s, lo, hi, v, q1, q2, q3, sk in zip(
-            names[starts].tolist(),
-            counts.tolist(),
-            sums.tolist(),
-            mins.tolist(),
-            maxs.tolist(),
-            m2.tolist(),
-            *(q.tolist() for q in quartiles),
-            sketches,
-        )  # fmt: skip
-    ]
+    result.q1, result.median, result.q3 = quartiles
+    result.sketch_row, result.sketch_key, result.sketch_count = sketch.sketch_groups(d, starts)
+    return names[starts]
 
 
-def _step_work(starts, ends, inner_start, inner_end, inner_name, name_domain, name_message) -> list[dict]:
-    """Per step (``starts``/``ends``, in start order): (domain, message) -> the ns of the step
-    that the ranges of that name cover. A range longer than every step that covers a whole
-    step (the epoch's) is not work inside it."""
+def _step_work(starts, ends, inner_start, inner_end, inner_name, n_names: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the names that cover any step, ``work[step, j]``: the ns of step ``step`` (``starts``/
+    ``ends``, in start order) that the ranges named ``names[j]`` cover). A range longer than
+    every step that covers a whole step (the epoch's) is not work inside it."""
     n_steps = len(starts)
     if not n_steps:
-        return []
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int64)
     longest_step = int((ends - starts).max())
-    n_names = len(name_domain)
     covered = np.zeros(n_steps * n_names, dtype=np.int64)  # step * n_names + name -> ns
 
     def add(step_index, range_index, around_excluded):
@@ -215,7 +208,6 @@ def _step_work(starts, ends, inner_start, inner_end, inner_name, name_domain, na
             cover = np.where((rs <= s) & (re_ >= e), 0, cover)
         keep = cover > 0
         np.add.at(covered, step_index[keep] * n_names + inner_name[range_index][keep], cover[keep])
-        return cover
 
     long = (inner_end - inner_start) > longest_step
     # the few ranges longer than any step (the epoch around them ...): against every step
@@ -239,8 +231,6 @@ def _step_work(starts, ends, inner_start, inner_end, inner_name, name_domain, na
             if len(rows):
                 add(k, rows, False)
             k = k + direction
-    work: list[dict[tuple[str, str], int]] = [{} for _ in range(n_steps)]
-    for flat in np.flatnonzero(covered).tolist():
-        step, n = divmod(flat, n_names)
-        work[step][(name_domain[n], name_message[n])] = int(covered[flat])
-    return work
+    work = covered.reshape(n_steps, n_names)
+    used = np.flatnonzero(work.any(axis=0))
+    return used, work[:, used]

@@ -23,11 +23,11 @@ tables, written as Parquet and CSV with pyarrow, and the summary.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -48,59 +48,85 @@ class Tables:
     left_out: list[str] = field(default_factory=list)
 
 
-def _std(n: int, m2: float) -> float:
-    return math.sqrt(m2 / (n - 1)) if n > 1 else math.nan
+def _std(n: np.ndarray, m2: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 1, np.sqrt(m2 / np.maximum(n - 1, 1)), np.nan)
+
+
+def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
 
 def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -> Tables:
     ranks = sorted(ranks, key=lambda r: (r.file, r.pid))
-    rs = {k: [] for k in ("Text", "Domain", "Count", "Mean", "Std", "Min", "Q1", "Median", "Q3", "Max", "Sum")}
-    rs.update(Rank=[], RankName=[], File=[])
-    merged: dict[tuple[str, str], dict] = {}
-    for index, rank in enumerate(ranks):
-        for s in rank.stats:
-            for key, value in (
-                ("Text", s.message), ("Domain", s.domain), ("Count", s.count), ("Mean", s.sum / s.count),
-                ("Std", _std(s.count, s.m2)), ("Min", s.min), ("Q1", s.q1), ("Median", s.median), ("Q3", s.q3),
-                ("Max", s.max), ("Sum", s.sum), ("Rank", index), ("RankName", rank.name), ("File", rank.file),
-            ):  # fmt: skip
-                rs[key].append(value)
-            m = merged.setdefault((s.domain, s.message), {"n": 0, "sum": 0, "min": s.min, "max": s.max, "m2": 0.0})
-            # Chan et al.: the two parts' squared deviations plus the shift between their means
-            if m["n"]:
-                delta = s.sum / s.count - m["sum"] / m["n"]
-                m["m2"] += s.m2 + delta * delta * m["n"] * s.count / (m["n"] + s.count)
-            else:
-                m["m2"] = s.m2
-            m["n"] += s.count
-            m["sum"] += s.sum
-            m["min"], m["max"] = min(m["min"], s.min), max(m["max"], s.max)
-            m.setdefault("sketches", []).append(s.sketch)
-    al = {k: [] for k in ("Text", "Domain", "Count", "Mean", "Std (approx)", "Min")}
-    al.update({"Q1 (approx)": [], "Median (approx)": [], "Q3 (approx)": [], "Max": [], "Sum": []})
-    for (domain, message), m in sorted(merged.items(), key=lambda kv: -kv[1]["sum"]):
-        sk = sketch.merge(m["sketches"])
-        for key, value in (
-            ("Text", message), ("Domain", domain), ("Count", m["n"]), ("Mean", m["sum"] / m["n"]),
-            ("Std (approx)", _std(m["n"], m["m2"])), ("Min", m["min"]), ("Q1 (approx)", sketch.quantile(sk, 0.25)),
-            ("Median (approx)", sketch.quantile(sk, 0.5)), ("Q3 (approx)", sketch.quantile(sk, 0.75)),
-            ("Max", m["max"]), ("Sum", m["sum"]),
-        ):  # fmt: skip
-            al[key].append(value)
-    first = min((s[2] for r in ranks for s in r.steps), default=0)
-    pc = {k: [] for k in ("Rank", "RankName", "File", "Step", "Name", "Start", "End", "Duration", "Gap")}
-    pc["StartEpochNs"] = []
-    for index, rank in enumerate(ranks):
-        previous_end = None
-        for step, name, start, end in rank.steps:
-            for key, value in (
-                ("Rank", index), ("RankName", rank.name), ("File", rank.file), ("Step", step), ("Name", name),
-                ("Start", start - first), ("End", end - first), ("Duration", end - start),
-                ("Gap", 0 if previous_end is None else start - previous_end), ("StartEpochNs", start),
-            ):  # fmt: skip
-                pc[key].append(value)
-            previous_end = end
-    st = _stragglers(ranks)
+    # every rank's rows, and each row's range across the ranks (its first appearance's order)
+    key_of: dict[tuple[str, str], int] = {}
+    gid = [np.array([key_of.setdefault(k, len(key_of)) for k in r.names], dtype=np.int64) for r in ranks]
+    keys = list(key_of)
+    count, total = _cat([r.count for r in ranks], np.int64), _cat([r.sum for r in ranks], np.int64)
+    m2 = _cat([r.m2 for r in ranks], np.float64)
+    rank_of = _cat([np.full(len(r.names), i) for i, r in enumerate(ranks)], np.int64)
+    rs = {
+        "Text": [m for r in ranks for _, m in r.names],
+        "Domain": [d for r in ranks for d, _ in r.names],
+        "Count": count,
+        "Mean": total / np.maximum(count, 1),
+        "Std": _std(count, m2),
+        "Min": _cat([r.min for r in ranks], np.int64),
+        "Q1": _cat([r.q1 for r in ranks], np.float64),
+        "Median": _cat([r.median for r in ranks], np.float64),
+        "Q3": _cat([r.q3 for r in ranks], np.float64),
+        "Max": _cat([r.max for r in ranks], np.int64),
+        "Sum": total,
+        "Rank": rank_of,
+        "RankName": [r.name for r in ranks for _ in r.names],
+        "File": [r.file for r in ranks for _ in r.names],
+    }
+    # all ranks: count, sum, min, max exact; m2 by the parallel-axis theorem (Chan et al.):
+    # the ranks' squared deviations plus each rank's count times its mean's distance to the mean
+    g, k = _cat(gid, np.int64), len(keys)
+    n = np.bincount(g, weights=count, minlength=k).astype(np.int64)
+    sums = np.zeros(k, dtype=np.int64)
+    np.add.at(sums, g, total)
+    mins, maxs = np.full(k, np.iinfo(np.int64).max), np.full(k, np.iinfo(np.int64).min)
+    np.minimum.at(mins, g, rs["Min"])
+    np.maximum.at(maxs, g, rs["Max"])
+    mean = sums / np.maximum(n, 1)
+    spread = np.bincount(g, weights=m2 + count * np.square(rs["Mean"] - mean[g]), minlength=k)
+    sketch_g = _cat([gid[i][r.sketch_row] for i, r in enumerate(ranks)], np.int64)
+    quartiles = sketch.merged_quantiles(
+        sketch_g, _cat([r.sketch_key for r in ranks], np.int64), _cat([r.sketch_count for r in ranks], np.int64),
+        k, (0.25, 0.5, 0.75),
+    )  # fmt: skip
+    order = np.argsort(-sums, kind="stable")
+    al = {
+        "Text": [keys[i][1] for i in order.tolist()],
+        "Domain": [keys[i][0] for i in order.tolist()],
+        "Count": n[order],
+        "Mean": mean[order],
+        "Std (approx)": _std(n, spread)[order],
+        "Min": mins[order],
+        "Q1 (approx)": quartiles[order, 0],
+        "Median (approx)": quartiles[order, 1],
+        "Q3 (approx)": quartiles[order, 2],
+        "Max": maxs[order],
+        "Sum": sums[order],
+    }
+    first = min((int(r.step_start.min()) for r in ranks if r.n_steps), default=0)
+    gaps = [np.concatenate([[0], r.step_start[1:] - r.step_end[:-1]]) if r.n_steps else _I64 for r in ranks]
+    pc = {
+        "Rank": _cat([np.full(r.n_steps, i) for i, r in enumerate(ranks)], np.int64),
+        "RankName": [r.name for r in ranks for _ in range(r.n_steps)],
+        "File": [r.file for r in ranks for _ in range(r.n_steps)],
+        "Step": _cat([np.arange(r.n_steps) for r in ranks], np.int64),
+        "Name": [r.names[i][1] for r in ranks for i in r.step_row.tolist()],
+        "Start": _cat([r.step_start - first for r in ranks], np.int64),
+        "End": _cat([r.step_end - first for r in ranks], np.int64),
+        "Duration": _cat([r.step_end - r.step_start for r in ranks], np.int64),
+        "Gap": _cat(gaps, np.int64),
+        "StartEpochNs": _cat([r.step_start for r in ranks], np.int64),
+    }
+    st = _stragglers(ranks, gid, keys)
     ints = {"Count", "Min", "Max", "Sum", "Rank", "Step", "Start", "End", "Duration", "Gap", "StartEpochNs"}
     ints |= {"Ranks", "StepDuration", "MedianStepDuration", "Excess"}
 
@@ -115,6 +141,7 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
     return Tables(ranks, table(rs), table(al), table(pc), table(st), list(left_out or []))
 
 
+_I64 = np.zeros(0, dtype=np.int64)
 _TEXT = {"Text", "Domain", "RankName", "File", "Name", "TopRanges"}
 
 
@@ -122,29 +149,41 @@ def _label(key: tuple[str, str]) -> str:
     return f"{key[0]}:{key[1]}" if key[0] else key[1]
 
 
-def _stragglers(ranks: list[RankResult]) -> dict[str, list]:
+def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple[str, str]]) -> dict[str, list]:
     out = {k: [] for k in ("Step", "Ranks", "Rank", "RankName", "StepDuration", "MedianStepDuration", "Excess")}
     out["TopRanges"] = []
-    steps = max((len(r.steps) for r in ranks), default=0)
-    for i in range(steps):
-        present = [(index, r) for index, r in enumerate(ranks) if i < len(r.steps) and i < len(r.step_work)]
+    steps = max((r.n_steps for r in ranks), default=0)
+    if not steps:
+        return out
+    # work[rank, step, key]: the ranges' names any rank's work has, as columns
+    used = np.unique(_cat([gid[i][r.work_rows] for i, r in enumerate(ranks)], np.int64))
+    column = {int(k): j for j, k in enumerate(used.tolist())}
+    work = np.zeros((len(ranks), steps, len(used)), dtype=np.int64)
+    durations = np.zeros((len(ranks), steps), dtype=np.int64)
+    has = np.zeros((len(ranks), steps), dtype=bool)
+    for i, r in enumerate(ranks):
+        cols = [column[int(k)] for k in gid[i][r.work_rows].tolist()]
+        if cols:
+            work[i, : len(r.step_work)][:, cols] = r.step_work
+        durations[i, : r.n_steps] = r.step_end - r.step_start
+        has[i, : min(r.n_steps, len(r.step_work))] = True
+    for step in range(steps):
+        present = np.flatnonzero(has[:, step])
         if len(present) < 2:
             continue
-        keys = set().union(*(r.step_work[i] for _, r in present))
-        medians = {k: statistics.median(r.step_work[i].get(k, 0) for _, r in present) for k in keys}
-        best = None
-        for index, r in present:
-            above = {k: r.step_work[i].get(k, 0) - medians[k] for k in keys}
-            excess = sum(v for v in above.values() if v > 0)
-            if best is None or excess > best[0]:
-                best = (excess, index, r, above)
-        excess, index, r, above = best
-        top = sorted(((v, k) for k, v in above.items() if v > 0), reverse=True)[:3]
-        durations = [rr.steps[i][3] - rr.steps[i][2] for _, rr in present]
+        w = work[present, step, :]
+        above = w - np.median(w, axis=0)
+        excess = np.where(above > 0, above, 0).sum(axis=1)
+        best = int(np.argmax(excess))  # (the first of equals)
+        index = int(present[best])
+        top = sorted(
+            ((float(v), keys[int(used[j])]) for j, v in enumerate(above[best].tolist()) if v > 0), reverse=True
+        )[:3]
         for key, value in (
-            ("Step", i), ("Ranks", len(present)), ("Rank", index), ("RankName", r.name),
-            ("StepDuration", r.steps[i][3] - r.steps[i][2]), ("MedianStepDuration", int(statistics.median(durations))),
-            ("Excess", int(excess)), ("TopRanges", "; ".join(f"{_label(k)} +{int(v)}" for v, k in top)),
+            ("Step", step), ("Ranks", len(present)), ("Rank", index), ("RankName", ranks[index].name),
+            ("StepDuration", int(durations[index, step])),
+            ("MedianStepDuration", int(np.median(durations[present, step]))),
+            ("Excess", int(excess[best])), ("TopRanges", "; ".join(f"{_label(k)} +{int(v)}" for v, k in top)),
         ):  # fmt: skip
             out[key].append(value)
     return out
@@ -161,7 +200,7 @@ def write_tables(tables: Tables, outdir) -> list[Path]:
         pq.write_table(t, outdir / f"{name}.parquet")
         pacsv.write_csv(t, outdir / f"{name}.csv")
         written += [outdir / f"{name}.parquet", outdir / f"{name}.csv"]
-    stepped = [r for r in tables.ranks if r.steps]
+    stepped = [r for r in tables.ranks if r.n_steps]
     if stepped:
         try:
             import matplotlib  # noqa: F401
@@ -169,7 +208,7 @@ def write_tables(tables: Tables, outdir) -> list[Path]:
             return written  # (the 'plot' extra: no heatmap)
         from .heatmap import draw_heatmap
 
-        durations = [[e - s for _, _, s, e in r.steps] for r in stepped]
+        durations = [r.step_end - r.step_start for r in stepped]
         title = f"{len(stepped)} ranks, steps {stepped[0].step_name!r}: duration against the step's median"
         written.append(draw_heatmap(durations, [r.name for r in stepped], outdir / "heatmap.png", title))
     return written
@@ -187,13 +226,13 @@ def summary_lines(tables: Tables) -> list[str]:
     lines = [f"{len(ranks)} rank(s) in {files} input(s), {events:,} ranges" + (
         f"; {len(tables.left_out)} input(s) left out (first: {tables.left_out[0]})" if tables.left_out else ""
     )]  # fmt: skip
-    stepped = [r for r in ranks if r.steps]
+    stepped = [r for r in ranks if r.n_steps]
     if not stepped:
         lines.append("no step ranges (--step NAME[@DOMAIN] names them): no pace")
         return lines
-    medians = {r.name: statistics.median(e - s for _, _, s, e in r.steps) for r in stepped}
+    medians = {r.name: statistics.median((r.step_end - r.step_start).tolist()) for r in stepped}
     overall = statistics.median(medians.values())
-    steps = max(len(r.steps) for r in stepped)
+    steps = max(r.n_steps for r in stepped)
     lines.append(f"steps: {stepped[0].step_name!r}, up to {steps} per rank; median step {_ms(overall)}")
     st = tables.stragglers.to_pydict()
     if not st["Step"]:

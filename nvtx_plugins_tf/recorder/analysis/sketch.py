@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-__all__ = ["ALPHA", "GAMMA", "sketch", "sketch_groups", "merge", "quantile"]
+__all__ = ["ALPHA", "GAMMA", "sketch", "sketch_groups", "merged_quantiles", "merge", "quantile"]
 
 ALPHA = 0.01  #: relative error bound of a bucket's value
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
@@ -36,11 +36,12 @@ def sketch(durations: np.ndarray) -> dict[int, int]:
     return out
 
 
-def sketch_groups(durations: np.ndarray, starts: np.ndarray) -> list[dict[int, int]]:
-    """The sketch of each group of ``durations`` (sorted ascending within each group; group g
-    is ``durations[starts[g]:starts[g + 1]]``), as :func:`sketch` of each.
+def sketch_groups(durations: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sketches of groups of ``durations`` (sorted ascending within each group; group g is
+    ``durations[starts[g]:starts[g + 1]]``) as rows (group, bucket, count), by group then bucket.
 
-    >>> sketch_groups(np.array([0, 5, 5, 7, 1]), np.array([0, 4])) == [sketch([0, 5, 5, 7]), sketch([1])]
+    >>> g, k, n = sketch_groups(np.array([0, 5, 5, 7, 1]), np.array([0, 4]))
+    >>> [dict(zip(k[g == i].tolist(), n[g == i].tolist())) for i in (0, 1)] == [sketch([0, 5, 5, 7]), sketch([1])]
     True
     """
     d = np.asarray(durations, dtype=np.float64)
@@ -50,11 +51,34 @@ def sketch_groups(durations: np.ndarray, starts: np.ndarray) -> list[dict[int, i
     keys[positive] = np.ceil(np.log(d[positive]) / _LOG_GAMMA).astype(np.int64)
     # sorted within each group, so a bucket is a run of equal (group, key)
     change = np.flatnonzero((np.diff(keys) != 0) | (np.diff(group) != 0)) + 1
-    run_start = np.concatenate([[0], change]) if len(d) else change
-    run_count = np.diff(np.append(run_start, len(d)))
-    out: list[dict[int, int]] = [{} for _ in starts]
-    for g, k, n in zip(group[run_start].tolist(), keys[run_start].tolist(), run_count.tolist()):
-        out[g][k] = n
+    run_start = np.concatenate([[0], change]).astype(np.int64) if len(d) else change
+    return group[run_start], keys[run_start], np.diff(np.append(run_start, len(d)))
+
+
+def merged_quantiles(group, key, count, groups: int, qs) -> np.ndarray:
+    """``[g, i]``: quantile ``qs[i]`` of the sum of the sketches given as rows (``group``,
+    bucket ``key``, ``count``: several rows of one bucket add up) for each of ``groups``
+    groups, as :func:`quantile` of each (NaN for a group with no row).
+
+    >>> s1, s2 = sketch(np.arange(1, 501)), sketch(np.arange(501, 1001))
+    >>> rows = [(0, k, n) for s in (s1, s2) for k, n in s.items()]
+    >>> g, k, n = (np.array(c) for c in zip(*rows))
+    >>> float(merged_quantiles(g, k, n, 1, [0.5])[0, 0]) == quantile(merge([s1, s2]), 0.5)
+    True
+    """
+    out = np.full((groups, len(qs)), np.nan)
+    if not len(group):
+        return out
+    order = np.lexsort((key, group))
+    group, key, count = group[order], key[order], count[order]
+    cum = np.cumsum(count)
+    totals = np.bincount(group, weights=count, minlength=groups).astype(np.int64)
+    before = np.concatenate([[0], np.cumsum(totals)[:-1]])  # counts of the groups before each
+    values = np.where(key == ZERO, 0.0, 2 * GAMMA ** key.astype(np.float64) / (GAMMA + 1))
+    present = np.flatnonzero(totals)
+    for i, q in enumerate(qs):
+        rank = before[present] + np.floor(q * (totals[present] - 1)).astype(np.int64)
+        out[present, i] = values[np.searchsorted(cum, rank, side="right")]
     return out
 
 

@@ -97,18 +97,28 @@ def _from_recording(reader, row_ids: bool = True) -> Ranges:
     """Ranges with the times and row ids our SQLite export (:mod:`..exports.sqlite`) writes:
     session-relative times, every row (marks and definitions too) numbered in (start, end
     descending, open last) order (``row_ids`` False: in the order read)."""
-    parts = []
-    all_start, all_end = [], []  # every row of the export, for its row numbers
+    fields = ("start_ns", "end_ns", "flags", "kind", "pid", "tid", "message", "domain")
+    columns: dict[str, list] = {f: [] for f in fields}  # of the range rows, each its own compact array
+    indexes = []
+    all_start, all_end = [], []  # every row of the export, for its row numbers (row_ids)
+    none = np.iinfo(np.int64).min
+    lowest, highest = np.iinfo(np.int64).max, none  # over every row: the first start, the last time
     offset = 0
     for rows in reader.batches():
-        all_start.append(rows["start_ns"])
         closed = ((rows["flags"] & FLAG_UNCLOSED) == 0) & (rows["kind"] != KIND_MARK)
-        all_end.append(np.where(closed, rows["end_ns"], np.iinfo(np.int64).min))
-        is_range = (rows["kind"] == KIND_PUSH_POP) | (rows["kind"] == KIND_START_END)
-        index = np.flatnonzero(is_range) + offset
+        ends = np.where(closed, rows["end_ns"], none)
+        if len(rows):
+            lowest = min(lowest, int(rows["start_ns"].min()))
+            highest = max(highest, int(rows["start_ns"].max()), int(ends.max()))
+        if row_ids:
+            all_start.append(rows["start_ns"])
+            all_end.append(ends)
+        picked = np.flatnonzero((rows["kind"] == KIND_PUSH_POP) | (rows["kind"] == KIND_START_END))
+        indexes.append(picked + offset)
         offset += len(rows)
-        r = rows[is_range]
-        parts.append((index, r[["start_ns", "end_ns", "flags", "kind", "pid", "tid", "message", "domain"]]))
+        for f in fields:
+            columns[f].append(rows[f][picked])
+        del rows, closed, ends
     origin = reader.origin_ns
     strings = reader.strings()
     domain_names = reader.domain_names()
@@ -122,24 +132,23 @@ def _from_recording(reader, row_ids: bool = True) -> Ranges:
     for dom, _ in reader.category_names():
         defs.append(process_start(table[dom].pid if dom else next(iter(reader.processes), 0)))
     defs += [process_start(t.pid) for t in reader._decoder.thread_names() if t.override]
-    none = np.iinfo(np.int64).min
-    starts = np.concatenate(all_start + [np.array(defs, dtype=np.int64)]) if all_start or defs else np.zeros(0, int)
-    ends = np.concatenate(all_end + [np.full(len(defs), none, dtype=np.int64)]) if all_start or defs else starts
-    starts = starts.astype(np.int64) - origin
-    shift = min(0, int(starts.min())) if len(starts) else 0  # the export moves a time before 0 to 0
-    closed = ends != none
-    ends = np.where(closed, ends - origin - shift, none)
-    starts -= shift
-    last = int(max(starts.max(), ends[closed].max() if closed.any() else 0)) if len(starts) else 0
+    if defs:
+        lowest, highest = min(lowest, min(defs)), max(highest, max(defs))
+    any_row = offset > 0 or bool(defs)
+    shift = min(0, lowest - origin) if any_row else 0  # the export moves a time before 0 to 0
+    last = max(highest - origin - shift, 0) if any_row else 0
     if row_ids:  # row number = rank in the export's ORDER BY start, end DESC (NULL ends last)
-        order = np.lexsort((np.where(closed, -ends, np.iinfo(np.int64).max), starts))
+        starts = np.concatenate(all_start + [np.array(defs, dtype=np.int64)]).astype(np.int64)
+        ends = np.concatenate(all_end + [np.full(len(defs), none, dtype=np.int64)])
+        order = np.lexsort((np.where(ends != none, -ends, np.iinfo(np.int64).max), starts))
+        del starts, ends
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(1, len(order) + 1)
     else:
-        rank = np.arange(1, len(starts) + 1)
+        rank = np.arange(1, offset + len(defs) + 1)
 
-    index = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
-    r = np.concatenate([p[1] for p in parts]) if parts else None
+    index = np.concatenate(indexes) if indexes else np.zeros(0, dtype=np.int64)
+    r = {f: np.concatenate(columns.pop(f)) for f in fields} if indexes else None  # (one field's parts at a time)
     n = len(index)
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
@@ -161,7 +170,7 @@ def _from_recording(reader, row_ids: bool = True) -> Ranges:
     messages = strings + [""]  # (an unknown string: an empty message, as the summary has it)
     names = [range_label(dom_list[int(k) // (len(strings) + 1)], messages[int(k) % (len(strings) + 1)]) for k in uniq]
     row_id = rank[index]
-    order = np.argsort(row_id, kind="stable")
+    order = np.argsort(row_id, kind="stable") if row_ids else slice(None)  # (else: already in order)
     return Ranges(
         row_id=row_id[order],
         start=start[order],
