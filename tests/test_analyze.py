@@ -249,3 +249,54 @@ def test_step_work_is_each_ranges_overlap_with_each_step(seed):
             if cover > 0 and not (re_ - rs > longest and rs <= s and re_ >= e):
                 expected[("d", f"m{n}")] = expected.get(("d", f"m{n}"), 0) + cover
         assert work[k] == expected, k
+
+
+TIME_NAMESPACE_WORKLOAD = """
+import ctypes, os, sys, time, nvtx
+
+def steps():
+    for i in range(4):
+        with nvtx.annotate(f"step {i}", domain="train"):
+            with nvtx.annotate("compute", domain="train"):
+                time.sleep(0.002)
+
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(0x80) != 0:  # CLONE_NEWTIME: the children forked from now on
+    sys.exit(77)
+try:
+    with open("/proc/self/timens_offsets", "w") as f:
+        f.write("monotonic 1000 0\\n")  # their CLOCK_MONOTONIC 1000 s ahead
+except OSError:
+    sys.exit(77)
+steps()
+child = os.fork()
+if child == 0:
+    steps()
+    os._exit(0)
+os.waitpid(child, 0)
+"""
+
+
+def test_pace_puts_a_process_on_another_clock_on_the_wall_clock(tmp_path):
+    """A recording of two processes whose monotonic clocks are 1000 s apart (the child in a
+    time namespace): each rank's steps on the wall clock by its own anchor, as merge aligns
+    them, so the child's steps follow the parent's by milliseconds, not 1000 s."""
+    # (the recorder's monotonic clock: its TSC clock stamps a forked child on its parent's clock)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "two"), "--",
+         sys.executable, "-c", TIME_NAMESPACE_WORKLOAD],
+        env=dict(_child_env(), NVTX_TF_RECORDER_CLOCK="monotonic"), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if proc.returncode == 77:
+        pytest.skip("time namespaces unavailable (root and Linux >= 5.6 needed)")
+    assert proc.returncode == 0, proc.stderr
+    proc = nvtx_tf("analyze", tmp_path / "two.nvtxrec", "-o", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    pace = _table(tmp_path / "out", "pace")
+    by_rank: dict[str, list] = {}
+    for row in pace:
+        by_rank.setdefault(row["RankName"], []).append(row)
+    assert len(by_rank) == 2, by_rank.keys()
+    parent, child = sorted(by_rank.values(), key=lambda rows: rows[0]["StartEpochNs"])
+    gap = child[0]["StartEpochNs"] - parent[-1]["StartEpochNs"]
+    assert 0 < gap < 60 * 10**9, gap

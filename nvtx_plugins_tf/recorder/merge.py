@@ -50,12 +50,11 @@ from pathlib import Path
 
 from .._paths import SEGMENT_SUFFIX, recording_stem
 from .recording import _decoder
+from .recording.model import SAME_CLOCK_NS
 from .recording.reader import segment_files
 
 __all__ = ["MergeError", "NotARecording", "Source", "merge", "SAME_CLOCK_NS", "FIRST_NEW_PID"]
 
-#: Offsets closer than this are one clock (kept exact relative to each other).
-SAME_CLOCK_NS = 1_000_000
 #: Replacement pids start above Linux's PID_MAX_LIMIT (2**22) and stay below 2**24.
 FIRST_NEW_PID = 1 << 22
 _LAST_PID = (1 << 24) - 1

@@ -148,7 +148,8 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
         result.names = [(name_domain[n], name_message[n]) for n in rows.tolist()]
         if chosen is not None:
             steps = closed & is_step[np.minimum(ranges.name, len(ranges.names))]
-            base = ranges.epoch_ns if ranges.epoch_ns is not None else 0
+            # on one wall clock: the input's anchor, and this process's clock's (merge's rule)
+            base = (ranges.epoch_ns if ranges.epoch_ns is not None else 0) + ranges.clock_shift.get(pid, 0)
             result.aligned = ranges.epoch_ns is not None
             result.step_name = str(chosen)
             order = np.argsort(ranges.start[steps], kind="stable")

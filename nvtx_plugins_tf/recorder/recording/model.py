@@ -58,6 +58,7 @@ __all__ = [
     "PAYLOAD_FLOAT",
     "PAYLOAD_EXT",
     "PAYLOAD_TYPE_NAMES",
+    "SAME_CLOCK_NS",
     "EVENT_CATEGORY",
     "EVENT_MARK",
     "EVENT_THREAD_NAME",
@@ -160,6 +161,17 @@ class ProcessInfo:
     start_ns: int
     start_realtime_ns: int
     segment: str
+
+    @property
+    def clock_offset(self) -> int | None:
+        """CLOCK_REALTIME minus CLOCK_MONOTONIC when the process started (its first segment):
+        added to its timestamps, the wall clock; None without the anchor (an older recorder)."""
+        return self.start_realtime_ns - self.start_ns if self.start_realtime_ns else None
+
+
+#: Clock offsets (:attr:`ProcessInfo.clock_offset`) closer than this are one clock: the same
+#: host's monotonic clock, whose realtime anchors differ by the time between two reads.
+SAME_CLOCK_NS = 1_000_000
 
 
 @dataclass

@@ -7,13 +7,14 @@ or from an export in nsys's schema, ours or ``nsys export``'s: an SQLite file, o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..exports.nsys_tables import session_start_utc
 from ..recording._decoder import FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, KIND_START_END
+from ..recording.model import SAME_CLOCK_NS
 from ._export_ranges import parquetdir_columns, sqlite_columns
 from ._nsys_parquet import is_parquetdir
 from ._nsys_sqlite import is_sqlite, open_nsys_sqlite
@@ -40,6 +41,10 @@ class Ranges:
     domains: list[str]  #: '' = NVTX's default domain
     last_ns: int = 0  #: the last timestamp of the file (where open ranges end)
     epoch_ns: int | None = None  #: wall-clock time (ns since the Unix epoch) of time 0; None: unknown
+    #: pid -> ns to add to that process's times besides ``epoch_ns``: a process of the recording
+    #: on another monotonic clock than the first (another host, a time namespace), by the
+    #: processes' realtime anchors (as ``merge`` aligns them); absent: on the first's clock
+    clock_shift: dict[int, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.row_id)
@@ -59,6 +64,7 @@ class Ranges:
             domains=self.domains,
             last_ns=self.last_ns,
             epoch_ns=self.epoch_ns,
+            clock_shift=self.clock_shift,
         )
 
     def only_domains(self, domains) -> "Ranges":
@@ -185,4 +191,17 @@ def _from_recording(reader, row_ids: bool = True) -> Ranges:
         domains=dom_list or [""],
         last_ns=last,
         epoch_ns=session_start_utc(reader, origin + shift),
+        clock_shift=_clock_shifts(reader),
     )
+
+
+def _clock_shifts(reader) -> dict[int, int]:
+    """pid -> its clock's offset from the clock of the process the session start is read
+    from (the earliest anchored: :func:`~..exports.nsys_tables.session_start_utc`), for the
+    processes on another clock (offsets apart by :data:`SAME_CLOCK_NS` or more)."""
+    anchored = [p for p in reader.processes.values() if p.clock_offset is not None]
+    if not anchored:
+        return {}
+    reference = min(anchored, key=lambda p: p.start_ns).clock_offset
+    shifts = {p.pid: p.clock_offset - reference for p in anchored}
+    return {pid: d for pid, d in shifts.items() if abs(d) >= SAME_CLOCK_NS}
