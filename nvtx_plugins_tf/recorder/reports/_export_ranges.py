@@ -20,7 +20,7 @@ from ..recording.model import EVENT_DOMAIN_CREATE, EVENT_PUSH_POP, EVENT_START_E
 from ._nsys_sqlite import open_nsys_sqlite, pid_sql
 from .names import range_label
 
-__all__ = ["RANGE_TYPES", "sqlite_columns", "parquetdir_columns"]
+__all__ = ["RANGE_TYPES", "sqlite_columns", "parquetdir_columns", "unique_inverse"]
 
 # nsys's NVTXT event types (ranges imported from NVTXT files), read like 59/60.
 _EVENT_NVTXT_PUSH_POP, _EVENT_NVTXT_START_END = 70, 71
@@ -68,7 +68,8 @@ def parquetdir_columns(directory: Path) -> dict:
         raise ValueError(f"{directory}: no NVTX_EVENTS.parquet (not a parquetdir export?)")
     wanted = ("start", "end", "eventType", "globalTid", "text", "textId", "domainId")
     present = set(pq.read_schema(events).names)
-    table = pq.read_table(events, columns=[c for c in wanted if c in present])
+    # the messages as Parquet stores them, dictionary-encoded (no string per row)
+    table = pq.read_table(events, columns=[c for c in wanted if c in present], read_dictionary=["text"])
     n = table.num_rows
 
     def column(name, default=None):
@@ -83,12 +84,16 @@ def parquetdir_columns(directory: Path) -> dict:
     etype = column("eventType").to_numpy().astype(np.int64, copy=False)
     gtid = pc.fill_null(column("globalTid"), 0).to_numpy().astype(np.uint64).view(np.int64)
     domain_id = pc.fill_null(column("domainId"), 0).to_numpy().astype(np.uint64).view(np.int64)
-    text = column("text", pa.string())
+    text = _dictionary(column("text", pa.string()))
     strings = directory / "StringIds.parquet"
-    if "textId" in present and strings.is_file():
+    if "textId" in present and strings.is_file() and column("textId").null_count < n:
+        # a registered string wins over ``text``: its index past the text dictionary's
         ids = pq.read_table(strings, columns=["id", "value"])
         found = pc.index_in(column("textId"), value_set=ids.column("id"))
-        text = pc.coalesce(pc.take(ids.column("value"), found), text)
+        index = pc.if_else(pc.is_valid(found), pc.add(pc.cast(found, pa.int32()), len(text.dictionary)), text.indices)
+        values = pa.concat_arrays([text.dictionary, ids.column("value").combine_chunks().cast(pa.string())])
+        text = pa.DictionaryArray.from_arrays(index.combine_chunks() if isinstance(index, pa.ChunkedArray) else index,
+                                              values)  # fmt: skip
     is_create = etype == EVENT_DOMAIN_CREATE
     order = np.flatnonzero(is_create)
     order = order[np.argsort(start[order], kind="stable")]
@@ -108,18 +113,59 @@ def parquetdir_columns(directory: Path) -> dict:
     )  # fmt: skip
 
 
+def _dictionary(column) -> pa.DictionaryArray:
+    """``column`` (string or dictionary, chunked or not) as one dictionary array."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.unify_dictionaries() if pa.types.is_dictionary(column.type) else column
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    return column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)
+
+
+def unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)``, without sorting when the keys are small
+    non-negative integers (indexes): a table of which are present instead.
+
+    >>> [a.tolist() for a in unique_inverse(np.array([5, 2, 5, 0]))]
+    [[0, 2, 5], [2, 1, 2, 0]]
+    """
+    if len(keys) and 0 <= keys.min() and keys.max() < 4 * len(keys) + 1024:
+        seen = np.zeros(int(keys.max()) + 1, dtype=bool)
+        seen[keys] = True
+        uniq = np.flatnonzero(seen)
+        rank = np.cumsum(seen) - 1
+        return uniq, rank[keys]
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    return uniq, inverse.reshape(-1)
+
+
 def _first_appearance(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(unique keys in order of first appearance, each element's index into them)."""
-    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    uniq, inverse = unique_inverse(keys)
+    first = np.full(len(uniq), len(keys), dtype=np.int64)
+    first[inverse[::-1]] = np.arange(len(keys) - 1, -1, -1)  # (the last write, the first place, wins)
     order = np.argsort(first, kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
-    return uniq[order], rank[inverse.reshape(-1)]
+    return uniq[order], rank[inverse]
+
+
+def _domains(domain_id: np.ndarray, pid: np.ndarray, names_of: dict, domain_index: dict) -> np.ndarray:
+    """Each range's index into the domains: its (domainId, pid)'s name (0: the default domain,
+    or a domain with no creation in that process)."""
+    out = np.zeros(len(domain_id), dtype=np.int64)
+    if len(names_of) <= 64:  # (a few domains and processes: a pass each, no sort)
+        for (dom, p), name in names_of.items():
+            if dom and name:
+                out[(domain_id == dom) & (pid == p)] = domain_index[name]
+        return out
+    pairs, pair_of = _first_appearance(domain_id.astype(np.int64) * (_MASK + 1) + pid)
+    named = [domain_index[names_of.get((int(k) // (_MASK + 1), int(k) % (_MASK + 1))) or ""] for k in pairs.tolist()]
+    return np.array(named, dtype=np.int64)[pair_of] if len(pair_of) else out
 
 
 def _assemble(row_id, start, end, etype, gtid, message, domain_id, creates, last, epoch) -> dict:
     """Ranges' keyword arguments from the range rows' columns (``end``: ``_NULL`` when open;
-    ``message``: a pyarrow string array) and the domain creations (domainId, pid, name) in
+    ``message``: a pyarrow string or dictionary array) and the domain creations (domainId, pid, name) in
     the order they count (the first per (domainId, pid) names the domain)."""
     names_of: dict[tuple[int, int], str | None] = {}
     for dom, pid, name in creates:
@@ -128,17 +174,8 @@ def _assemble(row_id, start, end, etype, gtid, message, domain_id, creates, last
     domain_index = {d: i for i, d in enumerate(domains)}
     pid = (gtid >> 24) & _MASK
     tid = gtid & _MASK
-    # each range's domain: its (domainId, pid)'s name ('' for the default domain or no creation)
-    pairs, pair_of = _first_appearance(domain_id.astype(np.int64) * (_MASK + 1) + pid)
-    pair_domain = np.array(
-        [domain_index[(names_of.get((int(k) // (_MASK + 1), int(k) % (_MASK + 1))) or "") if k // (_MASK + 1) else ""]
-         for k in pairs.tolist()] or [0],
-        dtype=np.int64,
-    )  # fmt: skip
-    domain = pair_domain[pair_of] if len(pair_of) else np.zeros(0, dtype=np.int64)
-    encoded = pc.dictionary_encode(message) if len(message) else pa.array([], pa.dictionary(pa.int32(), pa.string()))
-    if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.combine_chunks()
+    domain = _domains(domain_id, pid, names_of, domain_index)
+    encoded = _dictionary(message) if len(message) else pa.array([], pa.dictionary(pa.int32(), pa.string()))
     messages = encoded.dictionary.to_pylist() + [None]
     msg = pc.fill_null(encoded.indices, len(messages) - 1).to_numpy().astype(np.int64)
     labels, name = _first_appearance(domain * len(messages) + msg) if len(msg) else (np.zeros(0, np.int64), msg)

@@ -15,7 +15,7 @@ import numpy as np
 from ..exports.nsys_tables import session_start_utc
 from ..recording._decoder import FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, KIND_START_END
 from ..recording.model import SAME_CLOCK_NS
-from ._export_ranges import parquetdir_columns, sqlite_columns
+from ._export_ranges import parquetdir_columns, sqlite_columns, unique_inverse
 from ._nsys_parquet import is_parquetdir
 from ._nsys_sqlite import is_sqlite, open_nsys_sqlite
 from .names import DEFAULT_DOMAIN, range_label, selects_domain
@@ -171,7 +171,7 @@ def _from_recording(reader, row_ids: bool = True) -> Ranges:
     dom = dom_map[np.minimum(r["domain"].astype(np.int64), len(dom_map) - 1)]
     msg = r["message"].astype(np.int64)
     key = dom * (len(strings) + 1) + msg
-    uniq, name = np.unique(key, return_inverse=True)
+    uniq, name = unique_inverse(key)
     dom_list = list(dom_ids)
     messages = strings + [""]  # (an unknown string: an empty message, as the summary has it)
     names = [range_label(dom_list[int(k) // (len(strings) + 1)], messages[int(k) % (len(strings) + 1)]) for k in uniq]
