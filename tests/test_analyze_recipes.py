@@ -35,11 +35,15 @@ on its 4 parquetdirs (a directory of them). What is compared:
   counts, 12 steps each; but the range left open at exit, which nsys ends at the end of its
   capture (so both count it on nsys's exports) and our recorder leaves open (neither counts
   an open range).
+* ``analyze`` on the recipes' folder (the reports, nsys's SQLite exports and the parquetdirs
+  the recipe exported next to them): each rank once, with the recipe's counts and sums.
 
 Not compared, as the meanings differ: the recipe keys ranges by message only, ours by
 (domain, message) (the workload uses each message in one domain); the recipe drops ranges
 lasting 0 ns, analyze keeps them (nsys's ranges always last; ours may: see
-tests/test_nsys_recipes.py).
+tests/test_nsys_recipes.py); a report of several processes is one rank to the recipe, one a
+process to analyze; nvtx_pace's ``--name`` matches the message exactly, analyze's ``--step``
+also ``NAME N`` (steps numbered in their message are one row each to the recipe).
 """
 
 from __future__ import annotations
@@ -281,3 +285,17 @@ def test_our_recordings_give_the_recipes_ranges_and_counts(recipe, ours):
         text: int(n) for text, n in recipe["sum/all_stats"]["Count"].items() if text != "shutdown"
     }
     assert _per_rank(ours["pace"], "Step") == [list(range(STEPS))] * RANKS
+
+
+def test_a_folder_of_reports_and_their_exports_is_one_input_per_rank(recipe, reports):
+    """The recipes' folder: rankK.nsys-rep, nsys's rankK.sqlite and the rankK_pqtdir the recipe
+    exported next to it: analyze takes each rank once (the SQLite file)."""
+    assert all((reports / f"rank{rank}_pqtdir" / "NVTX_EVENTS.parquet").is_file() for rank in range(RANKS))
+    mine = _analyze([reports], reports / "analyze_folder")["rank_stats"]
+    assert sorted(set(zip(mine["Rank"], mine["File"]))) == [
+        (rank, str(reports / f"rank{rank}.sqlite")) for rank in range(RANKS)
+    ]
+    theirs = recipe["sum/rank_stats"].reset_index()
+    assert sorted(zip(mine["Rank"], mine["Text"], mine["Count"], mine["Sum"])) == sorted(
+        zip(theirs["Rank"], theirs["Text"], theirs["Count"].astype(int), theirs["Sum"].astype(int))
+    )
