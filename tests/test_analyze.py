@@ -6,7 +6,8 @@
   rank 2 and its `data` range.
 * The same inputs on a real dask.distributed LocalCluster of 2 worker processes: the same
   tables, value for value.
-* A recording, our SQLite export of it and our parquetdir export of it: the same rank tables.
+* A recording, our SQLite export of it and our parquetdir export of it: the same rank tables;
+  in a directory, the recording stands for its exports next to it.
 * Bad inputs: one line naming them; an unreadable input is left out while the others count.
 NVIDIA's recipes on nsys's exports against analyze on the same files: tests/test_nsys_recipes.py.
 """
@@ -176,10 +177,15 @@ def test_a_recording_and_its_exports_are_the_same_rank(ranks, tmp_path):
 
 
 def test_a_directory_stands_for_its_inputs_and_dir_n_for_the_first(ranks, tmp_path):
+    """A recording's exports next to it (``record -o DIR/rankK`` writes rankK.sqlite too) are
+    the same rank: the recording stands for them."""
     proc = nvtx_tf("analyze", f"{ranks}:2", "-o", tmp_path / "two")
     assert proc.returncode == 0, proc.stderr
     files = {row["File"] for row in _table(tmp_path / "two", "rank_stats")}
-    assert files == {str(ranks / "rank0.nvtxrec"), str(ranks / "rank0.sqlite")}  # (name order)
+    assert files == {str(ranks / "rank0.nvtxrec"), str(ranks / "rank1.nvtxrec")}  # (name order)
+    proc = nvtx_tf("analyze", ranks, "-o", tmp_path / "all")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"{RANKS} rank(s) in {RANKS} input(s)")
 
 
 def test_an_unreadable_input_is_left_out_and_named(ranks, tmp_path):

@@ -64,7 +64,8 @@ def register(subparsers) -> None:
         description=(
             "Analyze recordings (PREFIX.nvtxrec) and exports (SQLite or parquetdir, ours or Nsight Systems') of "
             "several ranks. Each input is one rank per process; a directory stands for every recording and export "
-            "in it (DIR:n: the first n). Writes OUTDIR/all_stats, rank_stats (the nvtx_sum recipe's columns) and "
+            "in it (DIR:n: the first n), a recording standing for its exports next to it (PREFIX.sqlite, "
+            "PREFIX_pqtdir). Writes OUTDIR/all_stats, rank_stats (the nvtx_sum recipe's columns) and "
             "pace (the steps of every rank on one clock), each as .parquet and .csv, and prints a summary naming "
             "the slowest rank. Runs in this process by default; --workers N or --scheduler ADDRESS run one task "
             "per input on Dask (the 'dask' extra)."

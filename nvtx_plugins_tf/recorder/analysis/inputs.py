@@ -2,7 +2,10 @@
 ``--input``: a recording (``PREFIX.nvtxrec``) or an export (an SQLite file in nsys's schema,
 ours or nsys's; a parquetdir holding ``NVTX_EVENTS.parquet``, ours or nsys's) is one input; any
 other directory stands for every recording and export in it, in name order, ``DIR:n`` for
-the first n of them."""
+the first n of them. In a directory, the exports of a recording or report are the same rank
+as it: ``PREFIX.sqlite`` and ``PREFIX_pqtdir`` next to ``PREFIX.nvtxrec`` (what ``record -o
+DIR/PREFIX`` writes), ``PREFIX_pqtdir`` next to ``PREFIX.sqlite`` (nsys's two exports of
+``PREFIX.nsys-rep``) are left out, the recording (else the SQLite file) standing for them."""
 
 from __future__ import annotations
 
@@ -27,6 +30,25 @@ def is_input(path: Path) -> bool:
     return path.is_file() and is_sqlite(path)
 
 
+def _prefix(path: Path) -> tuple[str, int]:
+    """(the prefix ``path`` is named after, its rank among a prefix's inputs: the recording
+    first, then the SQLite export, then the parquetdir)."""
+    if path.name.endswith(RECORDING_SUFFIX):
+        return path.name[: -len(RECORDING_SUFFIX)], 0
+    if path.is_dir():
+        return (path.name[: -len("_pqtdir")], 2) if path.name.endswith("_pqtdir") else (path.name, 3)
+    return (path.stem, 1) if path.suffix == ".sqlite" else (path.name, 3)
+
+
+def _one_per_rank(found: list[Path]) -> list[Path]:
+    """``found`` (a directory's inputs) without the exports of another of them (see above)."""
+    first = {}
+    for path in found:
+        prefix, order = _prefix(path)
+        first[prefix] = min(order, first.get(prefix, order))
+    return [p for p in found if _prefix(p)[1] in (3, first[_prefix(p)[0]])]
+
+
 def expand_inputs(values: list[str]) -> list[Path]:
     """The inputs the command-line values stand for, each once, in order."""
     out: list[Path] = []
@@ -43,7 +65,7 @@ def expand_inputs(values: list[str]) -> list[Path]:
         if is_input(path):
             found = [path]
         elif path.is_dir():
-            found = [p for p in sorted(path.iterdir()) if is_input(p)][:limit]
+            found = _one_per_rank([p for p in sorted(path.iterdir()) if is_input(p)])[:limit]
             if not found:
                 raise InputError(f"{value}: no recording (.nvtxrec), SQLite or parquetdir export in it")
         else:
