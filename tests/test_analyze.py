@@ -29,13 +29,14 @@ from nvtx_plugins_tf.recorder.analysis import sketch
 from nvtx_plugins_tf.recorder.reports.ranges import load_ranges
 
 RANKS, STEPS, SLOW = 4, 12, 2
+MISSES = 2  # steps a loaded machine may give to another rank (see the stragglers test)
 WORKLOAD = """
 import sys, time, nvtx
 rank = int(sys.argv[1])
 for i in range({steps}):
     with nvtx.annotate(f"step {{i}}", domain="train"):
         with nvtx.annotate("data", domain="train"):
-            time.sleep(0.012 if rank == {slow} else 0.002)
+            time.sleep(0.030 if rank == {slow} else 0.002)
         with nvtx.annotate("compute", domain="train"):
             t = time.perf_counter()
             while time.perf_counter() - t < 0.003:
@@ -118,10 +119,13 @@ def test_pace_puts_every_rank_on_one_clock(embedded):
 def test_stragglers_name_the_slow_rank_in_every_step_and_its_range(embedded):
     rows = _table(embedded[0], "stragglers")
     assert [r["Step"] for r in rows] == list(range(STEPS)) and all(r["Ranks"] == RANKS for r in rows)
-    assert all(r["Rank"] == SLOW for r in rows), [r["Rank"] for r in rows]
-    assert all(r["TopRanges"].startswith("train:data +") for r in rows), rows[0]
-    # rank SLOW sleeps 12 ms where the others sleep 2: about 10 ms above the median a step
-    assert statistics.median(r["Excess"] for r in rows) > 5_000_000, [r["Excess"] for r in rows]
+    # (all steps but at most MISSES: on a loaded machine a healthy rank's 3 ms of compute can be
+    # preempted for longer than the slow rank's excess, and that rank's work is then above it)
+    named = [r for r in rows if r["Rank"] == SLOW]
+    assert len(named) >= STEPS - MISSES, [r["Rank"] for r in rows]
+    assert all(r["TopRanges"].startswith("train:data +") for r in named), named[0]
+    # rank SLOW sleeps 30 ms where the others sleep 2: about 28 ms above the median a step
+    assert statistics.median(r["Excess"] for r in named) > 20_000_000, [r["Excess"] for r in named]
 
 
 def test_heatmap_of_ranks_by_steps(embedded, tmp_path):
@@ -143,7 +147,8 @@ def test_summary_names_the_slow_rank_and_its_range(embedded):
     lines = stdout.splitlines()
     assert lines[0].startswith(f"{RANKS} rank(s) in {RANKS} input(s)")
     slow = next(line for line in lines if line.startswith("straggler: "))
-    assert f"in {STEPS} of {STEPS} steps" in slow, slow
+    times = int(slow.split(" waited for in ")[1].split(" of ")[0])
+    assert times >= STEPS - MISSES and f" of {STEPS} steps" in slow, slow
     behind = next(line for line in lines if line.startswith("its ranges above the median rank"))
     assert behind.split(": ", 1)[1].startswith("train:data +"), behind
     rank_names = {row["Rank"]: row["RankName"] for row in _table(embedded[0], "rank_stats")}
@@ -306,3 +311,55 @@ def test_pace_puts_a_process_on_another_clock_on_the_wall_clock(tmp_path):
     parent, child = sorted(by_rank.values(), key=lambda rows: rows[0]["StartEpochNs"])
     gap = child[0]["StartEpochNs"] - parent[-1]["StartEpochNs"]
     assert 0 < gap < 60 * 10**9, gap
+
+
+def _nested_ranges(rng, threads: int, per_thread: int):
+    """Random push/pop ranges, nested as NVTX makes them on each thread, every event at its own
+    time, and each one's parent by a stack: the definition."""
+    start, end, thread, parent = [], [], [], []
+    for t in range(threads):
+        stack: list[int] = []
+        now = opened = 0
+        while opened < per_thread or stack:
+            now += int(rng.integers(1, 4))
+            if opened < per_thread and (not stack or rng.random() < 0.55):
+                parent.append(stack[-1] if stack else -1)
+                stack.append(len(start))
+                start.append(now), end.append(None), thread.append(t)
+                opened += 1
+            else:
+                end[stack.pop()] = now
+    return (np.array(v, dtype=np.int64) for v in (start, end, thread, parent))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_parents_are_the_innermost_open_range_of_the_thread(seed):
+    from nvtx_plugins_tf.recorder.analysis.mapper import _parents
+
+    start, end, thread, parent = _nested_ranges(np.random.default_rng(seed), 3, 400)
+    shuffle = np.random.default_rng(seed).permutation(len(start))  # (any input order)
+    found = _parents(start[shuffle], end[shuffle], thread[shuffle], np.ones(len(start), dtype=bool))
+    assert (np.where(found >= 0, shuffle[np.maximum(found, 0)], -1) == parent[shuffle]).all()
+
+
+def test_parents_at_equal_times():
+    """Events in one ns: at equal starts the longer range is the outer; a 0 ns range at a
+    range's start is inside it, and does not count as closed before it (its depth)."""
+    from nvtx_plugins_tf.recorder.analysis.mapper import _parents
+
+    # A [0, 9) holds C [2, 5), which holds B [2, 2) and D [3, 4); E [5, 5) follows C, in A
+    start, end = np.array([0, 2, 2, 3, 5]), np.array([9, 5, 2, 4, 5])
+    assert _parents(start, end, np.zeros(5, int), np.ones(5, bool)).tolist() == [-1, 0, 1, 1, 0]
+
+
+def test_step_work_is_exclusive_of_the_children():
+    """compute [10, 90) holds forward [20, 50) and [60, 80): compute's own work is 30 ns,
+    forward's 50, not compute's 80 counted on top of its children's."""
+    from nvtx_plugins_tf.recorder.analysis.mapper import _parents, _step_work
+
+    start, end = np.array([10, 20, 60, 95]), np.array([90, 50, 80, 99])
+    names = np.array([0, 1, 1, 2])  # compute, forward, forward, data
+    parent = _parents(start, end, np.zeros(4, dtype=np.int64), np.ones(4, dtype=bool))
+    assert parent.tolist() == [-1, 0, 0, -1]
+    used, work = _step_work(np.array([0]), np.array([100]), start, end, names, 3, parent)
+    assert dict(zip(used.tolist(), work[0].tolist())) == {0: 30, 1: 50, 2: 4}

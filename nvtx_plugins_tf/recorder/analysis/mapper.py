@@ -134,9 +134,12 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
         + [False],
         dtype=bool,
     )
-    pids = sorted(set(ranges.pid.tolist()))
+    pids = np.unique(ranges.pid).tolist()
     stem = path.name[: -len(".nvtxrec")] if path.name.endswith(".nvtxrec") else path.stem
     out = []
+    if chosen is not None:
+        threads = ranges.pid.astype(np.int64) * (1 << 24) + ranges.tid
+        parents = _parents(ranges.start, ranges.end, threads, ranges.push_pop & ~ranges.open)
     for pid in pids:
         mine = ranges.pid == pid if len(pids) > 1 else np.ones(len(ranges), dtype=bool)
         # the input's name (a recording's names its rank: rank3.nvtxrec), with the pid when it
@@ -156,10 +159,15 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
             starts, ends = ranges.start[steps][order], ranges.end[steps][order]
             result.step_row = np.searchsorted(rows, ranges.name[steps][order])
             result.step_start, result.step_end = starts + base, ends + base
-            inner = closed & ~steps
+            inner = np.flatnonzero(closed & ~steps)
+            # a range's work is its exclusive time: less its children's (push/pop, same thread)
+            at = np.full(len(ranges), -1, dtype=np.int64)
+            at[inner] = np.arange(len(inner))
+            parent = parents[inner]
             work_names, result.step_work = _step_work(
-                starts, ends, ranges.start[inner], ranges.end[inner], ranges.name[inner], len(ranges.names)
-            )
+                starts, ends, ranges.start[inner], ranges.end[inner], ranges.name[inner], len(ranges.names),
+                np.where(parent >= 0, at[np.maximum(parent, 0)], -1),
+            )  # fmt: skip
             result.work_rows = np.searchsorted(rows, work_names)
         out.append(result)
     return out
@@ -191,15 +199,53 @@ def _range_stats(result: RankResult, names: np.ndarray, durations: np.ndarray) -
     return names[starts]
 
 
-def _step_work(starts, ends, inner_start, inner_end, inner_name, n_names: int) -> tuple[np.ndarray, np.ndarray]:
+def _parents(start, end, thread, nested) -> np.ndarray:
+    """Each range's parent (index; -1: none): the innermost range of its thread still open
+    when it opened, among the ``nested`` ones (push/pop: nested on their thread by NVTX's
+    rules; the others have none and are none's). At equal starts the longer is the outer.
+
+    >>> start, end, nested = np.array([0, 1, 2, 5, 0]), np.array([9, 4, 3, 6, 9]), np.array([1, 1, 1, 1, 0]) > 0
+    >>> _parents(start, end, np.zeros(5, int), nested).tolist()
+    [-1, 0, 1, 0, -1]
+    """
+    parent = np.full(len(start), -1, dtype=np.int64)
+    eligible = np.flatnonzero(nested)
+    order = eligible[np.lexsort((-end[eligible], start[eligible], thread[eligible]))]
+    for group in np.split(order, np.flatnonzero(np.diff(thread[order])) + 1) if len(order) else []:
+        s, e = start[group], end[group]
+        # depth = ranges opened before it (its place) - those closed by its start; a 0 ns range
+        # at its start sorted after it (or itself) has not closed before it opened
+        here = np.arange(len(group))
+        depth = here - np.searchsorted(np.sort(e), s, side="right")
+        if (s == e).any():
+            zero = np.concatenate([[0], np.cumsum(s == e)])
+            depth += zero[np.searchsorted(s, s, side="right")] - zero[here]
+        for d in range(1, int(depth.max()) + 1):
+            up, child = np.flatnonzero(depth == d - 1), np.flatnonzero(depth == d)
+            k = np.searchsorted(up, child) - 1  # the last one a level up opened before it
+            parent[group[child[k >= 0]]] = group[up[k[k >= 0]]]
+    return parent
+
+
+def _step_work(
+    starts, ends, inner_start, inner_end, inner_name, n_names: int, inner_parent=None
+) -> tuple[np.ndarray, np.ndarray]:
     """(the names that cover any step, ``work[step, j]``: the ns of step ``step`` (``starts``/
-    ``ends``, in start order) that the ranges named ``names[j]`` cover). A range longer than
-    every step that covers a whole step (the epoch's) is not work inside it."""
+    ``ends``, in start order) that the ranges named ``names[j]`` cover, exclusive of their
+    children's: ``inner_parent``, each range's parent among them, -1 for none). A range
+    longer than every step that covers a whole step (the epoch's) is not work inside it (nor
+    is its time less its children's)."""
     n_steps = len(starts)
     if not n_steps:
         return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int64)
     longest_step = int((ends - starts).max())
     covered = np.zeros(n_steps * n_names, dtype=np.int64)  # step * n_names + name -> ns
+    long = (inner_end - inner_start) > longest_step
+    if inner_parent is None:
+        inner_parent = np.full(len(inner_start), -1, dtype=np.int64)
+    # the name a range's time is taken from: its parent's (not one longer than every step)
+    parent_name = np.where((inner_parent >= 0) & ~long[np.maximum(inner_parent, 0)],
+                           inner_name[np.maximum(inner_parent, 0)], -1)  # fmt: skip
 
     def add(step_index, range_index, around_excluded):
         s, e = starts[step_index], ends[step_index]
@@ -208,9 +254,12 @@ def _step_work(starts, ends, inner_start, inner_end, inner_name, n_names: int) -
         if around_excluded:
             cover = np.where((rs <= s) & (re_ >= e), 0, cover)
         keep = cover > 0
-        np.add.at(covered, step_index[keep] * n_names + inner_name[range_index][keep], cover[keep])
+        up = keep & (parent_name[range_index] >= 0)
+        cells = np.concatenate([step_index[keep] * n_names + inner_name[range_index][keep],
+                                step_index[up] * n_names + parent_name[range_index][up]])  # fmt: skip
+        ns = np.concatenate([cover[keep], -cover[up]]).astype(np.float64)  # (exact below 2**53 ns)
+        covered[:] += np.rint(np.bincount(cells, weights=ns, minlength=len(covered))).astype(np.int64)
 
-    long = (inner_end - inner_start) > longest_step
     # the few ranges longer than any step (the epoch around them ...): against every step
     for r in np.flatnonzero(long).tolist():
         add(np.arange(n_steps), np.full(n_steps, r), True)
