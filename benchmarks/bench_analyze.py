@@ -12,7 +12,9 @@ interleaved rounds (the order rotated every round; medians and quartiles over th
   recordings;
 * ``nsys recipe nvtx_sum --mode concurrent`` (Nsight Systems 2023.4.4, fetched by
   build_tools/fetch_nsys.py; left out with a note when it cannot run here) on the
-  parquetdirs: statistics only.
+  parquetdirs: statistics only;
+* DuckDB (when installed: not a dependency) computing rank_stats' columns over the
+  parquetdirs in one query, its threads one per core: the engine not chosen, measured.
 
 Each command runs as its own process; peak RSS is the largest of its processes (the Dask
 workers' and the recipe's workers' included: getrusage of the waited-for children).
@@ -23,6 +25,7 @@ workers' and the recipe's workers' included: getrusage of the waited-for childre
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import statistics
@@ -50,6 +53,20 @@ _MEASURE = (
     "dt = time.perf_counter() - t\n"
     "sys.stderr.write(p.stderr[-2000:] if p.returncode else '')\n"
     "print(p.returncode, dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
+
+
+# The per-rank statistics (rank_stats' columns, exact quartiles) by DuckDB over the parquetdirs,
+# its threads one per core: what the embedded engine would cost with DuckDB for that part.
+_DUCKDB = (
+    "import duckdb, glob, os, sys\n"
+    "files = sorted(glob.glob(os.path.join(sys.argv[1], '*_pqtdir', 'NVTX_EVENTS.parquet')))\n"
+    "con = duckdb.connect()\n"
+    "con.sql(f'SET threads={len(os.sched_getaffinity(0))}')\n"
+    "d = '\"end\" - start'\n"
+    "con.sql(f'SELECT filename, text, count(*), sum({d}), min({d}), max({d}), stddev_samp({d}), '\n"
+    "        f'quantile_cont({d}, [0.25, 0.5, 0.75]) FROM read_parquet({files!r}, filename=true) '\n"
+    "        f'WHERE eventType IN (59, 60) AND \"end\" IS NOT NULL GROUP BY ALL').to_arrow_table()\n"
 )
 
 
@@ -140,6 +157,9 @@ def main() -> int:
                 "analyze, embedded, parquetdirs": ([*nvtx_tf, str(pqt), "-o", str(out)], env),
                 "analyze, Dask 2 workers, recordings": ([*nvtx_tf, str(rec), "-o", str(out), "--workers", "2"], env),
             }
+            if importlib.util.find_spec("duckdb") is not None:  # the engine not chosen, measured
+                label = "DuckDB, rank_stats' columns only, parquetdirs"
+                engines[label] = ([sys.executable, "-c", _DUCKDB, str(pqt)], env)
             if nsys is not None:
                 recipe = [str(nsys), "recipe", "nvtx_sum", "--mode", "concurrent", "--input", str(pqt)]
                 label = "nsys recipe nvtx_sum (concurrent), parquetdirs"

@@ -16,6 +16,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = [
     "bench_recorder_native.py",
     "bench_exports.py",
+    "bench_analyze.py",
     "bench_ops.py",
     "bench_tf_op_ranges.py",
     "bench_keras.py",
