@@ -269,7 +269,7 @@ def steps():
     for i in range(4):
         with nvtx.annotate(f"step {i}", domain="train"):
             with nvtx.annotate("compute", domain="train"):
-                time.sleep(0.002)
+                time.sleep(0.006)  # (24 ms a process: past the TSC clock's longest line, 10 ms)
 
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.unshare(0x80) != 0:  # CLONE_NEWTIME: the children forked from now on
@@ -288,15 +288,17 @@ os.waitpid(child, 0)
 """
 
 
-def test_pace_puts_a_process_on_another_clock_on_the_wall_clock(tmp_path):
+@pytest.mark.parametrize("clock", ["monotonic", "tsc"])
+def test_pace_puts_a_process_on_another_clock_on_the_wall_clock(tmp_path, clock):
     """A recording of two processes whose monotonic clocks are 1000 s apart (the child in a
     time namespace): each rank's steps on the wall clock by its own anchor, as merge aligns
-    them, so the child's steps follow the parent's by milliseconds, not 1000 s."""
-    # (the recorder's monotonic clock: its TSC clock stamps a forked child on its parent's clock)
+    them, so the child's steps follow the parent's by milliseconds, not 1000 s. Under the
+    TSC clock the child's line starts on its own clock at the fork (before: it went on from
+    the parent's, then jumped 1000 s at its next anchor, inside a step)."""
     proc = subprocess.run(
         [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "two"), "--",
          sys.executable, "-c", TIME_NAMESPACE_WORKLOAD],
-        env=dict(_child_env(), NVTX_TF_RECORDER_CLOCK="monotonic"), capture_output=True, text=True, timeout=600,
+        env=dict(_child_env(), NVTX_TF_RECORDER_CLOCK=clock), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     if proc.returncode == 77:
         pytest.skip("time namespaces unavailable (root and Linux >= 5.6 needed)")
@@ -311,6 +313,7 @@ def test_pace_puts_a_process_on_another_clock_on_the_wall_clock(tmp_path):
     parent, child = sorted(by_rank.values(), key=lambda rows: rows[0]["StartEpochNs"])
     gap = child[0]["StartEpochNs"] - parent[-1]["StartEpochNs"]
     assert 0 < gap < 60 * 10**9, gap
+    assert all(row["Duration"] < 10**9 for row in parent + child), [row["Duration"] for row in child]
 
 
 def _nested_ranges(rng, threads: int, per_thread: int):

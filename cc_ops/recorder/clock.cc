@@ -234,6 +234,16 @@ uint64_t ClockNowShared() { return ClockNowSlow(nullptr); }
 
 void ClockAtForkPrepare() { LockWriter(); }
 void ClockAtForkParent() { UnlockWriter(); }
-void ClockAtForkChild() { UnlockWriter(); }
+// The child may run on another CLOCK_MONOTONIC than its parent (a time namespace entered
+// before the fork): its line starts anew on its own clock, not continued from the
+// parent's (whose next anchor would jump to the child's clock mid-run). Same rate.
+void ClockAtForkChild() {
+  if (g_clock_source.load(std::memory_order_relaxed) == kClockTsc) {
+    const Sample s = TakeSample();
+    Publish({s.tsc, s.ns, Mult(g_rate), ReadShared().span});
+    g_last_sample = s;
+  }
+  UnlockWriter();
+}
 
 }  // namespace nvtx_recorder

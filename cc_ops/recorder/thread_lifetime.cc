@@ -49,7 +49,7 @@ void ThreadExit(void* p) {
 }
 
 // The clock's writer flag after the recorder mutex (a clock anchor never takes the mutex,
-// a thread holding the mutex may anchor). The child keeps the parent's clock: same TSC.
+// a thread holding the mutex may anchor). The child anchors anew on its own clock.
 void AtForkPrepare() {
   RecorderMutex().lock();
   ClockAtForkPrepare();
@@ -79,6 +79,7 @@ void AtForkChild() {
     self->next = self->prev = nullptr;
     g_threads = self;
     self->events.store(0, std::memory_order_relaxed);
+    self->clock = ClockLine{};  // its copy of the parent's line: the child's own from the next read
   }
   g_retired_events = 0;
   SegmentWriterAfterForkInChild();
