@@ -205,6 +205,28 @@ def test_an_unreadable_input_is_left_out_and_named(ranks, tmp_path):
     assert "1 input(s) left out" in proc.stdout.splitlines()[0]
 
 
+def test_damaged_parquetdirs_are_left_out_and_named(ranks, tmp_path):
+    """A parquetdir whose NVTX_EVENTS.parquet is cut short, empty, or lacks a column the
+    ranges need: each left out with a line naming it and what is wrong."""
+    proc = nvtx_tf("export", "-t", "parquetdir", "-o", tmp_path / "good_pqtdir", ranks / "rank0.nvtxrec")
+    assert proc.returncode == 0, proc.stderr
+    good = (tmp_path / "good_pqtdir" / "NVTX_EVENTS.parquet").read_bytes()
+    cases = {"cut": good[:1000], "empty": b""}
+    for name, data in cases.items():
+        (tmp_path / f"{name}_pqtdir").mkdir()
+        (tmp_path / f"{name}_pqtdir" / "NVTX_EVENTS.parquet").write_bytes(data)
+    (tmp_path / "nostart_pqtdir").mkdir()
+    table = pq.read_table(tmp_path / "good_pqtdir" / "NVTX_EVENTS.parquet").drop_columns(["start"])
+    pq.write_table(table, tmp_path / "nostart_pqtdir" / "NVTX_EVENTS.parquet")
+    dirs = [tmp_path / f"{n}_pqtdir" for n in ("good", "cut", "empty", "nostart")]
+    proc = nvtx_tf("analyze", *dirs, "-o", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    warnings = proc.stderr.strip().splitlines()
+    assert [w.split(": ")[3] for w in warnings] == [str(d) for d in dirs[1:]], warnings
+    assert "no 'start' column" in warnings[2] and "3 input(s) left out" in proc.stdout.splitlines()[0]
+    assert "Traceback" not in proc.stderr
+
+
 @pytest.mark.parametrize(
     "args, code, needle",
     [

@@ -68,6 +68,9 @@ def parquetdir_columns(directory: Path) -> dict:
         raise ValueError(f"{directory}: no NVTX_EVENTS.parquet (not a parquetdir export?)")
     wanted = ("start", "end", "eventType", "globalTid", "text", "textId", "domainId")
     present = set(pq.read_schema(events).names)
+    missing = [c for c in ("start", "eventType") if c not in present]
+    if missing:
+        raise ValueError(f"{directory}: NVTX_EVENTS.parquet has no {missing[0]!r} column (not an nsys export?)")
     # the messages as Parquet stores them, dictionary-encoded (no string per row)
     table = pq.read_table(events, columns=[c for c in wanted if c in present], read_dictionary=["text"])
     n = table.num_rows
