@@ -10,7 +10,10 @@ a median over those runs (the machine may be shared: never the best run). Prints
   and with the recorder, the overhead, the peak RSS growth over the timed loop and the
   bytes the recording takes on disk per event (allocated blocks and apparent file size);
 * each clock side by side: ns/event and CPU ns/event, median and quartiles, and the
-  overhead over no tool (with --before-lib, also that library, e.g. an older build).
+  overhead over no tool (with --before-lib, also that library, e.g. an older build);
+* where an event's time goes: NVTX's dispatch (benchmarks/null_tool.c, a tool that does
+  nothing), the clock read and the record store alone (benchmarks/event_parts.c), the rest;
+* Nsight Systems 2023.4 (fetched by build_tools/fetch_nsys.py) on the same loop, 1 thread.
 
     python benchmarks/bench_recorder_native.py [--events N] [--repeat R] [--lib PATH] [--before-lib PATH]
 """
@@ -30,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 KINDS = {"pushpop": "push/pop", "startend": "start/end"}  # recorder_overhead.c's loops
 sys.path.insert(0, str(REPO / "build_tools"))
 import build_native  # noqa: E402
+import fetch_nsys  # noqa: E402
 
 
 def run(exe: Path, threads: int, events: int, env: dict, kind: str = "pushpop") -> dict:
@@ -67,6 +71,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7, help="interleaved runs per configuration (default 7)")
     parser.add_argument("--lib", type=Path, help="libnvtx_recorder.so to use (default: fresh build)")
     parser.add_argument("--before-lib", type=Path, help="another libnvtx_recorder.so to compare with (its own clock)")
+    parser.add_argument("--nsys-events", type=int, default=2_000_000, help="events in each nsys run (default 2M)")
+    parser.add_argument("--nsys-repeat", type=int, default=3, help="nsys runs per loop (default 3; 0: none)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="nvtx_bench_") as tmp:
@@ -86,16 +92,23 @@ def main() -> int:
             ],
             check=True,
         )
+        null_tool, parts_exe = tmp / "null_tool.so", tmp / "event_parts"
+        include = f"-I{build_native.nvtx_include_dir()}"
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", include,
+                        str(REPO / "benchmarks" / "null_tool.c"), "-o", str(null_tool)], check=True)  # fmt: skip
+        subprocess.run(["gcc", "-O2", str(REPO / "benchmarks" / "event_parts.c"), "-o", str(parts_exe)], check=True)
         base_env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_TF_"))}
         # The clock the recorder picks by default here (NVTX_TF_RECORDER_CLOCK unset).
         probe = run(exe, 1, 1000, dict(base_env, NVTX_INJECTION64_PATH=str(lib), NVTX_TF_RECORD_DIR=str(tmp / "p")))
         default_clock = "tsc" if probe["clock_tsc"] == 1 else "clock_gettime"
-        configs = {"no tool": None, "tsc": ("tsc", lib), "clock_gettime": ("monotonic", lib)}
+        configs = {"no tool": None, "null tool": ("null", null_tool), "tsc": ("tsc", lib),
+                   "clock_gettime": ("monotonic", lib)}  # fmt: skip
         if args.before_lib:
             configs["before"] = (None, args.before_lib)
         # start/end: the recorder with its default clock (an ordered TSC read) against no tool.
-        start_end_configs = [name for name in configs if name in ("no tool", default_clock, "before")]
+        start_end_configs = [name for name in configs if name in ("no tool", "null tool", default_clock, "before")]
         runs = {(kind, threads, name): [] for kind in KINDS for threads in (1, 2) for name in configs}
+        parts: list[dict] = []
         for i in range(args.repeat):
             for kind in KINDS:
                 for threads in (1, 2):
@@ -108,14 +121,20 @@ def main() -> int:
                         clock, path = configs[name]
                         rec_dir = tmp / f"rec_{threads}_{i}"
                         env = dict(base_env, NVTX_INJECTION64_PATH=str(path), NVTX_TF_RECORD_DIR=str(rec_dir))
-                        if clock:
+                        if clock and clock != "null":
                             env["NVTX_TF_RECORDER_CLOCK"] = clock
                         result = run(exe, threads, args.events, env, kind)
                         result["allocated"], result["apparent"] = disk_usage(rec_dir)
-                        shutil.rmtree(rec_dir)
+                        shutil.rmtree(rec_dir, ignore_errors=True)
                         if clock == "tsc" and result["clock_tsc"] != 1:
                             print("note: NVTX_TF_RECORDER_CLOCK=tsc fell back to clock_gettime (no invariant TSC)")
                         runs[kind, threads, name].append(result)
+            parts.append(run_parts(parts_exe, args.events))
+        nsys = fetch_nsys.nsys_path()
+        nsys_runs = {kind: [] for kind in KINDS}
+        for i in range(args.nsys_repeat if nsys else 0):  # nsys 2023.4 on the same loop (1 thread)
+            for kind in KINDS:
+                nsys_runs[kind].append(run_under_nsys(nsys, exe, args.nsys_events, kind, tmp / f"nsys{i}"))
 
     print(f"push/pop with an ASCII message, {args.events:,} events per thread, medians of {args.repeat} runs")
     print("ns/ev = per-thread wall time / events; cpu = per-thread CPU time (user+sys) / events")
@@ -175,7 +194,55 @@ def main() -> int:
                         ]
                     )
                 )
+    print_breakdown(runs, parts, default_clock, nsys_runs, nsys)
     return 0
+
+
+def run_parts(exe: Path, events: int) -> dict:
+    proc = subprocess.run([str(exe), str(events)], capture_output=True, text=True, check=True)
+    return {k: float(v) for k, v in (item.split("=") for item in proc.stdout.split())}
+
+
+def run_under_nsys(nsys: Path, exe: Path, events: int, kind: str, prefix: Path) -> dict:
+    """The loop (1 thread) under ``nsys profile -t nvtx``: the program's own figures."""
+    proc = subprocess.run(
+        [str(nsys), "profile", "-t", "nvtx", "-s", "none", "--cpuctxsw=none", "-f", "true", "-o", str(prefix),
+         str(exe), "1", str(events), kind],
+        env=fetch_nsys.run_env(), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("threads="))
+    return {k: float(v) for k, v in (item.split("=") for item in line.split())}
+
+
+def print_breakdown(runs: dict, parts: list[dict], default_clock: str, nsys_runs: dict, nsys) -> None:
+    """Where an event's time goes (1 thread, medians): NVTX's dispatch to a tool (a tool that
+    does nothing, over no tool), the clock read and the 16-byte record store measured alone
+    (event_parts.c), and the rest of the recorder (its string-id lookup, nesting and range
+    bookkeeping, chunk checks): the recorder's total less those. Then nsys on the same loop."""
+    part = {k: statistics.median(p[k] for p in parts) for k in parts[0]}
+    print()
+    print(f"where an event's time goes (1 thread, medians; clock: {default_clock}), ns per event:")
+    print(" | ".join(("events", "no tool", "NVTX dispatch", "clock read", "record store", "the rest", "recorder")))
+    for kind in KINDS:
+        none = median_run(runs[kind, 1, "no tool"])["ns_per_event"]
+        null = median_run(runs[kind, 1, "null tool"])["ns_per_event"]
+        total = median_run(runs[kind, 1, default_clock])["ns_per_event"]
+        if default_clock == "tsc":
+            clock = part["tsc"] if kind == "pushpop" else part["tsc_ordered"]
+        else:
+            clock = part["monotonic"]
+        rest = total - null - clock - part["store16"]
+        print(" | ".join((f"{KINDS[kind]:>9}", f"{none:7.2f}", f"{null - none:13.2f}", f"{clock:10.2f}",
+                          f"{part['store16']:12.2f}", f"{rest:8.2f}", f"{total:8.2f}")))  # fmt: skip
+    if nsys is None:
+        print(f"nsys: left out ({fetch_nsys.why_not()}; python build_tools/fetch_nsys.py)")
+        return
+    for kind in KINDS:
+        if nsys_runs[kind]:
+            wall = quartiles([r["ns_per_event"] for r in nsys_runs[kind]])
+            ours = median_run(runs[kind, 1, default_clock])["ns_per_event"]
+            print(f"nsys {fetch_nsys.CURRENT}, {KINDS[kind]}, 1 thread: {wall[1]:.1f} ns/event "
+                  f"[{wall[0]:.1f} - {wall[2]:.1f}], the recorder {ours:.1f} ({ours / wall[1]:.3f}x)")  # fmt: skip
 
 
 if __name__ == "__main__":

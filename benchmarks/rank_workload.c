@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rank_workload: RANGES >= 4 and STEPS >= 1\n");
     return 2;
   }
-  long per_step = ranges / steps;       /* step + data + forward + backward + layers */
+  long per_step = ranges / steps;                      /* step + data + forward + backward + layers */
   long layers = per_step > 4 ? (per_step - 3) / 2 : 1; /* forward ones; backward: one fewer */
   static const char* fwd[] = {"forward/conv", "forward/bn", "forward/relu", "forward/dense"};
   static const char* bwd[] = {"backward/conv", "backward/bn", "backward/relu", "backward/dense"};
