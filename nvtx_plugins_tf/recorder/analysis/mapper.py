@@ -124,9 +124,11 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
     label_domain = [ranges.domains[d] for d in range(len(ranges.domains))]
     # per name index: its domain and message
     name_domain = [""] * len(ranges.names)
-    first = np.unique(ranges.name, return_index=True)[1]
-    for n, d in zip(ranges.name[first].tolist(), ranges.domain[first].tolist()):
-        name_domain[n] = label_domain[d]
+    first = np.full(len(ranges.names), -1, dtype=np.int64)  # a range of each name (no sort)
+    first[ranges.name[::-1]] = np.arange(len(ranges) - 1, -1, -1)
+    for n, i in enumerate(first.tolist()):
+        if i >= 0:
+            name_domain[n] = label_domain[int(ranges.domain[i])]
     name_message = [_split(label, name_domain[i]) for i, label in enumerate(ranges.names)]
     chosen = _choose_step(ranges, name_domain, name_message, step)
     is_step = np.array(
