@@ -17,6 +17,7 @@ BENCHMARKS = [
     "bench_recorder_native.py",
     "bench_exports.py",
     "bench_analyze.py",
+    "bench_scaling.py",
     "bench_ops.py",
     "bench_tf_op_ranges.py",
     "bench_keras.py",
