@@ -35,6 +35,8 @@ from ..recording._decoder import (
     PAYLOAD_DOUBLE,
     PAYLOAD_EXT,
     PAYLOAD_FLOAT,
+    PAYLOAD_I64,
+    PAYLOAD_U64,
 )
 from ..recording.model import EVENT_TYPE_OF_KIND, payload_array
 from .nsys_tables import global_tid
@@ -107,9 +109,10 @@ def unavailable() -> str | None:
     return None
 
 
-def event_rows(rows: np.ndarray, domain_local: np.ndarray, origin: int) -> np.ndarray:
-    """The NVTX_EVENTS rows of a batch (``ROW_DTYPE``) as :data:`SQL_ROW_DTYPE`, the values
-    of :func:`.sqlite._statements`, in the order it inserts them (grouped by shape)."""
+def event_rows(rows: np.ndarray, domain_local: np.ndarray, origin: int, out: np.ndarray | None = None) -> np.ndarray:
+    """The NVTX_EVENTS rows of a batch (``ROW_DTYPE``) as :data:`SQL_ROW_DTYPE` (into ``out``
+    when given), the values of :func:`.sqlite._statements` in the order it inserts them
+    (grouped by shape). A NULL column's field holds whatever (the shape says it is NULL)."""
     kind = rows["kind"].astype(np.int64)
     flags = rows["flags"].astype(np.int64)
     ptype = rows["payload_type"].astype(np.int64)
@@ -121,30 +124,31 @@ def event_rows(rows: np.ndarray, domain_local: np.ndarray, origin: int) -> np.nd
     registered = ((flags & FLAG_REGISTERED) != 0) & has_msg
     start_end = kind == KIND_START_END
     cross = start_end & closed & (rows["end_tid"] != rows["tid"])
-    # The Python path's statement groups, in the order it runs them.
+    # The Python path's statement groups (in the order it runs them), and ours.
     group = kind | closed << 3 | has_color << 4 | has_cat << 5 | has_msg << 6 | registered << 7
     group |= cross << 8 | ptype << 9
-    order = np.argsort(group, kind="stable")
-    rows = rows[order]
-    kind, ptype, closed, has_color, has_cat = kind[order], ptype[order], closed[order], has_color[order], has_cat[order]
-    has_msg, registered, start_end, cross = has_msg[order], registered[order], start_end[order], cross[order]
-    out = np.zeros(len(rows), dtype=SQL_ROW_DTYPE)
+    shape = closed * END | start_end * RANGE_ID | cross * END_TID | has_color * COLOR | has_cat * CATEGORY
+    shape |= registered * TEXT_ID | (has_msg & ~registered) * TEXT | ptype << 8
+    if len(group) > 1 and (group[1:] < group[:-1]).any():
+        order = np.argsort(group, kind="stable")
+        rows, kind, ptype, shape = rows[order], kind[order], ptype[order], shape[order]
+    out = np.empty(len(rows), dtype=SQL_ROW_DTYPE) if out is None else out
     pid = rows["pid"]
     out["start"] = rows["start_ns"] - origin
-    out["end"] = np.where(closed, rows["end_ns"] - origin, 0)
-    out["range_id"] = np.where(start_end, rows["range_id"].view(np.int64), 0)
+    out["end"] = rows["end_ns"] - origin
+    out["range_id"] = rows["range_id"].view(np.int64)
     out["global_tid"] = global_tid(pid, rows["tid"])
-    out["end_global_tid"] = np.where(cross, global_tid(pid, rows["end_tid"]), 0)
+    out["end_global_tid"] = global_tid(pid, rows["end_tid"])
     out["text"] = rows["message"]
-    out["category"] = np.where(has_cat, rows["category"], 0)
-    out["color"] = np.where(has_color, rows["color"], 0)
+    out["category"] = rows["category"]
+    out["color"] = rows["color"]
     out["domain_id"] = domain_local[rows["domain"]]
     out["event_type"] = _EVENT_TYPES[kind]
-    shape = closed * END | start_end * RANGE_ID | cross * END_TID | has_color * COLOR | has_cat * CATEGORY
-    shape |= registered * TEXT_ID | (has_msg & ~registered) * TEXT
+    out["shape"] = shape
     payload = rows["payload"]
+    out["payload"] = payload.view(np.int64)  # u64 and i64 payloads as they are (u64 wrapped, as in SQLite)
     for pt in np.unique(ptype).tolist():
-        if pt == 0:
+        if pt in (0, PAYLOAD_U64, PAYLOAD_I64):
             continue
         has = ptype == pt
         if pt == PAYLOAD_EXT:  # the index of its JSON text
@@ -153,11 +157,9 @@ def event_rows(rows: np.ndarray, domain_local: np.ndarray, origin: int) -> np.nd
             values = payload_array(pt, payload[has])
             if pt in (PAYLOAD_DOUBLE, PAYLOAD_FLOAT):
                 values = values.astype(np.float64).view(np.int64)
-            else:  # u64 wrapped to int64, as the Python path stores it
-                values = values.astype(np.int64) if values.dtype != np.uint64 else values.view(np.int64)
+            else:
+                values = values.astype(np.int64)
         out["payload"][has] = values
-        shape[has] |= pt << 8
-    out["shape"] = shape
     return out
 
 
@@ -173,25 +175,64 @@ def definition_rows(definitions: list[tuple], first_text: int) -> np.ndarray:
 
 class RowStore:
     """The rows of the whole export, in blocks of ``1 << BLOCK_BITS`` rows (no copy of all
-    of them when they grow, none to sort them: :meth:`start_order` gives an order)."""
+    of them when they grow, none to sort them: :meth:`start_order` gives an order), and
+    their time bounds."""
 
     BLOCK_BITS = 18
 
     def __init__(self):
         self.blocks: list[np.ndarray] = []
         self.count = 0
+        self.earliest: int | None = None  # the earliest start (None: no rows)
+        self._latest: int | None = None  # the latest start or end
+
+    def add(self, make, n: int) -> None:
+        """Append the ``n`` rows ``make(out)`` writes into ``out`` (an array of ``n`` rows,
+        or None: it then returns a new one)."""
+        size = 1 << self.BLOCK_BITS
+        at = self.count & (size - 1)
+        if at + n <= size:  # straight into the block
+            if n and at == 0:
+                self.blocks.append(np.empty(size, dtype=SQL_ROW_DTYPE))
+            rows = self.blocks[-1][at : at + n] if n else np.empty(0, dtype=SQL_ROW_DTYPE)
+            make(rows)
+            self.count += n
+        else:
+            rows = make(None)
+            done = 0
+            while done < n:
+                at = self.count & (size - 1)
+                if at == 0:
+                    self.blocks.append(np.empty(size, dtype=SQL_ROW_DTYPE))
+                part = min(size - at, n - done)
+                self.blocks[-1][at : at + part] = rows[done : done + part]
+                done += part
+                self.count += part
+        self._note(rows)
 
     def append(self, rows: np.ndarray) -> None:
-        size = 1 << self.BLOCK_BITS
-        done = 0
-        while done < len(rows):
-            at = self.count & (size - 1)
-            if at == 0:
-                self.blocks.append(np.empty(size, dtype=SQL_ROW_DTYPE))
-            n = min(size - at, len(rows) - done)
-            self.blocks[-1][at : at + n] = rows[done : done + n]
-            done += n
-            self.count += n
+        def copy(out):
+            if out is None:
+                return rows
+            out[...] = rows
+            return out
+
+        self.add(copy, len(rows))
+
+    def _note(self, rows: np.ndarray) -> None:
+        if not len(rows):
+            return
+        start = rows["start"]
+        low, high = int(start.min()), int(start.max())
+        self.earliest = low if self.earliest is None else min(self.earliest, low)
+        ends = rows["end"][(rows["shape"] & END) != 0]
+        high = max(high, int(ends.max())) if len(ends) else high
+        self._latest = high if self._latest is None else max(self._latest, high)
+
+    @property
+    def last(self) -> int:
+        """The latest start or end, at least 0."""
+        return max(self._latest or 0, 0)
 
     def _filled(self):
         size = 1 << self.BLOCK_BITS
@@ -207,14 +248,9 @@ class RowStore:
         for block in self._filled():
             block["start"] += delta
             block["end"] += np.where((block["shape"] & END) != 0, delta, 0)
-
-    def bounds(self) -> tuple[int | None, int]:
-        """(the earliest start, or None without rows; the latest start or end, at least 0)."""
-        start = self.column("start")
-        if not len(start):
-            return None, 0
-        end = self.column("end")[(self.column("shape") & END) != 0]
-        return int(start.min()), max(int(start.max()), int(end.max()) if len(end) else 0, 0)
+        if self.earliest is not None:
+            self.earliest += delta
+            self._latest += delta
 
     def start_order(self) -> np.ndarray:
         """Row numbers by start, then end descending with NULL ends last; ties in row order."""

@@ -187,7 +187,8 @@ class SqliteSink(Sink):
         if len(self._domain_local) < len(domains):
             self._domain_local = np.array([d.local_id for d in domains], dtype=np.int64)
         if self._store is not None:
-            self._store.append(_sqlite_native.event_rows(rows, self._domain_local, reader.origin_ns))
+            local, origin = self._domain_local, reader.origin_ns
+            self._store.add(lambda out: _sqlite_native.event_rows(rows, local, origin, out), len(rows))
             return
         strings = reader.strings()
         if len(self._text_table) < len(strings):
@@ -230,12 +231,12 @@ class SqliteSink(Sink):
         definitions = nsys_tables.definition_events(reader, origin)
         store.append(_sqlite_native.definition_rows(definitions, len(strings)))
         texts = [*strings, *("" if d[3] is None else d[3] for d in definitions)]
-        earliest, _ = store.bounds()
+        earliest = store.earliest
         if earliest is not None and earliest < 0:  # no time before 0 (see _finish)
             store.shift(-earliest)
             origin += earliest
         _sqlite_native.insert(self._file.tmp, store, store.start_order(), texts)
-        _, last = store.bounds()
+        last = store.last
         self._store = None  # (the memory)
         self._con = sqlite3.connect(str(self._file.tmp), isolation_level=None)
         self._con.execute("PRAGMA journal_mode=OFF")
