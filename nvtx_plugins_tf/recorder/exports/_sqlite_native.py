@@ -100,7 +100,10 @@ def unavailable() -> str | None:
     """Why the native path cannot be used (None: it can)."""
     if os.environ.get(NATIVE_ENV, "1").strip() == "0":
         return f"{NATIVE_ENV}=0"
-    functions = _Lib.get()
+    try:
+        functions = _Lib.get()
+    except (ImportError, OSError) as exc:  # no reader library to be had: nor a decode, mostly
+        return str(exc)
     if functions is None:
         return "the reader library has no nvtxr_sqlite_insert"
     err = ctypes.create_string_buffer(512)
@@ -266,7 +269,7 @@ def insert(path, store: RowStore, order: np.ndarray, strings: list[str]) -> None
     _, native_insert = _Lib.get()
     encoded = [s.encode("utf-8", errors="surrogatepass") for s in strings]
     offsets = np.zeros(len(encoded) + 1, dtype=np.uint64)
-    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    offsets[1:] = np.cumsum(np.fromiter(map(len, encoded), dtype=np.uint64, count=len(encoded)), dtype=np.uint64)
     blob = b"".join(encoded)
     blocks = (ctypes.c_void_p * max(len(store.blocks), 1))(*[b.ctypes.data for b in store.blocks])
     order = np.ascontiguousarray(order, dtype=np.int64)
