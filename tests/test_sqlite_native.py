@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nvtx_plugins_tf.recorder.exports import _sqlite_native
+from nvtx_plugins_tf.recorder.exports import _sqlite_native, one_pass
 from nvtx_plugins_tf.recorder.exports.sqlite import SqliteSink
 from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 from nvtx_plugins_tf.recorder.recording.reader import RecordingReader
@@ -141,3 +141,27 @@ def test_native_error_is_an_sqlite_error_and_leaves_no_file(tmp_path):
         with pytest.raises(sqlite3.Error):
             sink.finish()
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".sqlite" or "tmp" in p.name) == []
+
+
+def test_rows_beyond_the_memory_budget_take_the_python_path(tmp_path, monkeypatch):
+    rec = _recording(tmp_path)
+    _export(rec, tmp_path / "native.sqlite")
+    monkeypatch.setattr(_sqlite_native, "memory_budget", lambda: 1000)  # fewer bytes than its rows need
+    sink = _export(rec, tmp_path / "budget.sqlite")
+    assert "more than half the machine's" in sink.python_path_reason
+    assert _tables(tmp_path / "budget.sqlite") == _tables(tmp_path / "native.sqlite")
+    # The helper process of a large export judges by the parent's estimate (it reads no segment).
+    with RecordingReader(rec) as reader:
+        with one_pass.ChildSink(reader, _SayingWhy, tmp_path / "child.sqlite") as child:
+            for rows in reader.batches(3):
+                child.add(rows)
+            _, why = child.finish()
+    assert "more than half the machine's" in why
+    assert _tables(tmp_path / "child.sqlite") == _tables(tmp_path / "native.sqlite")
+
+
+class _SayingWhy(SqliteSink):
+    """The sink's result with the reason it took the Python path (from a child process)."""
+
+    def _finish(self):
+        return super()._finish(), self.python_path_reason

@@ -12,8 +12,9 @@ them to SQLite's temporary files.
 
 libsqlite3 is loaded at run time (:data:`LIBSQLITE3`, the library Python's own sqlite3
 module links). When it cannot be loaded, when the reader library lacks the functions, or
-with ``NVTX_TF_SQLITE_NATIVE=0`` in the environment, :func:`unavailable` says why and the
-export takes the Python path; both write the same file.
+with ``NVTX_TF_SQLITE_NATIVE=0`` in the environment, or when the rows of a large recording
+would take more than half the memory, :func:`unavailable` says why and the export takes the
+Python path; both write the same file.
 """
 
 from __future__ import annotations
@@ -96,10 +97,26 @@ class _Lib:
         return cls.functions or None
 
 
-def unavailable() -> str | None:
-    """Why the native path cannot be used (None: it can)."""
+#: Bytes the native path holds per row: the row, and its share of the sort's arrays.
+ROW_BYTES = SQL_ROW_DTYPE.itemsize + 48
+
+
+def memory_budget() -> int:
+    """The memory the native path may hold its rows in: half the machine's."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError):
+        return 1 << 31
+
+
+def unavailable(estimated_events: int = 0) -> str | None:
+    """Why the native path cannot be used (None: it can) for a recording of about
+    ``estimated_events`` events (a range is two: one row)."""
     if os.environ.get(NATIVE_ENV, "1").strip() == "0":
         return f"{NATIVE_ENV}=0"
+    need = estimated_events // 2 * ROW_BYTES
+    if need > memory_budget():  # the Python path's rows wait in SQLite's temporary files instead
+        return f"its rows would take about {need >> 20} MiB of memory, more than half the machine's"
     try:
         functions = _Lib.get()
     except (ImportError, OSError) as exc:  # no reader library to be had: nor a decode, mostly

@@ -144,15 +144,17 @@ class SqliteSink(Sink):
     sorted into ``NVTX_EVENTS`` by ``finish()``, which returns the :class:`DamageReport`.
 
     Native code writes them when it can (:mod:`._sqlite_native`: the rows held in memory,
-    sorted with numpy); else (``NVTX_TF_SQLITE_NATIVE=0``, no libsqlite3 to load) they go
-    to a staging table SQLite sorts. Both write the same rows in the same order."""
+    sorted with numpy); else (``NVTX_TF_SQLITE_NATIVE=0``, no libsqlite3 to load, rows that
+    would take more than half the memory) they go to a staging table SQLite sorts. Both
+    write the same rows in the same order."""
 
     def __init__(self, reader: RecordingReader, output):
         self._t0 = time.monotonic()
         self.reader = reader
         self.output = Path(output)
         #: why the native path is not taken (None: it is)
-        self.python_path_reason = _sqlite_native.unavailable()
+        estimate = reader.estimated_events() if hasattr(reader, "estimated_events") else 0
+        self.python_path_reason = _sqlite_native.unavailable(estimate)
         self._store = _sqlite_native.RowStore() if self.python_path_reason is None else None
         self._file = OutputFile(self.output)
         try:
