@@ -5,7 +5,8 @@ Four shared libraries, each from one folder of ``cc_ops/`` (their file names are
 
 * ``libnvtx_recorder.so`` (``cc_ops/recorder``): the NVTX injection tool. Needs only the
   NVTX v3 headers (from the ``nvidia-nvtx`` wheel) and a C++17 compiler.
-* ``libnvtx_reader.so`` (``cc_ops/reader``): decodes recordings. No dependencies.
+* ``libnvtx_reader.so`` (``cc_ops/reader``): decodes recordings, and writes the SQLite
+  export's events (libsqlite3 loaded at run time with dlopen: no sqlite3.h needed).
 * ``libnvtx_host.so`` (``cc_ops/host``): host-side NVTX ranges for the Keras callback and
   the session hook, called through ctypes. Needs only the NVTX v3 headers.
 * ``libnvtx_tf_ops.so`` (``cc_ops/tf_ops``): the TensorFlow ops, compiled with the
@@ -235,7 +236,8 @@ def build_recorder(out_dir: Path) -> Path:
 def build_reader(out_dir: Path) -> Path:
     out = out_dir / LIBRARY_NAMES["reader"]
     cflags = [*_COMMON_FLAGS, "-Werror", "-fvisibility=hidden", f"-I{sources_root()}"]
-    _compile_and_link(_sources("reader"), out, cflags, ["-pthread"])
+    # -ldl: libsqlite3 is opened at run time (cc_ops/reader/sqlite_insert.h), never linked.
+    _compile_and_link(_sources("reader"), out, cflags, ["-pthread", "-ldl"])
     return _stamp(out, "reader")
 
 

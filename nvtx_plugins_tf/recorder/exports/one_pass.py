@@ -240,14 +240,18 @@ _THREAD_NAME_FIELDS = ("pid", "tid", "name", "override")
 class _Tables:
     """A :class:`~..recording.reader.RecordingReader` as a sink in a child process sees it: the tables the
     parent sent. During the batches: ``strings()``, ``domain_table()``, ``domain_names()``,
-    ``origin_ns``, ``path``; at ``finish()`` everything else."""
+    ``origin_ns``, ``path``, ``estimated_events()``; at ``finish()`` everything else."""
 
-    def __init__(self, path, origin_ns: int):
+    def __init__(self, path, origin_ns: int, estimated_events: int = 0):
         self.path, self.origin_ns = path, origin_ns
+        self._estimated_events = estimated_events
         self._strings: list[str] = []
         self._domains: list = []
         self._domain_names: list[str] = []
         self._final: dict = {}
+
+    def estimated_events(self) -> int:
+        return self._estimated_events
 
     def strings(self) -> list[str]:
         return self._strings
@@ -293,8 +297,8 @@ def _send_error(conn, exc: BaseException) -> None:
         pass
 
 
-def _child_main(conn, path, origin_ns, factory, args, kwargs) -> None:
-    tables = _Tables(path, origin_ns)
+def _child_main(conn, path, origin_ns, estimated_events, factory, args, kwargs) -> None:
+    tables = _Tables(path, origin_ns, estimated_events)
     try:
         sink = factory(tables, *args, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - the parent raises it
@@ -362,7 +366,8 @@ class ChildSink(Sink):
                 # the child ends when the pipe closes, after removing its partial output.
                 for sig in _IGNORED_IN_CHILD:
                     signal.signal(sig, signal.SIG_IGN)
-                _child_main(theirs, reader.path, reader.origin_ns, factory, args, kwargs)
+                estimate = reader.estimated_events() if hasattr(reader, "estimated_events") else 0
+                _child_main(theirs, reader.path, reader.origin_ns, estimate, factory, args, kwargs)
                 code = 0
             finally:
                 os._exit(code)

@@ -34,7 +34,7 @@ from ..recording._decoder import (
 )
 from ..recording.model import EVENT_TYPE_OF_KIND, DamageReport, payload_array
 from ..recording.reader import RecordingReader, reading
-from . import _nsys_schema, nsys_tables
+from . import _nsys_schema, _sqlite_native, nsys_tables
 from .nsys_tables import NSYS_VERSION, SCHEMA_VERSION, global_pid, global_tid
 from .one_pass import OutputFile, Sink, feed
 
@@ -140,14 +140,22 @@ def export_sqlite(recording, output, *, reader: RecordingReader | None = None) -
 
 
 class SqliteSink(Sink):
-    """:func:`export_sqlite` batch by batch (see :mod:`.one_pass`): the events go to a
-    staging table, sorted into ``NVTX_EVENTS`` by ``finish()``, which returns the
-    :class:`DamageReport`."""
+    """:func:`export_sqlite` batch by batch (see :mod:`.one_pass`): the events are kept, and
+    sorted into ``NVTX_EVENTS`` by ``finish()``, which returns the :class:`DamageReport`.
+
+    Native code writes them when it can (:mod:`._sqlite_native`: the rows held in memory,
+    sorted with numpy); else (``NVTX_TF_SQLITE_NATIVE=0``, no libsqlite3 to load, rows that
+    would take more than half the memory) they go to a staging table SQLite sorts. Both
+    write the same rows in the same order."""
 
     def __init__(self, reader: RecordingReader, output):
         self._t0 = time.monotonic()
         self.reader = reader
         self.output = Path(output)
+        #: why the native path is not taken (None: it is)
+        estimate = reader.estimated_events() if hasattr(reader, "estimated_events") else 0
+        self.python_path_reason = _sqlite_native.unavailable(estimate)
+        self._store = _sqlite_native.RowStore() if self.python_path_reason is None else None
         self._file = OutputFile(self.output)
         try:
             self._con = con = sqlite3.connect(str(self._file.tmp), isolation_level=None)
@@ -164,8 +172,11 @@ class SqliteSink(Sink):
             con.execute("BEGIN")
             for name, rows in _nsys_schema.ENUMS.items():
                 con.executemany(f'INSERT INTO "{name}" (id, name, label) VALUES (?, ?, ?)', rows)
-            # Events go to a staging table first, then into NVTX_EVENTS in start order.
-            con.execute("CREATE TEMP TABLE stage AS SELECT * FROM main.NVTX_EVENTS WHERE 0")
+            if self._store is not None:  # the native code writes the events, later
+                con.execute("COMMIT")
+                con.close()
+            else:  # events go to a staging table first, then into NVTX_EVENTS in start order
+                con.execute("CREATE TEMP TABLE stage AS SELECT * FROM main.NVTX_EVENTS WHERE 0")
         except BaseException:
             self._abort()
             raise
@@ -174,12 +185,16 @@ class SqliteSink(Sink):
 
     def add(self, rows) -> None:
         reader, con = self.reader, self._con
-        strings = reader.strings()
-        if len(self._text_table) < len(strings):
-            self._text_table = np.array(strings, dtype=object)
         domains = reader.domain_table()
         if len(self._domain_local) < len(domains):
             self._domain_local = np.array([d.local_id for d in domains], dtype=np.int64)
+        if self._store is not None:
+            local, origin = self._domain_local, reader.origin_ns
+            self._store.add(lambda out: _sqlite_native.event_rows(rows, local, origin, out), len(rows))
+            return
+        strings = reader.strings()
+        if len(self._text_table) < len(strings):
+            self._text_table = np.array(strings, dtype=object)
         for sql, params in _statements(rows, self._text_table, self._domain_local, reader.origin_ns, "temp.stage"):
             con.executemany(sql, params)
 
@@ -190,7 +205,9 @@ class SqliteSink(Sink):
             self._file.discard()
 
     def _finish(self) -> DamageReport:
-        reader, con, output = self.reader, self._con, self.output
+        if self._store is not None:
+            return self._finish_native()
+        reader, con = self.reader, self._con
         origin = reader.origin_ns
         con.executemany(
             "INSERT INTO temp.stage (start, eventType, category, text, globalTid, domainId) VALUES (?,?,?,?,?,?)",
@@ -206,7 +223,33 @@ class SqliteSink(Sink):
         con.execute("INSERT INTO main.NVTX_EVENTS SELECT * FROM temp.stage ORDER BY start, end DESC")
         con.execute("DROP TABLE temp.stage")
         last = con.execute("SELECT max(coalesce(max(start), 0), coalesce(max(end), 0)) FROM NVTX_EVENTS").fetchone()
-        for table, rows in nsys_tables.small_tables(reader, origin, last[0] or 0).items():
+        return self._other_tables(origin, last[0] or 0)
+
+    def _finish_native(self) -> DamageReport:
+        """_finish's work with the events written by native code (the same rows, order and shift)."""
+        reader, store = self.reader, self._store
+        origin = reader.origin_ns
+        strings = reader.strings()
+        definitions = nsys_tables.definition_events(reader, origin)
+        store.append(_sqlite_native.definition_rows(definitions, len(strings)))
+        texts = [*strings, *("" if d[3] is None else d[3] for d in definitions)]
+        earliest = store.earliest
+        if earliest is not None and earliest < 0:  # no time before 0 (see _finish)
+            store.shift(-earliest)
+            origin += earliest
+        _sqlite_native.insert(self._file.tmp, store, store.start_order(), texts)
+        last = store.last
+        self._store = None  # (the memory)
+        self._con = sqlite3.connect(str(self._file.tmp), isolation_level=None)
+        self._con.execute("PRAGMA journal_mode=OFF")
+        self._con.execute("PRAGMA synchronous=OFF")
+        self._con.execute("BEGIN")
+        return self._other_tables(origin, last)
+
+    def _other_tables(self, origin: int, last: int) -> DamageReport:
+        """Every table but NVTX_EVENTS, then the file is complete (committed, closed, in place)."""
+        reader, con, output = self.reader, self._con, self.output
+        for table, rows in nsys_tables.small_tables(reader, origin, last).items():
             if rows:
                 marks = ", ".join("?" * len(rows[0]))
                 con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
