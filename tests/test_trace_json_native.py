@@ -103,3 +103,50 @@ def test_native_and_python_formatters_write_the_same_bytes(tmp_path, monkeypatch
     assert any(e["ts"] < 0 for e in events if e["ph"] == "i")
     ids = [e["id2"]["local"] for e in events if e["ph"] == "b"]
     assert ids == [hex(i) for i in range(1, len(ids) + 1)]
+
+
+def _edge_rows(reader):
+    """Rows the recorder does not write but a damaged or merged recording may give: ends
+    before starts, times at the ends of int64, an unknown kind, the extremes of every
+    numeric field. (No unknown payload type: the decoder drops such records.)"""
+    import numpy as np
+
+    from nvtx_plugins_tf.recorder.recording._decoder import ROW_DTYPE
+
+    origin = reader.origin_ns
+    big, small = 2**63 - 1, -(2**63)
+    cases = [
+        # start, end, kind, flags, payload_type, payload, depth, range_id
+        (origin + 5_000, origin + 1_234, 1, 0, 0, 0, 0, 0),  # ends before it starts
+        (origin - 7, origin - 1_000_001, 2, 0, 1, 2**64 - 1, -1, 2**64 - 1),
+        (big, origin + small, 1, 1, 2, 2**63, 2**31 - 1, 0),  # durations beyond int64: no wrap
+        (origin + small, big, 1, 1, 4, 2**64 - 1, -(2**31), 1),
+        (small, big, 2, 1 | 4, 4, 2**64 - 1, -(2**31), 1),
+        (origin, origin, 3, 0, 5, 0xFFFFFFFF_80000000, 0, 0),  # i32 from the low bytes
+        (origin + 1, origin + 2, 9, 0, 0, 0, 0, 3),  # unknown kind: as start/end
+        (origin + 999, origin + 1999, 1, 2, 3, 0x3FF0000000000000, 1, 0),  # category, double
+    ]
+    rows = np.zeros(len(cases), dtype=ROW_DTYPE)
+    for row, (start, end, kind, flags, ptype, payload, depth, rid) in zip(rows, cases):
+        row["start_ns"], row["end_ns"], row["kind"], row["flags"] = start, end, kind, flags
+        row["payload_type"], row["payload"], row["depth"], row["range_id"] = ptype, payload, depth, rid
+        row["pid"], row["tid"], row["end_tid"] = big, small, -1
+        row["message"], row["domain"], row["color"], row["category"] = 1, 1, 0xFFFFFFFF, 2**32 - 1
+    return rows
+
+
+def test_native_and_python_formatters_agree_on_rows_at_the_limits(tmp_path):
+    rec = _recording(tmp_path)
+    outputs = []
+    for native in (True, False):
+        out = tmp_path / f"{native}.json"
+        with reading(rec, None) as reader, JsonSink(reader, out, native=native) as sink:
+            for rows in reader.batches():
+                sink.add(rows)
+            sink.add(_edge_rows(reader))
+            sink.finish()
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+    events = json.loads(outputs[0])["traceEvents"]
+    assert any(e.get("dur", 0) < 0 for e in events)
+    assert any(e.get("args", {}).get("payload") == 2**64 - 1 for e in events)
