@@ -67,6 +67,8 @@ def _recording(tmp_path):
         other.mark(t + 3, msg, domain=domain, **kw)
         t += 3_000
     main.push(t, 3, payload=("i32", -5)).start(t + 1, 42, 1, color=0xFFFFFFFF)  # never ended
+    other.start(t + 2, 43, 2)
+    w.thread(702).end(t + 9, 43)  # a thread that only ends a range
     w.write(rec)
     w2 = SegmentWriter(pid=800, start_ns=900_000, process_name="second")
     th = w2.thread(800)
@@ -103,6 +105,8 @@ def test_native_and_python_formatters_write_the_same_bytes(tmp_path, monkeypatch
     assert any(e["ts"] < 0 for e in events if e["ph"] == "i")
     ids = [e["id2"]["local"] for e in events if e["ph"] == "b"]
     assert ids == [hex(i) for i in range(1, len(ids) + 1)]
+    threads = {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}
+    assert threads == {(700, 700), (700, 701), (700, 702), (800, 800)}
 
 
 def _edge_rows(reader):

@@ -182,6 +182,15 @@ def _python_lines(rows, origin: int, jstr, jdom, categories, strings, async_id: 
     return parts, async_id
 
 
+def _distinct(values) -> list[int]:
+    """The distinct values of an int array (batches often hold one thread's rows only)."""
+    if not len(values):
+        return []
+    if values.min() == values.max():
+        return [int(values[0])]
+    return np.unique(values).tolist()
+
+
 #: Payload types whose value ``nvtxr_json_lines`` formats itself (the integers; none).
 _NATIVE_PAYLOADS = np.array([PAYLOAD_NONE, PAYLOAD_U64, PAYLOAD_I64, PAYLOAD_U32, PAYLOAD_I32], dtype=np.uint8)
 _BUFFER_BYTES = 16 << 20
@@ -240,7 +249,8 @@ class JsonSink(Sink):
         pids, tids, end_tids = rows["pid"], rows["tid"], rows["end_tid"]
         if len(pids) and pids.min() == pids.max():  # one process (usual): its distinct threads
             pid = int(pids[0])
-            self._threads.update((pid, tid) for tid in np.unique(np.concatenate([tids, end_tids])).tolist())
+            self._threads.update((pid, tid) for tid in _distinct(tids))
+            self._threads.update((pid, tid) for tid in _distinct(end_tids[end_tids != tids]))
         else:
             pids = pids.tolist()
             self._threads.update(zip(pids, tids.tolist()))
