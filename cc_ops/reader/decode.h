@@ -21,6 +21,7 @@
 //   segment_cursor.{h,cc}  the segment being read: file, header checks, chunk order
 //   range_matcher.{h,cc}   push/pop stacks, open starts, ends seen before their start
 //   record_parse.{h,cc}    the byte layout of one record
+//   json_lines.{h,cc}      ABI 9: Trace Event JSON lines of rows (the JSON export's formatter)
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
 #define NVTX_PLUGINS_TF_READER_DECODE_H_
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..._native_libs import native_library
 
-ABI_VERSION = 8
+ABI_VERSION = 9
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -124,6 +124,13 @@ class ThreadName(ctypes.Structure):
     ]
 
 
+class TextTable(ctypes.Structure):
+    """``NvtxrTextTable`` (cc_ops/reader/json_lines.h): entry i is
+    ``text[offsets[i]:offsets[i + 1]]``."""
+
+    _fields_ = [("text", ctypes.c_void_p), ("offsets", ctypes.c_void_p), ("count", ctypes.c_uint64)]
+
+
 _lib = None
 _lock = threading.Lock()
 
@@ -135,6 +142,7 @@ def library() -> ctypes.CDLL:
         if _lib is None:
             lib = ctypes.CDLL(str(native_library("reader")))
             vp, u32, i64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int64
+            table, u64p = ctypes.POINTER(TextTable), ctypes.POINTER(ctypes.c_uint64)
             sigs = {
                 "nvtxr_abi_version": (u32, []),
                 "nvtxr_new": (vp, []),
@@ -163,6 +171,9 @@ def library() -> ctypes.CDLL:
                 "nvtxr_category": (ctypes.c_int, [vp, u32, ctypes.POINTER(Category)]),
                 "nvtxr_thread_name_count": (u32, [vp]),
                 "nvtxr_thread_name": (ctypes.c_int, [vp, u32, ctypes.POINTER(ThreadName)]),
+                # rows, count, origin_ns, names, domains, extras, extra_index, async_id, out,
+                # capacity, written (cc_ops/reader/json_lines.h)
+                "nvtxr_json_lines": (i64, [vp, i64, i64, table, table, table, vp, u64p, vp, ctypes.c_uint64, u64p]),
             }
             for name, (restype, argtypes) in sigs.items():
                 fn = getattr(lib, name)
