@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sqlite3
+from typing import NamedTuple
 
 import numpy as np
 
@@ -129,26 +130,46 @@ def unavailable(estimated_events: int = 0) -> str | None:
     return None
 
 
+class RowFlags(NamedTuple):
+    """What decides a batch row's NVTX_EVENTS columns (:func:`row_flags`)."""
+
+    kind: np.ndarray
+    ptype: np.ndarray
+    closed: np.ndarray
+    has_color: np.ndarray
+    has_cat: np.ndarray
+    has_msg: np.ndarray
+    registered: np.ndarray
+    cross: np.ndarray  #: a start/end range ended on another thread
+    group: np.ndarray  #: one code per combination of the above (the rows inserted alike)
+
+
+def row_flags(rows: np.ndarray) -> RowFlags:
+    """The flags of each row of a batch (``ROW_DTYPE``) that decide its columns: one
+    definition for the Python path's statement groups (:func:`.sqlite._statements`) and the
+    native path's shapes, so that both insert the rows in the same order."""
+    kind = rows["kind"].astype(np.int64)
+    flags = rows["flags"].astype(np.int64)
+    ptype = rows["payload_type"].astype(np.int64)
+    closed = ((flags & FLAG_UNCLOSED) == 0) & (kind != KIND_MARK)
+    has_color = (flags & FLAG_HAS_COLOR) != 0
+    has_cat = (flags & FLAG_HAS_CATEGORY) != 0
+    has_msg = rows["message"] != 0
+    registered = ((flags & FLAG_REGISTERED) != 0) & has_msg
+    cross = (kind == KIND_START_END) & closed & (rows["end_tid"] != rows["tid"])
+    group = kind | closed << 3 | has_color << 4 | has_cat << 5 | has_msg << 6 | registered << 7
+    group |= cross << 8 | ptype << 9
+    return RowFlags(kind, ptype, closed, has_color, has_cat, has_msg, registered, cross, group)
+
+
 def event_rows(rows: np.ndarray, domain_local: np.ndarray, origin: int, out: np.ndarray | None = None) -> np.ndarray:
     """The NVTX_EVENTS rows of a batch (``ROW_DTYPE``) as :data:`SQL_ROW_DTYPE` (into ``out``
     when given), the values of :func:`.sqlite._statements` in the order it inserts them
     (grouped by shape). A NULL column's field holds whatever (the shape says it is NULL)."""
-    kind = rows["kind"].astype(np.int64)
-    flags = rows["flags"].astype(np.int64)
-    ptype = rows["payload_type"].astype(np.int64)
-    msg = rows["message"]
-    closed = ((flags & FLAG_UNCLOSED) == 0) & (kind != KIND_MARK)
-    has_color = (flags & FLAG_HAS_COLOR) != 0
-    has_cat = (flags & FLAG_HAS_CATEGORY) != 0
-    has_msg = msg != 0
-    registered = ((flags & FLAG_REGISTERED) != 0) & has_msg
-    start_end = kind == KIND_START_END
-    cross = start_end & closed & (rows["end_tid"] != rows["tid"])
-    # The Python path's statement groups (in the order it runs them), and ours.
-    group = kind | closed << 3 | has_color << 4 | has_cat << 5 | has_msg << 6 | registered << 7
-    group |= cross << 8 | ptype << 9
-    shape = closed * END | start_end * RANGE_ID | cross * END_TID | has_color * COLOR | has_cat * CATEGORY
-    shape |= registered * TEXT_ID | (has_msg & ~registered) * TEXT | ptype << 8
+    f = row_flags(rows)
+    kind, ptype, group = f.kind, f.ptype, f.group  # (the Python path's statement groups, in its order)
+    shape = f.closed * END | (kind == KIND_START_END) * RANGE_ID | f.cross * END_TID | f.has_color * COLOR
+    shape |= f.has_cat * CATEGORY | f.registered * TEXT_ID | (f.has_msg & ~f.registered) * TEXT | ptype << 8
     if len(group) > 1 and (group[1:] < group[:-1]).any():
         order = np.argsort(group, kind="stable")
         rows, kind, ptype, shape = rows[order], kind[order], ptype[order], shape[order]

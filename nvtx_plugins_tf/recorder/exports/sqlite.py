@@ -24,11 +24,6 @@ from pathlib import Path
 import numpy as np
 
 from ..recording._decoder import (
-    FLAG_HAS_CATEGORY,
-    FLAG_HAS_COLOR,
-    FLAG_REGISTERED,
-    FLAG_UNCLOSED,
-    KIND_MARK,
     KIND_START_END,
     PAYLOAD_EXT,
 )
@@ -69,19 +64,7 @@ def _statements(rows: np.ndarray, text_table: np.ndarray, domain_local: np.ndarr
     Binding None through sqlite3 is slow (it goes through the adapter protocol), so each
     group inserts only its non-NULL columns; constants are SQL literals.
     """
-    kind = rows["kind"].astype(np.int64)
-    flags = rows["flags"].astype(np.int64)
-    ptype = rows["payload_type"].astype(np.int64)
-    msg = rows["message"]
-    closed = ((flags & FLAG_UNCLOSED) == 0) & (kind != KIND_MARK)
-    has_color = (flags & FLAG_HAS_COLOR) != 0
-    has_cat = (flags & FLAG_HAS_CATEGORY) != 0
-    has_msg = msg != 0
-    registered = ((flags & FLAG_REGISTERED) != 0) & has_msg
-    cross = (kind == KIND_START_END) & closed & (rows["end_tid"] != rows["tid"])
-    shape = (
-        kind | closed << 3 | has_color << 4 | has_cat << 5 | has_msg << 6 | registered << 7 | cross << 8 | ptype << 9
-    )
+    shape = _sqlite_native.row_flags(rows).group
     pid = rows["pid"]
     payload = rows["payload"]
     for code in np.unique(shape).tolist():
