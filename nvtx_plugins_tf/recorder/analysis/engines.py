@@ -65,40 +65,43 @@ def run_mappers(
     paths = [str(p) for p in inputs]
     results: list[tuple[list[RankResult], str | None] | None] = [None] * len(paths)
     done = events = 0
-    if workers is None and scheduler is None:
-        # Threads of this process, one input each at a time: the reading (native decoder,
-        # pyarrow) and numpy's sorts release the GIL, so two cores give 1.7x one's ranges/s
-        # (benchmarks/bench_analyze.py); memory is that of as many inputs as threads.
-        with ThreadPoolExecutor(max_workers=embedded_threads()) as pool:
-            futures = {pool.submit(_safe_map, path, step): i for i, path in enumerate(paths)}
-            for future in concurrent.futures.as_completed(futures):
-                i = futures[future]
-                results[i] = future.result()
-                done += 1
-                events += sum(r.events for r in results[i][0])
-                if progress:
-                    progress(done, len(paths), events)
-    else:
-        from distributed import as_completed
-
-        client, cluster = _client(workers, scheduler)
-        try:
-            futures = client.map(_safe_map, paths, step=step, pure=False)
-            index = {f.key: i for i, f in enumerate(futures)}
-            for future in as_completed(futures):
-                i = index[future.key]
-                results[i] = future.result()
-                done += 1
-                events += sum(r.events for r in results[i][0])
-                if progress:
-                    progress(done, len(paths), events)
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+    local = workers is None and scheduler is None
+    for i, result in _in_threads(paths, step) if local else _on_dask(paths, step, workers, scheduler):
+        results[i] = result
+        done += 1
+        events += sum(r.events for r in result[0])
+        if progress:
+            progress(done, len(paths), events)
     ranks = [r for res in results for r in res[0]]
     left_out = [res[1] for res in results if res[1]]
     return ranks, left_out
+
+
+def _in_threads(paths: list[str], step: StepSpec | None):
+    """(input index, its result) as each is done, mapped by threads of this process: the
+    reading (native decoder, pyarrow) and numpy's sorts release the GIL, so two cores give
+    1.7x one's ranges/s (benchmarks/bench_analyze.py); memory is that of as many inputs as
+    threads."""
+    with ThreadPoolExecutor(max_workers=embedded_threads()) as pool:
+        futures = {pool.submit(_safe_map, path, step): i for i, path in enumerate(paths)}
+        for future in concurrent.futures.as_completed(futures):
+            yield futures[future], future.result()
+
+
+def _on_dask(paths: list[str], step: StepSpec | None, workers: int | None, scheduler: str | None):
+    """(input index, its result) as each is done, mapped by one Dask task each."""
+    from distributed import as_completed
+
+    client, cluster = _client(workers, scheduler)
+    try:
+        futures = client.map(_safe_map, paths, step=step, pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        for future in as_completed(futures):
+            yield index[future.key], future.result()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
 
 
 def terminal_progress(stream=sys.stderr) -> Callable[[int, int, int], None] | None:
