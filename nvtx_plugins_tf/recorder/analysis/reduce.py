@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from ..reports.names import range_label
 from . import sketch
 from .mapper import RankResult
 
@@ -145,10 +146,6 @@ _I64 = np.zeros(0, dtype=np.int64)
 _TEXT = {"Text", "Domain", "RankName", "File", "Name", "TopRanges"}
 
 
-def _label(key: tuple[str, str]) -> str:
-    return f"{key[0]}:{key[1]}" if key[0] else key[1]
-
-
 def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple[str, str]]) -> dict[str, list]:
     out = {k: [] for k in ("Step", "Ranks", "Rank", "RankName", "StepDuration", "MedianStepDuration", "Excess")}
     out["TopRanges"] = []
@@ -183,7 +180,7 @@ def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
             ("Step", step), ("Ranks", len(present)), ("Rank", index), ("RankName", ranks[index].name),
             ("StepDuration", int(durations[index, step])),
             ("MedianStepDuration", int(np.median(durations[present, step]))),
-            ("Excess", int(excess[best])), ("TopRanges", "; ".join(f"{_label(k)} +{int(v)}" for v, k in top)),
+            ("Excess", int(excess[best])), ("TopRanges", "; ".join(f"{range_label(*k)} +{int(v)}" for v, k in top)),
         ):  # fmt: skip
             out[key].append(value)
     return out
