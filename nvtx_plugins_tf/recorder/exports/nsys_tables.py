@@ -99,6 +99,8 @@ __all__ = [
     "small_tables",
     "export_metadata",
     "capture_metadata",
+    "session_start_utc",
+    "anchor_process",
 ]
 
 SCHEMA_VERSION = _nsys_schema.SCHEMA_META["EXPORT_SCHEMA_VERSION"]
@@ -168,14 +170,18 @@ def _iso(ns: int, tz) -> str:
     return datetime.datetime.fromtimestamp(ns / 1e9, tz).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def anchor_process(reader: RecordingReader):
+    """The process whose realtime anchor dates the session: the earliest that has one (None
+    if none has)."""
+    anchored = [p for p in reader.processes.values() if p.start_realtime_ns]
+    return min(anchored, key=lambda p: p.start_ns) if anchored else None
+
+
 def session_start_utc(reader: RecordingReader, origin: int) -> int | None:
     """CLOCK_REALTIME (ns since the epoch) of the session start ``origin`` (CLOCK_MONOTONIC),
-    from the anchor of the earliest segment that has one."""
-    anchored = [p for p in reader.processes.values() if p.start_realtime_ns]
-    if not anchored:
-        return None
-    first = min(anchored, key=lambda p: p.start_ns)
-    return first.start_realtime_ns - (first.start_ns - origin)
+    from the anchor of :func:`anchor_process`."""
+    first = anchor_process(reader)
+    return None if first is None else first.start_realtime_ns - (first.start_ns - origin)
 
 
 def small_tables(reader: RecordingReader, origin: int, stop_time: int) -> dict[str, list[tuple]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..exports.nsys_tables import session_start_utc
+from ..exports.nsys_tables import anchor_process, session_start_utc
 from ..recording._decoder import FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, KIND_START_END
 from ..recording.model import SAME_CLOCK_NS
 from ._export_ranges import parquetdir_columns, sqlite_columns, unique_inverse
@@ -197,11 +197,10 @@ def _from_recording(reader, row_ids: bool = True) -> Ranges:
 
 def _clock_shifts(reader) -> dict[int, int]:
     """pid -> its clock's offset from the clock of the process the session start is read
-    from (the earliest anchored: :func:`~..exports.nsys_tables.session_start_utc`), for the
-    processes on another clock (offsets apart by :data:`SAME_CLOCK_NS` or more)."""
-    anchored = [p for p in reader.processes.values() if p.clock_offset is not None]
-    if not anchored:
+    from (:func:`~..exports.nsys_tables.anchor_process`), for the processes on another clock
+    (offsets apart by :data:`SAME_CLOCK_NS` or more)."""
+    first = anchor_process(reader)
+    if first is None:
         return {}
-    reference = min(anchored, key=lambda p: p.start_ns).clock_offset
-    shifts = {p.pid: p.clock_offset - reference for p in anchored}
+    shifts = {p.pid: p.clock_offset - first.clock_offset for p in reader.processes.values() if p.start_realtime_ns}
     return {pid: d for pid, d in shifts.items() if abs(d) >= SAME_CLOCK_NS}
