@@ -28,7 +28,6 @@ import argparse
 import importlib.util
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,8 +39,8 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "build_tools"))
 
-import build_native  # noqa: E402
 import fetch_nsys  # noqa: E402
+from _programs import build_program, quartiles  # noqa: E402
 from _table import print_table  # noqa: E402
 
 SLOW_RANK, SLOW_NS = 5, 20_000
@@ -70,20 +69,11 @@ _DUCKDB = (
 )
 
 
-def build_workload(folder: Path) -> Path:
-    exe = folder / "rank_workload"
-    subprocess.run(
-        ["gcc", "-O2", f"-I{build_native.nvtx_include_dir()}", str(HERE / "rank_workload.c"), "-o", str(exe), "-ldl"],
-        check=True,
-    )
-    return exe
-
-
 def make_ranks(folder: Path, ranks: int, ranges: int, steps: int) -> None:
     """rankK.nvtxrec (recorded) and rankK_pqtdir (+ the recipe's stand-in rankK.nsys-rep)."""
     from nvtx_plugins_tf.recorder.exports.parquet import export_parquetdir
 
-    exe = build_workload(folder)
+    exe = build_program("rank_workload.c", folder / "rank_workload")
     from nvtx_plugins_tf._native_libs import native_library
 
     library = native_library("recorder")
@@ -118,13 +108,6 @@ def measure(command: list[str], env: dict) -> tuple[float, float]:
     if proc.returncode or not fields or fields[0] != "0":
         raise RuntimeError(f"{' '.join(command[:4])}... failed: {proc.stderr.strip()[-800:]}")
     return float(fields[1]), int(fields[2]) / 1024
-
-
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    if len(values) < 2:
-        return values[0], values[0], values[0]
-    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, q2, q3
 
 
 def main() -> int:

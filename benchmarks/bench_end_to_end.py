@@ -30,8 +30,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "build_tools"))
 
-import build_native  # noqa: E402
 import fetch_nsys  # noqa: E402
+from _programs import build_program, quartiles  # noqa: E402
 from _table import print_table  # noqa: E402
 
 
@@ -44,13 +44,6 @@ def timed(commands: list[list[str]], env: dict) -> float:
     return time.perf_counter() - t0
 
 
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    if len(values) < 2:
-        return values[0], values[0], values[0]
-    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, q2, q3
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranges", type=int, default=1_000_000, help="push/pop ranges (default 1M)")
@@ -58,12 +51,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-e2e-") as tmp:
         tmp = Path(tmp)
-        exe = tmp / "recorder_overhead"
-        subprocess.run(
-            ["gcc", "-O2", f"-I{build_native.nvtx_include_dir()}", str(HERE / "recorder_overhead.c"), "-o", str(exe),
-             "-ldl", "-pthread"],
-            check=True,
-        )  # fmt: skip
+        exe = build_program("recorder_overhead.c", tmp / "recorder_overhead")
         program = [str(exe), "1", str(2 * args.ranges)]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_TF_"))}
         env["PYTHONPATH"] = str(REPO)

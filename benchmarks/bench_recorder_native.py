@@ -34,6 +34,7 @@ KINDS = {"pushpop": "push/pop", "startend": "start/end"}  # recorder_overhead.c'
 sys.path.insert(0, str(REPO / "build_tools"))
 import build_native  # noqa: E402
 import fetch_nsys  # noqa: E402
+from _programs import build_program, quartiles  # noqa: E402
 
 
 def run(exe: Path, threads: int, events: int, env: dict, kind: str = "pushpop") -> dict:
@@ -50,14 +51,6 @@ def disk_usage(folder: Path) -> tuple[int, int]:
         allocated += st.st_blocks * 512
         apparent += st.st_size
     return allocated, apparent
-
-
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    """(first quartile, median, third quartile)."""
-    if len(values) < 2:
-        return values[0], values[0], values[0]
-    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, q2, q3
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -78,25 +71,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="nvtx_bench_") as tmp:
         tmp = Path(tmp)
         lib = args.lib or build_native.build_recorder(tmp / "lib")
-        exe = tmp / "recorder_overhead"
-        subprocess.run(
-            [
-                "gcc",
-                "-O2",
-                f"-I{build_native.nvtx_include_dir()}",
-                str(REPO / "benchmarks" / "recorder_overhead.c"),
-                "-o",
-                str(exe),
-                "-ldl",
-                "-pthread",
-            ],
-            check=True,
-        )
-        null_tool, parts_exe = tmp / "null_tool.so", tmp / "event_parts"
-        include = f"-I{build_native.nvtx_include_dir()}"
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", include,
-                        str(REPO / "benchmarks" / "null_tool.c"), "-o", str(null_tool)], check=True)  # fmt: skip
-        subprocess.run(["gcc", "-O2", str(REPO / "benchmarks" / "event_parts.c"), "-o", str(parts_exe)], check=True)
+        exe = build_program("recorder_overhead.c", tmp / "recorder_overhead")
+        null_tool = build_program("null_tool.c", tmp / "null_tool.so", "-shared", "-fPIC", "-fvisibility=hidden")
+        parts_exe = build_program("event_parts.c", tmp / "event_parts")
         base_env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_TF_"))}
         # The clock the recorder picks by default here (NVTX_TF_RECORDER_CLOCK unset).
         probe = run(exe, 1, 1000, dict(base_env, NVTX_INJECTION64_PATH=str(lib), NVTX_TF_RECORD_DIR=str(tmp / "p")))

@@ -32,7 +32,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "build_tools"))
 
-import build_native  # noqa: E402
+from _programs import build_program  # noqa: E402
 from _table import print_table  # noqa: E402
 
 EVENTS = (1_000_000, 10_000_000, 100_000_000)
@@ -118,12 +118,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
         tmp = Path(tmp)
-        exe = tmp / "recorder_overhead"
-        subprocess.run(
-            ["gcc", "-O2", f"-I{build_native.nvtx_include_dir()}", str(HERE / "recorder_overhead.c"), "-o", str(exe),
-             "-ldl", "-pthread"],
-            check=True,
-        )  # fmt: skip
+        exe = build_program("recorder_overhead.c", tmp / "recorder_overhead")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("NVTX_INJECTION", "NVTX_TF_"))}
         env["NVTX_INJECTION64_PATH"] = str(native_library("recorder"))
         cases = [("events", 1, n, 1) for n in EVENTS]
