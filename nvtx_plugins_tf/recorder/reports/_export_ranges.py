@@ -161,7 +161,7 @@ def _domains(domain_id: np.ndarray, pid: np.ndarray, names_of: dict, domain_inde
             if dom and name:
                 out[(domain_id == dom) & (pid == p)] = domain_index[name]
         return out
-    pairs, pair_of = _first_appearance(domain_id.astype(np.int64) * (_MASK + 1) + pid)
+    pairs, pair_of = unique_inverse(domain_id.astype(np.int64) * (_MASK + 1) + pid)  # (any order)
     named = [domain_index[names_of.get((int(k) // (_MASK + 1), int(k) % (_MASK + 1))) or ""] for k in pairs.tolist()]
     return np.array(named, dtype=np.int64)[pair_of] if len(pair_of) else out
 
