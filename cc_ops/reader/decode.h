@@ -22,6 +22,9 @@
 //   range_matcher.{h,cc}   push/pop stacks, open starts, ends seen before their start
 //   record_parse.{h,cc}    the byte layout of one record
 //   json_lines.{h,cc}      ABI 9: Trace Event JSON lines of rows (the JSON export's formatter)
+//   range_columns.{h,cc}   ABI 10: a recording's ranges as compact columns (analyze's input)
+//   rank_stats.{h,cc}      ABI 10: analyze's mapper over them, per process, in one native pass
+//   rank_stats_api.cc      ABI 10: its C API (below)
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
 #define NVTX_PLUGINS_TF_READER_DECODE_H_
 
@@ -181,5 +184,50 @@ NVTXR_API uint32_t nvtxr_category_count(void* ctx);
 NVTXR_API int nvtxr_category(void* ctx, uint32_t index, NvtxrCategory* out);
 NVTXR_API uint32_t nvtxr_thread_name_count(void* ctx);
 NVTXR_API int nvtxr_thread_name(void* ctx, uint32_t index, NvtxrThreadName* out);
+
+// ABI 10: `nvtx-tf analyze`'s mapper (nvtx_plugins_tf/recorder/analysis/mapper.py) in one
+// native pass. A ranges object collects a recording's ranges straight from a decoder
+// context (nvtxr_ranges_collect, as nvtxr_next: 0 when the segment or the open ranges are
+// done; -1 out of memory) or an export's columns (nvtxr_ranges_add, names given); bounds:
+// out[0] the first start and out[1] the last time over every row decoded, out[2] the rows,
+// out[3] the ranges. nvtxr_ranges_name names the collected ranges (key = dom_map[domain] *
+// (strings + 1) + message; the name is the key's rank) and returns the number of names,
+// nvtxr_ranges_keys copies their keys. nvtxr_rank_stats computes every process's results
+// (is_step: n_names flags; the sketch's buckets: see rank_stats.h) and returns how many
+// processes (by pid ascending), -1 when out of memory; its columns are freed. A result's
+// fields (NvtxrRankField) are arrays of 8-byte elements (int64; m2 and the quartiles double).
+enum NvtxrRankField {
+  kNvtxrRankRows = 0,
+  kNvtxrRankCount,
+  kNvtxrRankSum,
+  kNvtxrRankMin,
+  kNvtxrRankMax,
+  kNvtxrRankM2,
+  kNvtxrRankQ1,
+  kNvtxrRankMedian,
+  kNvtxrRankQ3,
+  kNvtxrRankSketchRow,
+  kNvtxrRankSketchKey,
+  kNvtxrRankSketchCount,
+  kNvtxrRankStepRow,
+  kNvtxrRankStepStart,
+  kNvtxrRankStepEnd,
+  kNvtxrRankWorkRows,
+  kNvtxrRankStepWork,  // steps x work rows, row-major
+};
+NVTXR_API void* nvtxr_ranges_new(void);
+NVTXR_API void nvtxr_ranges_free(void* ranges);
+NVTXR_API int64_t nvtxr_ranges_collect(void* ranges, void* ctx, int64_t capacity);
+NVTXR_API int nvtxr_ranges_add(void* ranges, int64_t n, const int64_t* start, const int64_t* end, const uint8_t* open,
+                               const uint8_t* push_pop, const int64_t* pid, const int64_t* tid, const int64_t* name);
+NVTXR_API void nvtxr_ranges_bounds(void* ranges, int64_t* out);
+NVTXR_API int64_t nvtxr_ranges_name(void* ranges, const int64_t* dom_map, int64_t n_dom, int64_t strings);
+NVTXR_API void nvtxr_ranges_keys(void* ranges, int64_t* out);
+NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t n_names, int with_steps,
+                                   double log_gamma, const int64_t* bounds, int64_t n_bounds, int64_t zero_key);
+// out: pid, events (its ranges), open ranges
+NVTXR_API int nvtxr_rank_stats_header(void* ranges, int64_t process, int64_t* out);
+NVTXR_API int64_t nvtxr_rank_stats_size(void* ranges, int64_t process, int field);
+NVTXR_API int nvtxr_rank_stats_copy(void* ranges, int64_t process, int field, void* out);
 
 #endif  // NVTX_PLUGINS_TF_READER_DECODE_H_

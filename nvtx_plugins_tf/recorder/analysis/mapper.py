@@ -17,8 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..reports.ranges import Ranges, load_ranges
-from . import sketch
+from ..exports.nsys_tables import session_start_utc
+from ..reports._nsys_parquet import is_parquetdir
+from ..reports._nsys_sqlite import is_sqlite
+from ..reports.ranges import Ranges, _clock_shifts, key_labels, load_ranges, merged_domains, session_times
+from . import _native, sketch
 
 __all__ = ["StepSpec", "RankResult", "map_input", "DEFAULT_STEPS"]
 
@@ -116,11 +119,72 @@ def _choose_step(ranges: Ranges, domains: list[str], messages: list[str], step: 
     return None
 
 
+def _stem(path: Path) -> str:
+    """The input's name (a recording's names its rank: rank3.nvtxrec)."""
+    return path.name[: -len(".nvtxrec")] if path.name.endswith(".nvtxrec") else path.stem
+
+
+def _is_export(path: Path) -> bool:
+    return (path.is_file() and is_sqlite(path)) or (path.is_dir() and is_parquetdir(path))
+
+
 def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
     """The rank results of one input (see the module docstring). Raises OSError or ValueError
-    (naming the input) when it cannot be read."""
+    (naming the input) when it cannot be read. A recording is mapped natively
+    (:mod:`._native`, unless ``NVTX_TF_ANALYZE_NATIVE=0``), an export (and a recording
+    without it) by the numpy code below: the same values."""
     path = Path(path)
-    ranges = load_ranges(path, row_ids=False)
+    if _native.enabled() and not _is_export(path):
+        return _map_recording_native(path, step)
+    return map_ranges(path, load_ranges(path, row_ids=False), step)
+
+
+def _map_recording_native(path: Path, step: StepSpec | None) -> list[RankResult]:
+    """map_input of a recording: decoded and mapped in one native pass (the GIL released),
+    the names, the chosen step and the clocks by the same rules as the numpy path's."""
+    from ..recording.reader import reading
+
+    with reading(path) as reader, _native.NativeRanges() as native:
+        reader.collect(native)
+        lowest, highest, rows, _ = native.bounds()
+        strings = reader.strings()
+        _, shift, _ = session_times(reader, lowest, highest, rows)
+        dom_map, dom_list = merged_domains(reader)
+        keys = native.name(dom_map, len(strings))
+        labels = key_labels(keys, dom_list, strings)
+        name_domain = [dom_list[int(k) // (len(strings) + 1)] for k in keys]
+        name_message = [_split(label, name_domain[i]) for i, label in enumerate(labels)]
+        chosen = _choose_step(None, name_domain, name_message, step)
+        is_step = None
+        if chosen is not None:
+            is_step = np.array([chosen.matches(d, m) for d, m in zip(name_domain, name_message)], dtype=np.uint8)
+        processes = native.rank_stats(is_step, len(keys))
+        origin = reader.origin_ns
+        epoch = session_start_utc(reader, origin + shift) if processes else None
+        clock_shift = _clock_shifts(reader) if processes else {}
+    stem = _stem(path)
+    out = []
+    for p in processes:
+        pid = p["pid"]
+        name = stem if len(processes) == 1 else f"{stem}:{pid}"
+        result = RankResult(name, str(path), pid, p["events"], p["open_ranges"])
+        result.names = [(name_domain[n], name_message[n]) for n in p["rows"].tolist()]
+        for f in ("count", "sum", "min", "max", "m2", "q1", "median", "q3", "sketch_row", "sketch_key", "sketch_count"):
+            setattr(result, f, p[f])
+        if chosen is not None:
+            # on one wall clock (the numpy path's rule): the session's times are ns - origin - shift
+            base = (epoch if epoch is not None else 0) + clock_shift.get(pid, 0) - origin - shift
+            result.aligned = epoch is not None
+            result.step_name = str(chosen)
+            result.step_row = p["step_row"]
+            result.step_start, result.step_end = p["step_start"] + base, p["step_end"] + base
+            result.work_rows, result.step_work = p["work_rows"], p["step_work"]
+        out.append(result)
+    return out
+
+
+def map_ranges(path: Path, ranges: Ranges, step: StepSpec | None = None) -> list[RankResult]:
+    """The rank results of the ranges of the input ``path``, by numpy."""
     label_domain = [ranges.domains[d] for d in range(len(ranges.domains))]
     # per name index: its domain and message
     name_domain = [""] * len(ranges.names)
@@ -137,7 +201,7 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
         dtype=bool,
     )
     pids = np.unique(ranges.pid).tolist()
-    stem = path.name[: -len(".nvtxrec")] if path.name.endswith(".nvtxrec") else path.stem
+    stem = _stem(path)
     out = []
     if chosen is not None:
         threads = ranges.pid.astype(np.int64) * (1 << 24) + ranges.tid

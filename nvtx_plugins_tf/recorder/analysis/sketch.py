@@ -15,12 +15,40 @@ import math
 
 import numpy as np
 
-__all__ = ["ALPHA", "GAMMA", "sketch", "sketch_groups", "merged_quantiles", "merge", "quantile"]
+__all__ = ["ALPHA", "GAMMA", "sketch", "sketch_groups", "merged_quantiles", "merge", "quantile", "bucket_bounds"]
 
 ALPHA = 0.01  #: relative error bound of a bucket's value
 GAMMA = (1 + ALPHA) / (1 - ALPHA)
-_LOG_GAMMA = math.log(GAMMA)
+_LOG_GAMMA = LOG_GAMMA = math.log(GAMMA)
 ZERO = -(2**31)  #: the bucket of durations <= 0 (value 0)
+_BOUNDS: np.ndarray | None = None
+
+
+def _keys(durations: np.ndarray) -> np.ndarray:
+    """The buckets of positive ``durations`` (float64)."""
+    return np.ceil(np.log(durations) / _LOG_GAMMA).astype(np.int64)
+
+
+def bucket_bounds() -> np.ndarray:
+    """``[k]``: the least duration (integer ns) in bucket k or above, k = 0 (1 ns) up to
+    the bucket of the largest int64: by numpy's log, as :func:`sketch_groups` buckets them,
+    for the native mapper (cc_ops/reader/rank_stats.h), whose libm log may differ by an ulp.
+
+    >>> b = bucket_bounds()
+    >>> all(_keys(np.array([b[k] - 1, b[k]], dtype=np.float64)).tolist() == [k - 1, k] for k in range(1, 200))
+    True
+    """
+    global _BOUNDS
+    if _BOUNDS is None:
+        top = np.iinfo(np.int64).max
+        k = np.arange(int(_keys(np.array([float(top)]))[0]) + 1)
+        lo, hi = np.ones(len(k), dtype=np.int64), np.full(len(k), top, dtype=np.int64)
+        while (lo < hi).any():  # the least d with key(d) >= k, by bisection
+            mid = lo + (hi - lo) // 2
+            up = _keys(mid.astype(np.float64)) >= k
+            hi, lo = np.where(up, mid, hi), np.where(up, lo, mid + 1)
+        _BOUNDS = lo
+    return _BOUNDS
 
 
 def sketch(durations: np.ndarray) -> dict[int, int]:
@@ -48,7 +76,7 @@ def sketch_groups(durations: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray
     group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(d))))
     keys = np.full(len(d), ZERO, dtype=np.int64)
     positive = d > 0
-    keys[positive] = np.ceil(np.log(d[positive]) / _LOG_GAMMA).astype(np.int64)
+    keys[positive] = _keys(d[positive])
     # sorted within each group, so a bucket is a run of equal (group, key)
     change = np.flatnonzero((np.diff(keys) != 0) | (np.diff(group) != 0)) + 1
     run_start = np.concatenate([[0], change]).astype(np.int64) if len(d) else change

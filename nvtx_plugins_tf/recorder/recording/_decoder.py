@@ -9,7 +9,7 @@ import numpy as np
 
 from ..._native_libs import native_library
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -174,6 +174,18 @@ def library() -> ctypes.CDLL:
                 # rows, count, origin_ns, names, domains, extras, extra_index, async_id, out,
                 # capacity, written (cc_ops/reader/json_lines.h)
                 "nvtxr_json_lines": (i64, [vp, i64, i64, table, table, table, vp, u64p, vp, ctypes.c_uint64, u64p]),
+                # ABI 10: analyze's native mapper (nvtx_plugins_tf/recorder/analysis/_native.py)
+                "nvtxr_ranges_new": (vp, []),
+                "nvtxr_ranges_free": (None, [vp]),
+                "nvtxr_ranges_collect": (i64, [vp, vp, i64]),
+                "nvtxr_ranges_add": (ctypes.c_int, [vp, i64, vp, vp, vp, vp, vp, vp, vp]),
+                "nvtxr_ranges_bounds": (None, [vp, vp]),
+                "nvtxr_ranges_name": (i64, [vp, vp, i64, i64]),
+                "nvtxr_ranges_keys": (None, [vp, vp]),
+                "nvtxr_rank_stats": (i64, [vp, vp, i64, ctypes.c_int, ctypes.c_double, vp, i64, i64]),
+                "nvtxr_rank_stats_header": (ctypes.c_int, [vp, i64, vp]),
+                "nvtxr_rank_stats_size": (i64, [vp, i64, ctypes.c_int]),
+                "nvtxr_rank_stats_copy": (ctypes.c_int, [vp, i64, ctypes.c_int, vp]),
             }
             for name, (restype, argtypes) in sigs.items():
                 fn = getattr(lib, name)

@@ -118,6 +118,17 @@ class RecordingReader:
 
         The ranges still open at the end of the recording come last.
         """
+        yield from self._read(lambda: self._decoder.next_rows(batch_size), len)
+
+    def collect(self, ranges, capacity: int = 1 << 20) -> None:
+        """Decode every segment into ``ranges`` (an ``analysis._native.NativeRanges``): the
+        rows go from the decoder to its columns without Python (the GIL released)."""
+        for _ in self._read(lambda: ranges.collect(self._decoder, capacity), int):
+            pass
+
+    def _read(self, take, count) -> Iterator:
+        """Open each segment and yield ``take()`` until ``count`` of it is 0, then the same
+        for the ranges left open (``take``: the next rows of the decoder)."""
         for seg in self.segments:
             before = self._decoder.stats()
             self._segment_chunks0 = before["chunks"]
@@ -140,8 +151,8 @@ class RecordingReader:
                 )
             try:
                 while True:
-                    rows = self._decoder.next_rows(batch_size)
-                    if len(rows) == 0:
+                    rows = take()
+                    if count(rows) == 0:
                         break
                     yield rows
             finally:
@@ -151,8 +162,8 @@ class RecordingReader:
             self._note_damage(seg, before, self._decoder.stats())
         self._decoder.finish()
         while True:
-            rows = self._decoder.next_rows(batch_size)
-            if len(rows) == 0:
+            rows = take()
+            if count(rows) == 0:
                 break
             yield rows
 

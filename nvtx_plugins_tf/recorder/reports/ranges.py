@@ -20,7 +20,7 @@ from ._nsys_parquet import is_parquetdir
 from ._nsys_sqlite import is_sqlite, open_nsys_sqlite
 from .names import DEFAULT_DOMAIN, range_label, selects_domain
 
-__all__ = ["Ranges", "load_ranges", "sqlite_domain_names"]
+__all__ = ["Ranges", "load_ranges", "sqlite_domain_names", "session_times", "merged_domains", "key_labels"]
 
 
 @dataclass
@@ -127,22 +127,7 @@ def _from_recording(reader, row_ids: bool = True) -> Ranges:
         del rows, closed, ends
     origin = reader.origin_ns
     strings = reader.strings()
-    domain_names = reader.domain_names()
-    table = reader.domain_table()
-
-    def process_start(pid):
-        return reader.processes[pid].start_ns if pid in reader.processes else origin
-
-    # Definition rows of the export: domains, category names, thread names (all without an end).
-    defs = [(d.create_ns or process_start(d.pid)) for d in table[1:]]
-    for dom, _ in reader.category_names():
-        defs.append(process_start(table[dom].pid if dom else next(iter(reader.processes), 0)))
-    defs += [process_start(t.pid) for t in reader._decoder.thread_names() if t.override]
-    if defs:
-        lowest, highest = min(lowest, min(defs)), max(highest, max(defs))
-    any_row = offset > 0 or bool(defs)
-    shift = min(0, lowest - origin) if any_row else 0  # the export moves a time before 0 to 0
-    last = max(highest - origin - shift, 0) if any_row else 0
+    defs, shift, last = session_times(reader, lowest, highest, offset)
     if row_ids:  # row number = rank in the export's ORDER BY start, end DESC (NULL ends last)
         starts = np.concatenate(all_start + [np.array(defs, dtype=np.int64)]).astype(np.int64)
         ends = np.concatenate(all_end + [np.full(len(defs), none, dtype=np.int64)])
@@ -165,16 +150,12 @@ def _from_recording(reader, row_ids: bool = True) -> Ranges:
     is_open = (r["flags"] & FLAG_UNCLOSED) != 0
     start = r["start_ns"].astype(np.int64) - origin - shift
     end = np.where(is_open, last, r["end_ns"].astype(np.int64) - origin - shift)
-    # Labels: unique (domain name, message); domains of equal name merge (as in the summary).
-    dom_ids: dict[str, int] = {}
-    dom_map = np.array([dom_ids.setdefault(d, len(dom_ids)) for d in domain_names] or [0], dtype=np.int64)
+    dom_map, dom_list = merged_domains(reader)
     dom = dom_map[np.minimum(r["domain"].astype(np.int64), len(dom_map) - 1)]
     msg = r["message"].astype(np.int64)
     key = dom * (len(strings) + 1) + msg
     uniq, name = unique_inverse(key)
-    dom_list = list(dom_ids)
-    messages = strings + [""]  # (an unknown string: an empty message, as the summary has it)
-    names = [range_label(dom_list[int(k) // (len(strings) + 1)], messages[int(k) % (len(strings) + 1)]) for k in uniq]
+    names = key_labels(uniq, dom_list, strings)
     row_id = rank[index]
     order = np.argsort(row_id, kind="stable") if row_ids else slice(None)  # (else: already in order)
     return Ranges(
@@ -193,6 +174,44 @@ def _from_recording(reader, row_ids: bool = True) -> Ranges:
         epoch_ns=session_start_utc(reader, origin + shift),
         clock_shift=_clock_shifts(reader),
     )
+
+
+def session_times(reader, lowest: int, highest: int, rows: int) -> tuple[list[int], int, int]:
+    """(the definition rows' times, the shift, the last time) of our SQLite export of the
+    recording ``reader`` has read, whose ``rows`` rows span ``lowest`` (first start) to
+    ``highest`` (last time): the export's times are ``ns - origin - shift``."""
+    origin = reader.origin_ns
+    table = reader.domain_table()
+
+    def process_start(pid):
+        return reader.processes[pid].start_ns if pid in reader.processes else origin
+
+    # Definition rows of the export: domains, category names, thread names (all without an end).
+    defs = [(d.create_ns or process_start(d.pid)) for d in table[1:]]
+    for dom, _ in reader.category_names():
+        defs.append(process_start(table[dom].pid if dom else next(iter(reader.processes), 0)))
+    defs += [process_start(t.pid) for t in reader._decoder.thread_names() if t.override]
+    if defs:
+        lowest, highest = min(lowest, min(defs)), max(highest, max(defs))
+    any_row = rows > 0 or bool(defs)
+    shift = min(0, lowest - origin) if any_row else 0  # the export moves a time before 0 to 0
+    last = max(highest - origin - shift, 0) if any_row else 0
+    return defs, shift, last
+
+
+def merged_domains(reader) -> tuple[np.ndarray, list[str]]:
+    """(the decoder's domain index -> the merged domain's, the merged domains' names):
+    domains of equal name merge (as in the summary)."""
+    dom_ids: dict[str, int] = {}
+    dom_map = np.array([dom_ids.setdefault(d, len(dom_ids)) for d in reader.domain_names()] or [0], dtype=np.int64)
+    return dom_map, list(dom_ids)
+
+
+def key_labels(keys, dom_list: list[str], strings: list[str]) -> list[str]:
+    """The labels of name keys (merged domain * (strings + 1) + message): unique (domain
+    name, message)."""
+    messages = strings + [""]  # (an unknown string: an empty message, as the summary has it)
+    return [range_label(dom_list[int(k) // (len(strings) + 1)], messages[int(k) % (len(strings) + 1)]) for k in keys]
 
 
 def _clock_shifts(reader) -> dict[int, int]:

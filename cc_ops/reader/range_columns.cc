@@ -1,0 +1,76 @@
+#include "reader/range_columns.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "reader/decoder.h"
+
+namespace nvtx_reader {
+
+void RangeColumns::AddRows(const NvtxrRow* r, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const NvtxrRow& row = r[i];
+    bool open = (row.flags & kNvtxrUnclosed) != 0;
+    lowest = std::min(lowest, row.start_ns);
+    highest = std::max(highest, row.start_ns);
+    if (row.kind == kNvtxrMark) continue;
+    if (!open) highest = std::max(highest, row.end_ns);
+    if (row.kind != kNvtxrPushPop && row.kind != kNvtxrStartEnd) continue;
+    start.push_back(row.start_ns);
+    end.push_back(row.end_ns);
+    pid.push_back(row.pid);
+    tid.push_back(row.tid);
+    message.push_back(row.message);
+    domain.push_back(row.domain);
+    flags.push_back(static_cast<uint8_t>((open ? kOpen : 0) | (row.kind == kNvtxrPushPop ? kPushPop : 0)));
+  }
+  rows += n;
+}
+
+int64_t RangeColumns::Collect(Decoder* decoder, int64_t capacity) {
+  // a small buffer that stays in the cache: the rows pass through it, not through memory
+  constexpr int64_t kBlock = 2048;
+  std::vector<NvtxrRow> block(kBlock);
+  int64_t total = 0;
+  while (total < capacity) {
+    int64_t n = decoder->Next(block.data(), std::min(kBlock, capacity - total));
+    if (n == 0) break;
+    AddRows(block.data(), n);
+    total += n;
+  }
+  return total;
+}
+
+void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, std::vector<int64_t>* keys) {
+  // the (domain, message) pairs are few: a table of the pairs seen, then one lookup a range
+  // (the last pair remembered: a thread's ranges come in runs)
+  std::unordered_map<uint64_t, int32_t> pair_index;
+  std::vector<int64_t> pair_key;
+  std::vector<int32_t> raw(size());
+  uint64_t last = ~uint64_t(0);
+  int32_t last_index = -1;
+  for (size_t i = 0; i < size(); ++i) {
+    uint64_t pair = (uint64_t(domain[i]) << 32) | message[i];
+    if (pair != last) {
+      auto ins = pair_index.emplace(pair, static_cast<int32_t>(pair_key.size()));
+      if (ins.second) {
+        int64_t d = n_dom > 0 ? dom_map[std::min<int64_t>(domain[i], n_dom - 1)] : 0;
+        pair_key.push_back(d * (strings + 1) + message[i]);
+      }
+      last = pair;
+      last_index = ins.first->second;
+    }
+    raw[i] = last_index;
+  }
+  *keys = pair_key;
+  std::sort(keys->begin(), keys->end());
+  keys->erase(std::unique(keys->begin(), keys->end()), keys->end());
+  std::vector<int32_t> rank(pair_key.size());
+  for (size_t p = 0; p < pair_key.size(); ++p) {
+    rank[p] = static_cast<int32_t>(std::lower_bound(keys->begin(), keys->end(), pair_key[p]) - keys->begin());
+  }
+  name.resize(size());
+  for (size_t i = 0; i < size(); ++i) name[i] = rank[raw[i]];
+}
+
+}  // namespace nvtx_reader

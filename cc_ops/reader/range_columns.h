@@ -1,0 +1,48 @@
+// The push/pop and start/end ranges of one recording as compact columns, in the order the
+// decoder hands them out (what `nvtx-tf analyze` needs of a range: 48 bytes, not a row's
+// 80), filled straight from the decoder without passing through Python; or from an export's
+// columns. Then each range's name: (domain, message) made one index, as
+// nvtx_plugins_tf/recorder/reports/ranges.py numbers them (domains of equal name merged).
+#ifndef NVTX_PLUGINS_TF_READER_RANGE_COLUMNS_H_
+#define NVTX_PLUGINS_TF_READER_RANGE_COLUMNS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <limits>
+#include <vector>
+
+#include "reader/decode.h"
+
+namespace nvtx_reader {
+
+class Decoder;
+
+struct RangeColumns {
+  enum : uint8_t { kOpen = 1, kPushPop = 2 };
+
+  std::vector<int64_t> start, end;  // the recording's clock (end: -1 when open)
+  std::vector<int64_t> pid, tid;
+  std::vector<uint32_t> message, domain;  // the decoder's global indexes (until Name)
+  std::vector<uint8_t> flags;             // kOpen, kPushPop
+  std::vector<int32_t> name;              // after Name (or given): index of the range's name
+  // Over every row decoded (marks too, as the SQLite export's rows): the first start and
+  // the last time (start, or end of a closed range); rows: how many.
+  int64_t lowest = std::numeric_limits<int64_t>::max();
+  int64_t highest = std::numeric_limits<int64_t>::min();
+  int64_t rows = 0;
+
+  size_t size() const { return start.size(); }
+  // Appends the ranges of n decoder rows (marks are only counted in lowest/highest).
+  void AddRows(const NvtxrRow* r, int64_t n);
+  // Decodes up to capacity rows of the decoder into the columns; returns how many (0: the
+  // segment, or after Finish the open ranges, are done).
+  int64_t Collect(Decoder* decoder, int64_t capacity);
+  // Names each range: key = dom_map[domain] * (strings + 1) + message; the name is the
+  // key's rank among the keys present; *keys gets them, ascending.
+  void Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, std::vector<int64_t>* keys);
+};
+
+}  // namespace nvtx_reader
+
+#endif  // NVTX_PLUGINS_TF_READER_RANGE_COLUMNS_H_

@@ -1,0 +1,268 @@
+#include "reader/rank_stats.h"
+
+#include <math.h>
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+#include <utility>
+
+namespace nvtx_reader {
+
+int64_t SketchBuckets::Key(int64_t d) const {
+  if (d <= 0) return zero_key;
+  int64_t last = n_bounds - 1;
+  int64_t k = static_cast<int64_t>(ceil(log(static_cast<double>(d)) / log_gamma));
+  k = std::min(std::max<int64_t>(k, 0), last);
+  while (k > 0 && d < bounds[k]) --k;  // (libm and numpy's log differ by an ulp at most)
+  while (k < last && d >= bounds[k + 1]) ++k;
+  return k;
+}
+
+namespace {
+
+bool Closed(const RangeColumns& c, size_t i) { return (c.flags[i] & RangeColumns::kOpen) == 0; }
+
+// The k-th smallest of v[0, n) for each rank of `ranks` (ascending), v reordered.
+void Select(int64_t* v, int64_t n, const int64_t* ranks, int nr, int64_t* out) {
+  if (n <= 64) {
+    std::sort(v, v + n);
+    for (int i = 0; i < nr; ++i) out[i] = v[ranks[i]];
+    return;
+  }
+  int64_t from = 0;
+  for (int i = 0; i < nr; ++i) {
+    int64_t r = ranks[i];
+    if (r >= from) {
+      std::nth_element(v + from, v + r, v + n);
+      from = r + 1;
+    }
+    out[i] = v[r];
+  }
+}
+
+// Per name of the closed ranges of one process (`mine`): mapper._range_stats.
+void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t n_names, const SketchBuckets& b,
+               RankStats* out, std::vector<int64_t>* row_of_name) {
+  std::vector<int64_t> at(n_names + 1, 0);  // counting sort by name
+  for (int64_t i : mine) {
+    if (Closed(c, i)) at[c.name[i] + 1]++;
+  }
+  for (int64_t n = 0; n < n_names; ++n) at[n + 1] += at[n];
+  std::vector<int64_t> d(at[n_names]);
+  std::vector<int64_t> fill(at.begin(), at.end() - 1);
+  for (int64_t i : mine) {
+    if (Closed(c, i)) d[fill[c.name[i]]++] = c.end[i] - c.start[i];
+  }
+  row_of_name->assign(n_names, -1);
+  std::vector<int64_t> keys, hist;
+  for (int64_t n = 0; n < n_names; ++n) {
+    int64_t lo = at[n], cnt = at[n + 1] - at[n];
+    if (cnt == 0) continue;
+    int64_t row = static_cast<int64_t>(out->rows.size());
+    (*row_of_name)[n] = row;
+    out->rows.push_back(n);
+    int64_t* v = d.data() + lo;
+    uint64_t sum = 0;
+    int64_t mn = v[0], mx = v[0];
+    for (int64_t i = 0; i < cnt; ++i) {
+      sum += static_cast<uint64_t>(v[i]);
+      mn = std::min(mn, v[i]);
+      mx = std::max(mx, v[i]);
+    }
+    double mean = static_cast<double>(static_cast<int64_t>(sum)) / static_cast<double>(cnt);
+    double m2 = 0;
+    for (int64_t i = 0; i < cnt; ++i) {
+      double x = static_cast<double>(v[i]) - mean;
+      m2 += x * x;
+    }
+    out->count.push_back(cnt);
+    out->sum.push_back(static_cast<int64_t>(sum));
+    out->min.push_back(mn);
+    out->max.push_back(mx);
+    out->m2.push_back(m2);
+    // the sketch, before the order statistics reorder v
+    keys.resize(cnt);
+    for (int64_t i = 0; i < cnt; ++i) keys[i] = b.Key(v[i]);
+    if (cnt <= 512) {
+      std::sort(keys.begin(), keys.end());
+      for (int64_t i = 0; i < cnt;) {
+        int64_t j = i;
+        while (j < cnt && keys[j] == keys[i]) ++j;
+        out->sketch_row.push_back(row);
+        out->sketch_key.push_back(keys[i]);
+        out->sketch_count.push_back(j - i);
+        i = j;
+      }
+    } else {
+      hist.assign(b.n_bounds + 1, 0);  // [0]: the zero bucket, [k + 1]: bucket k
+      for (int64_t k : keys) hist[k == b.zero_key ? 0 : k + 1]++;
+      for (int64_t k = 0; k <= b.n_bounds; ++k) {
+        if (!hist[k]) continue;
+        out->sketch_row.push_back(row);
+        out->sketch_key.push_back(k == 0 ? b.zero_key : k - 1);
+        out->sketch_count.push_back(hist[k]);
+      }
+    }
+    // quartiles: numpy's linear interpolation between order statistics lo and lo + 1
+    double pos[3], qs[3] = {0.25, 0.5, 0.75};
+    int64_t ranks[6], value[6];
+    for (int q = 0; q < 3; ++q) {
+      pos[q] = qs[q] * static_cast<double>(cnt - 1);
+      ranks[2 * q] = static_cast<int64_t>(floor(pos[q]));
+      ranks[2 * q + 1] = std::min(ranks[2 * q] + 1, cnt - 1);
+    }
+    Select(v, cnt, ranks, 6, value);
+    double* dest[3] = {nullptr, nullptr, nullptr};
+    out->q1.push_back(0);
+    out->median.push_back(0);
+    out->q3.push_back(0);
+    dest[0] = &out->q1.back();
+    dest[1] = &out->median.back();
+    dest[2] = &out->q3.back();
+    for (int q = 0; q < 3; ++q) {
+      double a = static_cast<double>(value[2 * q]), hi = static_cast<double>(value[2 * q + 1]);
+      *dest[q] = a + (hi - a) * (pos[q] - static_cast<double>(ranks[2 * q]));
+    }
+  }
+}
+
+// Each push/pop range's parent (mapper._parents): per thread, in (start, end descending,
+// read order) order, its depth is the number of the earlier ones still open after its
+// start, and its parent the last earlier one a level up. -1: none.
+std::vector<int64_t> Parents(const RangeColumns& c) {
+  std::vector<int64_t> parent(c.size(), -1);
+  std::unordered_map<uint64_t, std::vector<int64_t>> threads;  // the (pid, tid)s' ranges
+  std::vector<int64_t>* last = nullptr;
+  int64_t last_pid = 0, last_tid = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (!Closed(c, i) || !(c.flags[i] & RangeColumns::kPushPop)) continue;
+    if (!last || c.pid[i] != last_pid || c.tid[i] != last_tid) {
+      last_pid = c.pid[i];
+      last_tid = c.tid[i];
+      // mapper.py's thread key: pid * 2**24 + tid
+      last = &threads[static_cast<uint64_t>(last_pid) * (uint64_t(1) << 24) + static_cast<uint64_t>(last_tid)];
+    }
+    last->push_back(static_cast<int64_t>(i));
+  }
+  struct Item {
+    int64_t start, end, index;
+  };
+  std::vector<Item> items;
+  std::vector<int64_t> last_at;
+  for (auto& kv : threads) {
+    items.clear();
+    for (int64_t i : kv.second) items.push_back(Item{c.start[i], c.end[i], i});
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+      if (a.start != b.start) return a.start < b.start;
+      if (a.end != b.end) return a.end > b.end;
+      return a.index < b.index;
+    });
+    std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> open_ends;
+    last_at.clear();
+    for (const Item& it : items) {
+      while (!open_ends.empty() && open_ends.top() <= it.start) open_ends.pop();
+      size_t depth = open_ends.size();
+      if (depth > 0 && depth - 1 < last_at.size()) parent[it.index] = last_at[depth - 1];
+      if (last_at.size() <= depth) last_at.resize(depth + 1, -1);
+      last_at[depth] = it.index;
+      open_ends.push(it.end);
+    }
+  }
+  return parent;
+}
+
+// The steps of one process and their exclusive work per name (mapper._step_work).
+void StepWork(const RangeColumns& c, const std::vector<int64_t>& mine, const uint8_t* is_step, int64_t n_names,
+              const std::vector<int64_t>& parent, const std::vector<int64_t>& row_of_name, RankStats* out) {
+  std::vector<int64_t> steps, inner;
+  for (int64_t i : mine) {
+    if (!Closed(c, i)) continue;
+    (is_step[c.name[i]] ? steps : inner).push_back(i);
+  }
+  std::stable_sort(steps.begin(), steps.end(), [&](int64_t a, int64_t b) { return c.start[a] < c.start[b]; });
+  int64_t n_steps = static_cast<int64_t>(steps.size());
+  for (int64_t s : steps) {
+    out->step_row.push_back(row_of_name[c.name[s]]);
+    out->step_start.push_back(c.start[s]);
+    out->step_end.push_back(c.end[s]);
+  }
+  if (n_steps == 0) return;
+  const std::vector<int64_t>& starts = out->step_start;
+  const std::vector<int64_t>& ends = out->step_end;
+  int64_t longest = ends[0] - starts[0];
+  for (int64_t k = 0; k < n_steps; ++k) longest = std::max(longest, ends[k] - starts[k]);
+  std::vector<int64_t> reach(n_steps);  // the latest end of the steps up to each one
+  for (int64_t k = 0; k < n_steps; ++k) reach[k] = k ? std::max(reach[k - 1], ends[k]) : ends[k];
+  std::vector<int64_t> covered(n_steps * n_names, 0);  // step * n_names + name -> ns
+  auto is_long = [&](int64_t i) { return c.end[i] - c.start[i] > longest; };
+  for (int64_t r : inner) {
+    int64_t rs = c.start[r], re = c.end[r];
+    int64_t name = c.name[r], p = parent[r];
+    // the name the range's time is taken from: its parent's (not a step, nor longer than every step)
+    int64_t up = (p >= 0 && !is_step[c.name[p]] && !is_long(p)) ? c.name[p] : -1;
+    bool around_excluded = is_long(r);
+    auto add = [&](int64_t k) {
+      int64_t s = starts[k], e = ends[k];
+      int64_t cover = std::min(re, e) - std::max(rs, s);
+      if (around_excluded && rs <= s && re >= e) cover = 0;
+      if (cover <= 0) return;
+      covered[k * n_names + name] += cover;
+      if (up >= 0) covered[k * n_names + up] -= cover;
+    };
+    if (around_excluded) {  // (the epoch around the steps ...): against every step
+      for (int64_t k = 0; k < n_steps; ++k) add(k);
+      continue;
+    }
+    // from the last step starting at or before the range, forward while one may overlap,
+    // backward while an earlier step may still reach into the range
+    int64_t base = static_cast<int64_t>(std::upper_bound(starts.begin(), starts.end(), rs) - starts.begin()) - 1;
+    for (int64_t k = std::max<int64_t>(base, 0); k < n_steps && starts[k] < re; ++k) add(k);
+    for (int64_t k = base - 1; k >= 0 && reach[k] > rs; --k) add(k);
+  }
+  std::vector<int64_t> used;
+  for (int64_t n = 0; n < n_names; ++n) {
+    for (int64_t k = 0; k < n_steps; ++k) {
+      if (covered[k * n_names + n]) {
+        used.push_back(n);
+        break;
+      }
+    }
+  }
+  for (int64_t n : used) out->work_rows.push_back(row_of_name[n]);
+  out->step_work.reserve(n_steps * used.size());
+  for (int64_t k = 0; k < n_steps; ++k) {
+    for (int64_t n : used) out->step_work.push_back(covered[k * n_names + n]);
+  }
+}
+
+}  // namespace
+
+std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
+                                        const SketchBuckets& buckets) {
+  std::vector<int64_t> pids(c.pid);
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  std::vector<std::vector<int64_t>> mine(pids.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    size_t p = pids.size() == 1 ? 0 : std::lower_bound(pids.begin(), pids.end(), c.pid[i]) - pids.begin();
+    mine[p].push_back(static_cast<int64_t>(i));
+  }
+  std::vector<int64_t> parent;
+  if (with_steps) parent = Parents(c);
+  std::vector<RankStats> out(pids.size());
+  std::vector<int64_t> row_of_name;
+  for (size_t p = 0; p < pids.size(); ++p) {
+    RankStats& r = out[p];
+    r.pid = pids[p];
+    r.events = static_cast<int64_t>(mine[p].size());
+    for (int64_t i : mine[p]) r.open_ranges += Closed(c, i) ? 0 : 1;
+    NameStats(c, mine[p], n_names, buckets, &r, &row_of_name);
+    if (with_steps) StepWork(c, mine[p], is_step, n_names, parent, row_of_name, &r);
+    std::vector<int64_t>().swap(mine[p]);
+  }
+  return out;
+}
+
+}  // namespace nvtx_reader

@@ -1,0 +1,172 @@
+// The C API of analyze's native mapper (decode.h, ABI 10) over range_columns.h and
+// rank_stats.h. No C++ exception crosses it.
+#include <string.h>
+
+#include <new>
+#include <vector>
+
+#include "reader/decode.h"
+#include "reader/decoder.h"
+#include "reader/range_columns.h"
+#include "reader/rank_stats.h"
+
+namespace {
+
+using nvtx_reader::RangeColumns;
+using nvtx_reader::RankStats;
+
+struct Ranges {
+  RangeColumns columns;
+  std::vector<int64_t> keys;
+  std::vector<RankStats> results;
+};
+
+Ranges* R(void* ranges) { return static_cast<Ranges*>(ranges); }
+
+// The field of a result (NvtxrRankField) and its size in 8-byte elements.
+const void* Field(const RankStats& r, int field, int64_t* size) {
+  auto of = [size](const auto& v) -> const void* {
+    *size = static_cast<int64_t>(v.size());
+    return v.data();
+  };
+  switch (field) {
+    case kNvtxrRankRows:
+      return of(r.rows);
+    case kNvtxrRankCount:
+      return of(r.count);
+    case kNvtxrRankSum:
+      return of(r.sum);
+    case kNvtxrRankMin:
+      return of(r.min);
+    case kNvtxrRankMax:
+      return of(r.max);
+    case kNvtxrRankM2:
+      return of(r.m2);
+    case kNvtxrRankQ1:
+      return of(r.q1);
+    case kNvtxrRankMedian:
+      return of(r.median);
+    case kNvtxrRankQ3:
+      return of(r.q3);
+    case kNvtxrRankSketchRow:
+      return of(r.sketch_row);
+    case kNvtxrRankSketchKey:
+      return of(r.sketch_key);
+    case kNvtxrRankSketchCount:
+      return of(r.sketch_count);
+    case kNvtxrRankStepRow:
+      return of(r.step_row);
+    case kNvtxrRankStepStart:
+      return of(r.step_start);
+    case kNvtxrRankStepEnd:
+      return of(r.step_end);
+    case kNvtxrRankWorkRows:
+      return of(r.work_rows);
+    case kNvtxrRankStepWork:
+      return of(r.step_work);
+    default:
+      *size = -1;
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+NVTXR_API void* nvtxr_ranges_new(void) { return new (std::nothrow) Ranges(); }
+
+NVTXR_API void nvtxr_ranges_free(void* ranges) { delete R(ranges); }
+
+NVTXR_API int64_t nvtxr_ranges_collect(void* ranges, void* ctx, int64_t capacity) {
+  if (!ranges || !ctx) return -1;
+  try {
+    return R(ranges)->columns.Collect(static_cast<nvtx_reader::Decoder*>(ctx), capacity);
+  } catch (...) {
+    return -1;
+  }
+}
+
+NVTXR_API int nvtxr_ranges_add(void* ranges, int64_t n, const int64_t* start, const int64_t* end, const uint8_t* open,
+                               const uint8_t* push_pop, const int64_t* pid, const int64_t* tid, const int64_t* name) {
+  if (!ranges || n < 0) return -1;
+  try {
+    RangeColumns& c = R(ranges)->columns;
+    c.start.insert(c.start.end(), start, start + n);
+    c.end.insert(c.end.end(), end, end + n);
+    c.pid.insert(c.pid.end(), pid, pid + n);
+    c.tid.insert(c.tid.end(), tid, tid + n);
+    for (int64_t i = 0; i < n; ++i) {
+      c.flags.push_back(
+          static_cast<uint8_t>((open[i] ? RangeColumns::kOpen : 0) | (push_pop[i] ? RangeColumns::kPushPop : 0)));
+      c.name.push_back(static_cast<int32_t>(name[i]));
+    }
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+NVTXR_API void nvtxr_ranges_bounds(void* ranges, int64_t* out) {
+  if (!ranges || !out) return;
+  const RangeColumns& c = R(ranges)->columns;
+  out[0] = c.lowest;
+  out[1] = c.highest;
+  out[2] = c.rows;
+  out[3] = static_cast<int64_t>(c.size());
+}
+
+NVTXR_API int64_t nvtxr_ranges_name(void* ranges, const int64_t* dom_map, int64_t n_dom, int64_t strings) {
+  if (!ranges) return -1;
+  try {
+    Ranges* r = R(ranges);
+    r->columns.Name(dom_map, n_dom, strings, &r->keys);
+    // (the decoder's indexes are not needed any more)
+    std::vector<uint32_t>().swap(r->columns.message);
+    std::vector<uint32_t>().swap(r->columns.domain);
+    return static_cast<int64_t>(r->keys.size());
+  } catch (...) {
+    return -1;
+  }
+}
+
+NVTXR_API void nvtxr_ranges_keys(void* ranges, int64_t* out) {
+  if (ranges && out) memcpy(out, R(ranges)->keys.data(), R(ranges)->keys.size() * sizeof(int64_t));
+}
+
+NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t n_names, int with_steps,
+                                   double log_gamma, const int64_t* bounds, int64_t n_bounds, int64_t zero_key) {
+  if (!ranges || !bounds || n_bounds < 1) return -1;
+  try {
+    Ranges* r = R(ranges);
+    nvtx_reader::SketchBuckets buckets{log_gamma, bounds, n_bounds, zero_key};
+    r->results = nvtx_reader::ComputeRankStats(r->columns, is_step, n_names, with_steps != 0, buckets);
+    r->columns = RangeColumns();  // (the results are what is left)
+    return static_cast<int64_t>(r->results.size());
+  } catch (...) {
+    return -1;
+  }
+}
+
+NVTXR_API int nvtxr_rank_stats_header(void* ranges, int64_t process, int64_t* out) {
+  if (!ranges || process < 0 || process >= static_cast<int64_t>(R(ranges)->results.size())) return -1;
+  const RankStats& r = R(ranges)->results[process];
+  out[0] = r.pid;
+  out[1] = r.events;
+  out[2] = r.open_ranges;
+  return 0;
+}
+
+NVTXR_API int64_t nvtxr_rank_stats_size(void* ranges, int64_t process, int field) {
+  if (!ranges || process < 0 || process >= static_cast<int64_t>(R(ranges)->results.size())) return -1;
+  int64_t size = -1;
+  Field(R(ranges)->results[process], field, &size);
+  return size;
+}
+
+NVTXR_API int nvtxr_rank_stats_copy(void* ranges, int64_t process, int field, void* out) {
+  if (!ranges || process < 0 || process >= static_cast<int64_t>(R(ranges)->results.size())) return -1;
+  int64_t size = -1;
+  const void* data = Field(R(ranges)->results[process], field, &size);
+  if (size < 0) return -1;
+  if (size) memcpy(out, data, static_cast<size_t>(size) * 8);
+  return 0;
+}

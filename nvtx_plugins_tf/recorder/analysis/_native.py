@@ -1,0 +1,119 @@
+"""ctypes side of analyze's native mapper (cc_ops/reader/range_columns.h, rank_stats.h):
+a recording's ranges decoded straight into compact columns, then every process's
+:class:`~.mapper.RankResult` columns computed in one native pass, the GIL released (ctypes
+releases it in every call). The numpy mapper (:mod:`.mapper`) is the reference: the same
+inputs give the same values (tests/test_analyze_native.py). ``NVTX_TF_ANALYZE_NATIVE=0``
+turns this path off (the numpy mapper then reads the recordings too).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..recording._decoder import library
+from . import sketch
+
+__all__ = ["NativeRanges", "enabled", "FIELDS"]
+
+#: the result fields (NvtxrRankField in cc_ops/reader/decode.h), in its order, and their dtypes
+FIELDS = {
+    "rows": np.int64,
+    "count": np.int64,
+    "sum": np.int64,
+    "min": np.int64,
+    "max": np.int64,
+    "m2": np.float64,
+    "q1": np.float64,
+    "median": np.float64,
+    "q3": np.float64,
+    "sketch_row": np.int64,
+    "sketch_key": np.int64,
+    "sketch_count": np.int64,
+    "step_row": np.int64,
+    "step_start": np.int64,
+    "step_end": np.int64,
+    "work_rows": np.int64,
+    "step_work": np.int64,
+}
+
+
+def enabled() -> bool:
+    """Whether analyze maps recordings natively (``NVTX_TF_ANALYZE_NATIVE``, default 1)."""
+    return os.environ.get("NVTX_TF_ANALYZE_NATIVE", "1").strip() not in ("0", "false", "no", "off")
+
+
+class NativeRanges:
+    """One input's ranges in native columns, then its per-process results."""
+
+    def __init__(self):
+        self._lib = library()
+        self._ptr = self._lib.nvtxr_ranges_new()
+        if not self._ptr:
+            raise MemoryError("nvtxr_ranges_new failed")
+
+    def close(self) -> None:
+        if self._ptr:
+            self._lib.nvtxr_ranges_free(self._ptr)
+            self._ptr = None
+
+    def __enter__(self) -> "NativeRanges":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def collect(self, decoder, capacity: int) -> int:
+        """Decode up to ``capacity`` rows of ``decoder`` (a recording._decoder.Decoder) into
+        the columns; how many (0: the segment is done)."""
+        n = self._lib.nvtxr_ranges_collect(self._ptr, decoder._ctx, capacity)
+        if n < 0:
+            raise MemoryError("nvtxr_ranges_collect failed")
+        return n
+
+    def bounds(self) -> tuple[int, int, int, int]:
+        """(first start, last time over every row decoded, rows decoded, ranges)."""
+        out = np.zeros(4, dtype=np.int64)
+        self._lib.nvtxr_ranges_bounds(self._ptr, out.ctypes.data)
+        lowest, highest, rows, ranges = (int(v) for v in out)
+        return lowest, highest, rows, ranges
+
+    def name(self, dom_map: np.ndarray, strings: int) -> np.ndarray:
+        """Names the ranges (key = dom_map[domain] * (strings + 1) + message, as
+        reports.ranges numbers them); the keys of the names, ascending."""
+        dom_map = np.ascontiguousarray(dom_map, dtype=np.int64)
+        n = self._lib.nvtxr_ranges_name(self._ptr, dom_map.ctypes.data, len(dom_map), strings)
+        if n < 0:
+            raise MemoryError("nvtxr_ranges_name failed")
+        keys = np.empty(n, dtype=np.int64)
+        self._lib.nvtxr_ranges_keys(self._ptr, keys.ctypes.data)
+        return keys
+
+    def rank_stats(self, is_step: np.ndarray | None, n_names: int) -> list[dict]:
+        """Every process's results (by pid ascending): dicts of ``pid``, ``events``,
+        ``open_ranges`` and the :data:`FIELDS` (``step_work``: steps x work rows);
+        ``is_step`` None: no step chosen."""
+        flags = np.zeros(max(n_names, 1), dtype=np.uint8)
+        if is_step is not None:
+            flags[:n_names] = is_step[:n_names]
+        bounds = sketch.bucket_bounds()
+        n = self._lib.nvtxr_rank_stats(
+            self._ptr, flags.ctypes.data, n_names, int(is_step is not None), sketch.LOG_GAMMA,
+            bounds.ctypes.data, len(bounds), sketch.ZERO,
+        )  # fmt: skip
+        if n < 0:
+            raise MemoryError("nvtxr_rank_stats failed")
+        out = []
+        header = np.zeros(3, dtype=np.int64)
+        for p in range(n):
+            self._lib.nvtxr_rank_stats_header(self._ptr, p, header.ctypes.data)
+            result = {"pid": int(header[0]), "events": int(header[1]), "open_ranges": int(header[2])}
+            for field, (name, dtype) in enumerate(FIELDS.items()):
+                values = np.empty(self._lib.nvtxr_rank_stats_size(self._ptr, p, field), dtype=dtype)
+                self._lib.nvtxr_rank_stats_copy(self._ptr, p, field, values.ctypes.data)
+                result[name] = values
+            steps = len(result["step_start"])
+            result["step_work"] = result["step_work"].reshape(steps, len(result["work_rows"]) if steps else 0)
+            out.append(result)
+        return out
