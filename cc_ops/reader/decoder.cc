@@ -49,6 +49,8 @@ bool Decoder::SegmentInfo(NvtxrSegmentInfo* out) const {
 void Decoder::CollectDefinitions() {
   std::vector<std::pair<uint32_t, uint32_t>> creates;  // (local domain, name id)
   cursor_.ForEachRecord([&](const uint8_t* p, uint64_t) {
+    uint8_t kind = p[0];  // (word 0's low byte: parse only the definitions wanted here)
+    if (kind != kStringDef && kind != kDomainCreate && kind != kPayloadSchema) return;
     Record r = ParseRecord(p);
     if (r.kind == kStringDef) {
       tables_.DefineString(proc_, r.msg, tables_.Intern(r.text));

@@ -8,22 +8,30 @@ RangeMatcher::ProcessRanges& RangeMatcher::At(int proc) {
   return procs_[k];
 }
 
+std::vector<NvtxrRow>& RangeMatcher::Stack(int proc, uint64_t stack) {
+  if (last_ == nullptr || proc != last_proc_ || stack != last_stack_) {
+    last_ = &At(proc).stacks[stack];  // (an unordered_map's elements stay where they are)
+    last_proc_ = proc;
+    last_stack_ = stack;
+  }
+  return *last_;
+}
+
 void RangeMatcher::Push(int proc, uint64_t stack, NvtxrRow begin) {
-  auto& s = At(proc).stacks[stack];
+  auto& s = Stack(proc, stack);
   begin.depth = static_cast<int32_t>(s.size());
   begin.end_ns = -1;
   s.push_back(begin);
 }
 
 bool RangeMatcher::Pop(int proc, uint64_t stack, int64_t ts, int64_t tid, NvtxrRow* out) {
-  auto& stacks = At(proc).stacks;
-  auto it = stacks.find(stack);
-  if (it == stacks.end() || it->second.empty()) {
+  auto& s = Stack(proc, stack);
+  if (s.empty()) {
     stats_.unmatched_pops++;
     return false;
   }
-  *out = it->second.back();
-  it->second.pop_back();
+  *out = s.back();
+  s.pop_back();
   out->end_ns = ts;
   out->end_tid = tid;
   return true;
@@ -85,6 +93,7 @@ void RangeMatcher::TakeOpen(std::vector<NvtxrRow>* out) {
     }
     stats_.unmatched_ends += pr.early_ends.size();
     pr.stacks.clear();
+    last_ = nullptr;
     pr.open_starts.clear();
     pr.early_ends.clear();
   }

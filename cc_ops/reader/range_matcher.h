@@ -42,9 +42,15 @@ class RangeMatcher {
     std::unordered_map<uint64_t, EarlyEnd> early_ends;           // by range id
   };
   ProcessRanges& At(int proc);
+  // The stack of (proc, stack), created on first use; the last one is remembered (a
+  // thread's events come in runs of one stack).
+  std::vector<NvtxrRow>& Stack(int proc, uint64_t stack);
 
   NvtxrStats& stats_;
   std::deque<ProcessRanges> procs_;
+  int last_proc_ = -1;
+  uint64_t last_stack_ = 0;
+  std::vector<NvtxrRow>* last_ = nullptr;
 };
 
 }  // namespace nvtx_reader

@@ -128,6 +128,81 @@ void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t 
   }
 }
 
+struct Order {
+  uint64_t key;  // start - the thread's first start
+  int64_t end;
+  int64_t index;
+};
+
+bool Before(const Order& a, const Order& b) {
+  if (a.key != b.key) return a.key < b.key;
+  if (a.end != b.end) return a.end > b.end;
+  return a.index < b.index;
+}
+
+// The ranges `ids` (in read order) in (start, end descending, read order) order, into
+// *items. A thread's push/pop ranges come in the order they ended: each after the ranges
+// inside it, otherwise in start order; an insertion sort moves each past those inside it
+// only (a range's depth). When that is far (deep nesting, other orders): a stable radix
+// sort by start (11 bits a pass, as many as the starts' span needs), then each run of equal
+// starts sorted by end descending.
+void NestingOrder(const RangeColumns& c, const std::vector<int64_t>& ids, std::vector<Order>* items,
+                  std::vector<Order>* scratch) {
+  items->resize(ids.size());
+  scratch->resize(ids.size());
+  if (ids.empty()) return;
+  int64_t first = c.start[ids[0]];
+  for (int64_t i : ids) first = std::min(first, c.start[i]);
+  size_t budget = 16 * ids.size() + 1024, n = 0;
+  for (int64_t i : ids) {
+    Order o{static_cast<uint64_t>(c.start[i] - first), c.end[i], i};
+    size_t k = n;
+    while (k > 0 && budget > 0 && Before(o, (*items)[k - 1])) {
+      (*items)[k] = (*items)[k - 1];
+      --k;
+      --budget;
+    }
+    if (budget == 0) break;
+    (*items)[k] = o;
+    ++n;
+  }
+  if (n == ids.size()) return;
+  int64_t lo = c.start[ids[0]], hi = lo;
+  for (int64_t i : ids) {
+    lo = std::min(lo, c.start[i]);
+    hi = std::max(hi, c.start[i]);
+  }
+  for (size_t k = 0; k < ids.size(); ++k) {
+    int64_t i = ids[k];
+    (*items)[k] = Order{static_cast<uint64_t>(c.start[i] - lo), c.end[i], i};
+  }
+  uint64_t span = static_cast<uint64_t>(hi - lo);
+  constexpr int kBits = 11;
+  constexpr size_t kBuckets = size_t(1) << kBits;
+  std::vector<size_t> at(kBuckets);
+  for (int shift = 0; shift < 64 && (span >> shift) != 0; shift += kBits) {
+    std::fill(at.begin(), at.end(), 0);
+    for (const Order& o : *items) at[(o.key >> shift) & (kBuckets - 1)]++;
+    size_t sum = 0;
+    for (size_t& a : at) {
+      size_t n = a;
+      a = sum;
+      sum += n;
+    }
+    for (const Order& o : *items) (*scratch)[at[(o.key >> shift) & (kBuckets - 1)]++] = o;
+    items->swap(*scratch);
+  }
+  for (size_t k = 0; k < items->size();) {
+    size_t j = k + 1;
+    while (j < items->size() && (*items)[j].key == (*items)[k].key) ++j;
+    if (j - k > 1) {
+      std::stable_sort(items->begin() + k, items->begin() + j,
+                       [](const Order& a, const Order& b) { return a.end > b.end; });
+    }
+    k = j;
+  }
+}
+
 // Each push/pop range's parent (mapper._parents): per thread, in (start, end descending,
 // read order) order, its depth is the number of the earlier ones still open after its
 // start, and its parent the last earlier one a level up. -1: none.
@@ -146,23 +221,16 @@ std::vector<int64_t> Parents(const RangeColumns& c) {
     }
     last->push_back(static_cast<int64_t>(i));
   }
-  struct Item {
-    int64_t start, end, index;
-  };
-  std::vector<Item> items;
+  std::vector<Order> items, scratch;
   std::vector<int64_t> last_at;
   for (auto& kv : threads) {
-    items.clear();
-    for (int64_t i : kv.second) items.push_back(Item{c.start[i], c.end[i], i});
-    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-      if (a.start != b.start) return a.start < b.start;
-      if (a.end != b.end) return a.end > b.end;
-      return a.index < b.index;
-    });
+    NestingOrder(c, kv.second, &items, &scratch);
     std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> open_ends;
     last_at.clear();
-    for (const Item& it : items) {
-      while (!open_ends.empty() && open_ends.top() <= it.start) open_ends.pop();
+    int64_t lo = items.empty() ? 0 : c.start[items[0].index];
+    for (const Order& it : items) {
+      int64_t start = lo + static_cast<int64_t>(it.key);
+      while (!open_ends.empty() && open_ends.top() <= start) open_ends.pop();
       size_t depth = open_ends.size();
       if (depth > 0 && depth - 1 < last_at.size()) parent[it.index] = last_at[depth - 1];
       if (last_at.size() <= depth) last_at.resize(depth + 1, -1);
@@ -195,21 +263,30 @@ void StepWork(const RangeColumns& c, const std::vector<int64_t>& mine, const uin
   for (int64_t k = 0; k < n_steps; ++k) longest = std::max(longest, ends[k] - starts[k]);
   std::vector<int64_t> reach(n_steps);  // the latest end of the steps up to each one
   for (int64_t k = 0; k < n_steps; ++k) reach[k] = k ? std::max(reach[k - 1], ends[k]) : ends[k];
-  std::vector<int64_t> covered(n_steps * n_names, 0);  // step * n_names + name -> ns
+  // the names of the ranges inside, as columns 0, 1, ... (the steps' own names are many)
+  std::vector<int64_t> column(n_names, -1), names;
+  for (int64_t r : inner) {
+    if (column[c.name[r]] < 0) {
+      column[c.name[r]] = static_cast<int64_t>(names.size());
+      names.push_back(c.name[r]);
+    }
+  }
+  int64_t n_columns = static_cast<int64_t>(names.size());
+  std::vector<int64_t> covered(n_steps * n_columns, 0);  // step * n_columns + column -> ns
   auto is_long = [&](int64_t i) { return c.end[i] - c.start[i] > longest; };
   for (int64_t r : inner) {
     int64_t rs = c.start[r], re = c.end[r];
-    int64_t name = c.name[r], p = parent[r];
+    int64_t name = column[c.name[r]], p = parent[r];
     // the name the range's time is taken from: its parent's (not a step, nor longer than every step)
-    int64_t up = (p >= 0 && !is_step[c.name[p]] && !is_long(p)) ? c.name[p] : -1;
+    int64_t up = (p >= 0 && !is_step[c.name[p]] && !is_long(p)) ? column[c.name[p]] : -1;
     bool around_excluded = is_long(r);
     auto add = [&](int64_t k) {
       int64_t s = starts[k], e = ends[k];
       int64_t cover = std::min(re, e) - std::max(rs, s);
       if (around_excluded && rs <= s && re >= e) cover = 0;
       if (cover <= 0) return;
-      covered[k * n_names + name] += cover;
-      if (up >= 0) covered[k * n_names + up] -= cover;
+      covered[k * n_columns + name] += cover;
+      if (up >= 0) covered[k * n_columns + up] -= cover;
     };
     if (around_excluded) {  // (the epoch around the steps ...): against every step
       for (int64_t k = 0; k < n_steps; ++k) add(k);
@@ -221,19 +298,19 @@ void StepWork(const RangeColumns& c, const std::vector<int64_t>& mine, const uin
     for (int64_t k = std::max<int64_t>(base, 0); k < n_steps && starts[k] < re; ++k) add(k);
     for (int64_t k = base - 1; k >= 0 && reach[k] > rs; --k) add(k);
   }
-  std::vector<int64_t> used;
-  for (int64_t n = 0; n < n_names; ++n) {
-    for (int64_t k = 0; k < n_steps; ++k) {
-      if (covered[k * n_names + n]) {
-        used.push_back(n);
-        break;
-      }
-    }
+  // the names that cover any step, ascending (as the numpy path's columns)
+  std::vector<uint8_t> any(n_columns, 0);
+  for (int64_t k = 0; k < n_steps; ++k) {
+    for (int64_t j = 0; j < n_columns; ++j) any[j] |= covered[k * n_columns + j] != 0;
   }
-  for (int64_t n : used) out->work_rows.push_back(row_of_name[n]);
+  std::vector<int64_t> used;  // columns, by name
+  for (int64_t n = 0; n < n_names; ++n) {
+    if (column[n] >= 0 && any[column[n]]) used.push_back(column[n]);
+  }
+  for (int64_t j : used) out->work_rows.push_back(row_of_name[names[j]]);
   out->step_work.reserve(n_steps * used.size());
   for (int64_t k = 0; k < n_steps; ++k) {
-    for (int64_t n : used) out->step_work.push_back(covered[k * n_names + n]);
+    for (int64_t j : used) out->step_work.push_back(covered[k * n_columns + j]);
   }
 }
 
@@ -241,7 +318,10 @@ void StepWork(const RangeColumns& c, const std::vector<int64_t>& mine, const uin
 
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
                                         const SketchBuckets& buckets) {
-  std::vector<int64_t> pids(c.pid);
+  std::vector<int64_t> pids;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (i == 0 || c.pid[i] != c.pid[i - 1]) pids.push_back(c.pid[i]);  // (runs of one process)
+  }
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
   std::vector<std::vector<int64_t>> mine(pids.size());

@@ -85,9 +85,15 @@ bool Tables::LookupString(int proc, uint32_t local, uint32_t* global) const {
 
 uint32_t Tables::Domain(int proc, uint32_t local) {
   if (local == 0) return 0;
+  if (proc == last_proc_ && local == last_local_) return last_global_;
   ProcessIds& ps = procs_[static_cast<size_t>(proc)];
   auto it = ps.local_domains.find(local);
-  if (it != ps.local_domains.end()) return it->second;
+  if (it != ps.local_domains.end()) {
+    last_proc_ = proc;
+    last_local_ = local;
+    last_global_ = it->second;
+    return it->second;
+  }
   uint32_t index = static_cast<uint32_t>(domains_.size());
   domains_.push_back(NvtxrDomain{ps.pid, 0, local, -1});
   ps.local_domains.emplace(local, index);
@@ -104,6 +110,7 @@ void Tables::CreateDomain(int proc, uint32_t local, bool named, uint32_t name, u
     global = static_cast<uint32_t>(domains_.size());
     domains_.push_back(NvtxrDomain{ps.pid, 0, local, -1});
     ps.local_domains[local] = global;
+    last_proc_ = -1;
   }
   NvtxrDomain& dd = domains_[global];
   if (dd.create_ns == 0 || ts < dd.create_ns) dd.create_ns = ts;

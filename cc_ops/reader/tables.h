@@ -73,6 +73,10 @@ class Tables {
   std::vector<NvtxrThreadName> thread_names_;
   std::map<std::pair<int64_t, int64_t>, uint32_t> thread_name_index_;  // (pid, tid)
   std::deque<ProcessIds> procs_;
+  // The last Domain() looked up (a thread's events come in runs of one domain); reset when
+  // CreateDomain maps a local id anew.
+  int last_proc_ = -1;
+  uint32_t last_local_ = 0, last_global_ = 0;
   std::map<std::pair<int64_t, uint64_t>, int> proc_index_;  // (pid, identity) -> procs_
 };
 

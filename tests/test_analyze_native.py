@@ -1,0 +1,165 @@
+"""analyze's native mapper (cc_ops/reader/rank_stats.h, analysis/_native.py) against the
+numpy mapper (analysis/mapper.py, ``NVTX_TF_ANALYZE_NATIVE=0``), value for value, on
+recordings: written byte for byte in the recording format (random nesting over several
+threads and processes, push/pop in two domains on one thread, start/end ranges ended on
+other threads, events in the same ns: 0 ns ranges and equal starts, ranges left open,
+registered strings, a domain of the same name in two processes, processes on different
+clocks, steps and an epoch around them), and made by the recorder from a real program.
+Counts, sums, min, max, quartiles, sketches, steps and step work are equal; m2 (the sum of
+squared deviations) within float rounding (numpy sums in another order).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import _child_env
+
+from nvtx_plugins_tf.recorder.analysis import mapper
+from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
+
+NAMES = ["data", "forward", "backward", "conv", "relu", "x"]
+
+
+def _write_process(folder, rng, pid: int, realtime_ns: int, domains: dict[int, str], events: int) -> None:
+    """One process's segment: 3 threads of random events (see the module docstring)."""
+    seg = SegmentWriter(pid=pid, start_ns=1000, start_realtime_ns=realtime_ns, chunk_size=4096)
+    threads = [seg.thread(pid + t) for t in range(3)]
+    strings = {text: 1 + i for i, text in enumerate(NAMES + [f"step {k}" for k in range(40)] + list(domains.values()))}
+    for text, sid in strings.items():
+        threads[0].string(sid, text)
+    threads[0].string(900, "registered one", domain=1)
+    now = 1000
+    for local, name in domains.items():
+        threads[0].domain_create(now, local, strings[name])
+    stacks = {(t, d): [] for t in range(3) for d in [0, *domains]}
+    open_ids: list[int] = []
+    next_id, step = pid * 1000, 0
+    threads[0].push(now, strings["x"], domain=1)  # the epoch: around every step
+    for _ in range(events):
+        now += int(rng.integers(0, 3))  # (0: events in the same ns)
+        t = int(rng.integers(0, 3))
+        d = int(rng.choice([0, *domains]))
+        op = rng.random()
+        if t == 0 and d == 1 and len(stacks[0, 1]) == 0 and op < 0.3 and step < 40:
+            threads[0].push(now, strings[f"step {step}"], domain=1)  # a step, top level in its domain
+            stacks[0, 1].append("step")
+            step += 1
+        elif op < 0.4 and len(stacks[t, d]) < 6:
+            if rng.random() < 0.05:
+                threads[t].push(now, 900, domain=d, registered=True)
+            else:
+                threads[t].push(now, strings[NAMES[int(rng.integers(0, len(NAMES)))]], domain=d)
+            stacks[t, d].append("range")
+        elif op < 0.75 and stacks[t, d]:
+            threads[t].pop(now, domain=d)
+            stacks[t, d].pop()
+        elif op < 0.85:
+            threads[t].start(now, next_id, strings[NAMES[int(rng.integers(0, len(NAMES)))]], domain=d)
+            open_ids.append(next_id)
+            next_id += 1
+        elif op < 0.95 and open_ids:
+            threads[t].end(now, open_ids.pop(int(rng.integers(0, len(open_ids)))), domain=d)  # any thread
+        else:
+            threads[t].mark(now, strings["x"], domain=d)
+    for (t, d), stack in stacks.items():  # close most ranges; some stay open
+        for _ in stack[: max(0, len(stack) - int(rng.integers(0, 2)))]:
+            now += int(rng.integers(0, 2))
+            threads[t].pop(now, domain=d)
+    if rng.random() < 0.5:
+        threads[0].pop(now + 5, domain=1)  # the epoch closed (else: open, the last on its stack)
+    seg.write(folder)
+
+
+def _assert_same(native: list, reference: list) -> None:
+    assert [r.name for r in native] == [r.name for r in reference]
+    for a, b in zip(native, reference):
+        for field in b.__dataclass_fields__:
+            x, y = getattr(a, field), getattr(b, field)
+            if field == "m2":
+                np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-6, err_msg=f"{b.name} {field}")
+            elif isinstance(y, np.ndarray):
+                assert x.shape == y.shape and x.dtype.kind == y.dtype.kind, (b.name, field, x.shape, y.shape)
+                assert np.array_equal(x, y), (b.name, field, x, y)
+            else:
+                assert x == y, (b.name, field, x, y)
+
+
+def _both(path, monkeypatch, step=None):
+    monkeypatch.setenv("NVTX_TF_ANALYZE_NATIVE", "0")
+    reference = mapper.map_input(path, step)
+    monkeypatch.setenv("NVTX_TF_ANALYZE_NATIVE", "1")
+    return mapper.map_input(path, step), reference
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_native_mapper_is_the_numpy_mapper_on_written_recordings(tmp_path, monkeypatch, seed):
+    rng = np.random.default_rng(seed)
+    rec = tmp_path / "rank.nvtxrec"
+    # two processes: "train" is local domain 1 in the first, 2 in the second (merged by name);
+    # the second process on another clock (its realtime anchor 500 s later)
+    _write_process(rec, rng, 100, 1_700_000_000 * 10**9, {1: "train"}, 3000)
+    if seed % 3:
+        _write_process(rec, rng, 200, 1_700_000_500 * 10**9, {1: "other", 2: "train"}, 3000)
+    native, reference = _both(rec, monkeypatch)
+    assert reference and all(r.n_steps for r in reference) and any(r.open_ranges for r in reference)
+    assert sum(r.step_work.size for r in reference) > 0
+    _assert_same(native, reference)
+    # a step given (in a domain), and one that matches nothing
+    _assert_same(*_both(rec, monkeypatch, mapper.StepSpec.parse("x@train")))
+    _assert_same(*_both(rec, monkeypatch, mapper.StepSpec.parse("nothing")))
+
+
+def test_native_mapper_on_an_empty_recording(tmp_path, monkeypatch):
+    rec = tmp_path / "empty.nvtxrec"
+    seg = SegmentWriter(pid=7)
+    seg.thread(7).mark(2000)
+    seg.write(rec)
+    native, reference = _both(rec, monkeypatch)
+    assert native == reference == []
+
+
+WORKLOAD = """
+import os, random, sys, threading, nvtx
+random.seed(int(sys.argv[1]))
+train = nvtx.get_domain("train")
+
+def work(steps):
+    for i in range(steps):
+        with nvtx.annotate(f"step {i}", domain="train"):
+            r = nvtx.start_range("io", domain="train")
+            for _ in range(random.randint(1, 6)):
+                d = random.choice(["train", "other"])
+                with nvtx.annotate(random.choice(["data", "forward", "backward"]), domain=d):
+                    with nvtx.annotate("layer", domain=d):
+                        pass
+            nvtx.end_range(r)
+    nvtx.push_range("left open", domain="train")
+
+ts = [threading.Thread(target=work, args=(30,)) for _ in range(2)]
+[t.start() for t in ts]
+work(40)
+[t.join() for t in ts]
+if os.fork() == 0:
+    work(20)
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_native_mapper_is_the_numpy_mapper_on_a_real_recording(tmp_path, monkeypatch):
+    """Recorded by the recorder: 3 threads and a forked child, steps around nested ranges in
+    two domains, start/end ranges, a range left open on each thread."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(tmp_path / "real"), "--",
+         sys.executable, "-c", WORKLOAD, "3"],
+        env=_child_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    native, reference = _both(tmp_path / "real.nvtxrec", monkeypatch)
+    assert len(reference) == 2 and all(r.n_steps == 100 or r.n_steps == 20 for r in reference), reference
+    assert all(r.open_ranges for r in reference)
+    _assert_same(native, reference)
