@@ -7,7 +7,9 @@ beside each as the recipe's --input needs). Then, for 8 ranks and for all of the
 interleaved rounds (the order rotated every round; medians and quartiles over the rounds):
 
 * analyze, embedded engine (one process, a thread per core), on the recordings and on the
-  parquetdirs: every output (all_stats, rank_stats, pace, stragglers, heatmap.png);
+  parquetdirs: every output (all_stats, rank_stats, pace, stragglers, heatmap.png); on the
+  recordings also with ``NVTX_TF_ANALYZE_NATIVE=0`` (the numpy mapper instead of the native
+  one, as parquetdirs are mapped);
 * analyze on a dask.distributed LocalCluster of 2 worker processes (``--workers 2``), on the
   recordings;
 * ``nsys recipe nvtx_sum --mode concurrent`` (Nsight Systems 2023.4.4, fetched by
@@ -137,6 +139,11 @@ def main() -> int:
             out = folder / "out"
             engines = {
                 "analyze, embedded, recordings": ([*nvtx_tf, str(rec), "-o", str(out)], env),
+                # the numpy mapper the native one replaced for recordings (the fallback)
+                "analyze, embedded, recordings, NVTX_TF_ANALYZE_NATIVE=0": (
+                    [*nvtx_tf, str(rec), "-o", str(out)],
+                    dict(env, NVTX_TF_ANALYZE_NATIVE="0"),
+                ),
                 "analyze, embedded, parquetdirs": ([*nvtx_tf, str(pqt), "-o", str(out)], env),
                 "analyze, Dask 2 workers, recordings": ([*nvtx_tf, str(rec), "-o", str(out), "--workers", "2"], env),
             }
