@@ -113,6 +113,25 @@ def test_native_mapper_is_the_numpy_mapper_on_written_recordings(tmp_path, monke
     _assert_same(*_both(rec, monkeypatch, mapper.StepSpec.parse("nothing")))
 
 
+def test_native_mapper_on_deep_nesting(tmp_path, monkeypatch):
+    """3,000 ranges each inside the last (a deep recursion), in steps: the native mapper's
+    insertion of each range past those inside it gives way to a sort."""
+    rec = tmp_path / "deep.nvtxrec"
+    seg = SegmentWriter(pid=9, chunk_size=1 << 16)
+    t = seg.thread(9)
+    t.string(1, "step 0").string(2, "f").string(3, "step 1")
+    t.push(10, 1)
+    for k in range(3000):
+        t.push(20 + k, 2)
+    for k in range(3000):
+        t.pop(6000 + k // 2)  # (pairs of ends in the same ns)
+    t.pop(9500).push(9500, 3).push(9600, 2).pop(9700).pop(9800)
+    seg.write(rec)
+    native, reference = _both(rec, monkeypatch)
+    assert reference[0].n_steps == 2
+    _assert_same(native, reference)
+
+
 def test_native_mapper_on_an_empty_recording(tmp_path, monkeypatch):
     rec = tmp_path / "empty.nvtxrec"
     seg = SegmentWriter(pid=7)

@@ -217,6 +217,9 @@ enum NvtxrRankField {
 };
 NVTXR_API void* nvtxr_ranges_new(void);
 NVTXR_API void nvtxr_ranges_free(void* ranges);
+// room for n ranges (e.g. a recording's bytes / 32: two 16-byte events a range), so that
+// the columns are not copied as they grow
+NVTXR_API int nvtxr_ranges_reserve(void* ranges, int64_t n);
 NVTXR_API int64_t nvtxr_ranges_collect(void* ranges, void* ctx, int64_t capacity);
 NVTXR_API int nvtxr_ranges_add(void* ranges, int64_t n, const int64_t* start, const int64_t* end, const uint8_t* open,
                                const uint8_t* push_pop, const int64_t* pid, const int64_t* tid, const int64_t* name);

@@ -7,6 +7,16 @@
 
 namespace nvtx_reader {
 
+void RangeColumns::Reserve(size_t n) {
+  start.reserve(n);
+  end.reserve(n);
+  pid.reserve(n);
+  tid.reserve(n);
+  message.reserve(n);
+  domain.reserve(n);
+  flags.reserve(n);
+}
+
 void RangeColumns::AddRows(const NvtxrRow* r, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const NvtxrRow& row = r[i];

@@ -33,6 +33,7 @@ struct RangeColumns {
   int64_t rows = 0;
 
   size_t size() const { return start.size(); }
+  void Reserve(size_t n);
   // Appends the ranges of n decoder rows (marks are only counted in lowest/highest).
   void AddRows(const NvtxrRow* r, int64_t n);
   // Decodes up to capacity rows of the decoder into the columns; returns how many (0: the

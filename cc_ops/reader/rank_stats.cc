@@ -83,9 +83,9 @@ void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t 
     out->max.push_back(mx);
     out->m2.push_back(m2);
     // the sketch, before the order statistics reorder v
-    keys.resize(cnt);
-    for (int64_t i = 0; i < cnt; ++i) keys[i] = b.Key(v[i]);
     if (cnt <= 512) {
+      keys.resize(cnt);
+      for (int64_t i = 0; i < cnt; ++i) keys[i] = b.Key(v[i]);
       std::sort(keys.begin(), keys.end());
       for (int64_t i = 0; i < cnt;) {
         int64_t j = i;
@@ -97,7 +97,10 @@ void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t 
       }
     } else {
       hist.assign(b.n_bounds + 1, 0);  // [0]: the zero bucket, [k + 1]: bucket k
-      for (int64_t k : keys) hist[k == b.zero_key ? 0 : k + 1]++;
+      for (int64_t i = 0; i < cnt; ++i) {
+        int64_t k = b.Key(v[i]);
+        hist[k == b.zero_key ? 0 : k + 1]++;
+      }
       for (int64_t k = 0; k <= b.n_bounds; ++k) {
         if (!hist[k]) continue;
         out->sketch_row.push_back(row);
@@ -129,114 +132,75 @@ void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t 
 }
 
 struct Order {
-  uint64_t key;  // start - the thread's first start
-  int64_t end;
-  int64_t index;
+  int64_t start, end, index;
 };
 
+// (start, end descending, read order): mapper._parents' order of a thread's ranges
 bool Before(const Order& a, const Order& b) {
-  if (a.key != b.key) return a.key < b.key;
+  if (a.start != b.start) return a.start < b.start;
   if (a.end != b.end) return a.end > b.end;
   return a.index < b.index;
 }
 
-// The ranges `ids` (in read order) in (start, end descending, read order) order, into
-// *items. A thread's push/pop ranges come in the order they ended: each after the ranges
-// inside it, otherwise in start order; an insertion sort moves each past those inside it
-// only (a range's depth). When that is far (deep nesting, other orders): a stable radix
-// sort by start (11 bits a pass, as many as the starts' span needs), then each run of equal
-// starts sorted by end descending.
-void NestingOrder(const RangeColumns& c, const std::vector<int64_t>& ids, std::vector<Order>* items,
-                  std::vector<Order>* scratch) {
-  items->resize(ids.size());
-  scratch->resize(ids.size());
-  if (ids.empty()) return;
-  int64_t first = c.start[ids[0]];
-  for (int64_t i : ids) first = std::min(first, c.start[i]);
-  size_t budget = 16 * ids.size() + 1024, n = 0;
-  for (int64_t i : ids) {
-    Order o{static_cast<uint64_t>(c.start[i] - first), c.end[i], i};
-    size_t k = n;
-    while (k > 0 && budget > 0 && Before(o, (*items)[k - 1])) {
-      (*items)[k] = (*items)[k - 1];
+// One thread's push/pop ranges in that order. They come in the order they ended: each after
+// the ranges inside it, otherwise in start order; an insertion sort as they come moves each
+// past those inside it only (its depth). When that is far (deep nesting), a sort at the end.
+struct ThreadOrder {
+  std::vector<Order> items;
+  size_t budget = 1024;  // moves left: 16 a range
+  bool sorted = true;
+
+  void Add(const Order& o) {
+    items.push_back(o);
+    budget += 16;
+    if (!sorted) return;
+    size_t k = items.size() - 1;
+    while (k > 0 && Before(o, items[k - 1])) {
+      if (budget == 0) {
+        sorted = false;  // (items stay a permutation: sorted at the end)
+        return;
+      }
+      std::swap(items[k], items[k - 1]);
       --k;
       --budget;
     }
-    if (budget == 0) break;
-    (*items)[k] = o;
-    ++n;
   }
-  if (n == ids.size()) return;
-  int64_t lo = c.start[ids[0]], hi = lo;
-  for (int64_t i : ids) {
-    lo = std::min(lo, c.start[i]);
-    hi = std::max(hi, c.start[i]);
+  void Finish() {
+    if (!sorted) std::sort(items.begin(), items.end(), Before);
   }
-  for (size_t k = 0; k < ids.size(); ++k) {
-    int64_t i = ids[k];
-    (*items)[k] = Order{static_cast<uint64_t>(c.start[i] - lo), c.end[i], i};
-  }
-  uint64_t span = static_cast<uint64_t>(hi - lo);
-  constexpr int kBits = 11;
-  constexpr size_t kBuckets = size_t(1) << kBits;
-  std::vector<size_t> at(kBuckets);
-  for (int shift = 0; shift < 64 && (span >> shift) != 0; shift += kBits) {
-    std::fill(at.begin(), at.end(), 0);
-    for (const Order& o : *items) at[(o.key >> shift) & (kBuckets - 1)]++;
-    size_t sum = 0;
-    for (size_t& a : at) {
-      size_t n = a;
-      a = sum;
-      sum += n;
-    }
-    for (const Order& o : *items) (*scratch)[at[(o.key >> shift) & (kBuckets - 1)]++] = o;
-    items->swap(*scratch);
-  }
-  for (size_t k = 0; k < items->size();) {
-    size_t j = k + 1;
-    while (j < items->size() && (*items)[j].key == (*items)[k].key) ++j;
-    if (j - k > 1) {
-      std::stable_sort(items->begin() + k, items->begin() + j,
-                       [](const Order& a, const Order& b) { return a.end > b.end; });
-    }
-    k = j;
-  }
-}
+};
 
 // Each push/pop range's parent (mapper._parents): per thread, in (start, end descending,
 // read order) order, its depth is the number of the earlier ones still open after its
 // start, and its parent the last earlier one a level up. -1: none.
 std::vector<int64_t> Parents(const RangeColumns& c) {
   std::vector<int64_t> parent(c.size(), -1);
-  std::unordered_map<uint64_t, std::vector<int64_t>> threads;  // the (pid, tid)s' ranges
-  std::vector<int64_t>* last = nullptr;
+  std::unordered_map<uint64_t, ThreadOrder> threads;  // by mapper.py's thread key: pid * 2**24 + tid
+  ThreadOrder* last = nullptr;
   int64_t last_pid = 0, last_tid = 0;
   for (size_t i = 0; i < c.size(); ++i) {
     if (!Closed(c, i) || !(c.flags[i] & RangeColumns::kPushPop)) continue;
     if (!last || c.pid[i] != last_pid || c.tid[i] != last_tid) {
       last_pid = c.pid[i];
       last_tid = c.tid[i];
-      // mapper.py's thread key: pid * 2**24 + tid
       last = &threads[static_cast<uint64_t>(last_pid) * (uint64_t(1) << 24) + static_cast<uint64_t>(last_tid)];
     }
-    last->push_back(static_cast<int64_t>(i));
+    last->Add(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
   }
-  std::vector<Order> items, scratch;
   std::vector<int64_t> last_at;
   for (auto& kv : threads) {
-    NestingOrder(c, kv.second, &items, &scratch);
+    kv.second.Finish();
     std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> open_ends;
     last_at.clear();
-    int64_t lo = items.empty() ? 0 : c.start[items[0].index];
-    for (const Order& it : items) {
-      int64_t start = lo + static_cast<int64_t>(it.key);
-      while (!open_ends.empty() && open_ends.top() <= start) open_ends.pop();
+    for (const Order& it : kv.second.items) {
+      while (!open_ends.empty() && open_ends.top() <= it.start) open_ends.pop();
       size_t depth = open_ends.size();
       if (depth > 0 && depth - 1 < last_at.size()) parent[it.index] = last_at[depth - 1];
       if (last_at.size() <= depth) last_at.resize(depth + 1, -1);
       last_at[depth] = it.index;
       open_ends.push(it.end);
     }
+    std::vector<Order>().swap(kv.second.items);
   }
   return parent;
 }

@@ -76,6 +76,16 @@ NVTXR_API void* nvtxr_ranges_new(void) { return new (std::nothrow) Ranges(); }
 
 NVTXR_API void nvtxr_ranges_free(void* ranges) { delete R(ranges); }
 
+NVTXR_API int nvtxr_ranges_reserve(void* ranges, int64_t n) {
+  if (!ranges || n < 0) return -1;
+  try {
+    R(ranges)->columns.Reserve(static_cast<size_t>(n));
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
 NVTXR_API int64_t nvtxr_ranges_collect(void* ranges, void* ctx, int64_t capacity) {
   if (!ranges || !ctx) return -1;
   try {

@@ -64,6 +64,11 @@ class NativeRanges:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def reserve(self, ranges: int) -> None:
+        """Room for ``ranges`` ranges (the columns are then not copied as they grow)."""
+        if self._lib.nvtxr_ranges_reserve(self._ptr, ranges) != 0:
+            raise MemoryError("nvtxr_ranges_reserve failed")
+
     def collect(self, decoder, capacity: int) -> int:
         """Decode up to ``capacity`` rows of ``decoder`` (a recording._decoder.Decoder) into
         the columns; how many (0: the segment is done)."""

@@ -145,6 +145,7 @@ def _map_recording_native(path: Path, step: StepSpec | None) -> list[RankResult]
     from ..recording.reader import reading
 
     with reading(path) as reader, _native.NativeRanges() as native:
+        native.reserve(reader.total_bytes() // 32)  # (two 16-byte events a range)
         reader.collect(native)
         lowest, highest, rows, _ = native.bounds()
         strings = reader.strings()
