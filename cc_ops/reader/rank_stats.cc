@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <queue>
 #include <unordered_map>
 #include <utility>
 
@@ -187,18 +186,20 @@ std::vector<int64_t> Parents(const RangeColumns& c) {
     }
     last->Add(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
   }
-  std::vector<int64_t> last_at;
+  std::vector<int64_t> last_at, open_ends;
   for (auto& kv : threads) {
     kv.second.Finish();
-    std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> open_ends;
+    // the ends of the earlier ranges still open, descending (nested ranges end in stack
+    // order: a new end goes last, the first to close)
+    open_ends.clear();
     last_at.clear();
     for (const Order& it : kv.second.items) {
-      while (!open_ends.empty() && open_ends.top() <= it.start) open_ends.pop();
+      while (!open_ends.empty() && open_ends.back() <= it.start) open_ends.pop_back();
       size_t depth = open_ends.size();
       if (depth > 0 && depth - 1 < last_at.size()) parent[it.index] = last_at[depth - 1];
       if (last_at.size() <= depth) last_at.resize(depth + 1, -1);
       last_at[depth] = it.index;
-      open_ends.push(it.end);
+      open_ends.insert(std::upper_bound(open_ends.begin(), open_ends.end(), it.end, std::greater<int64_t>()), it.end);
     }
     std::vector<Order>().swap(kv.second.items);
   }
@@ -238,6 +239,7 @@ void StepWork(const RangeColumns& c, const std::vector<int64_t>& mine, const uin
   int64_t n_columns = static_cast<int64_t>(names.size());
   std::vector<int64_t> covered(n_steps * n_columns, 0);  // step * n_columns + column -> ns
   auto is_long = [&](int64_t i) { return c.end[i] - c.start[i] > longest; };
+  int64_t base = -1;  // the last step starting at or before the range
   for (int64_t r : inner) {
     int64_t rs = c.start[r], re = c.end[r];
     int64_t name = column[c.name[r]], p = parent[r];
@@ -258,7 +260,10 @@ void StepWork(const RangeColumns& c, const std::vector<int64_t>& mine, const uin
     }
     // from the last step starting at or before the range, forward while one may overlap,
     // backward while an earlier step may still reach into the range
-    int64_t base = static_cast<int64_t>(std::upper_bound(starts.begin(), starts.end(), rs) - starts.begin()) - 1;
+    // (a thread's ranges come about in time order: the last one's step first)
+    if (!(base < n_steps && (base < 0 || starts[base] <= rs) && (base + 1 >= n_steps || starts[base + 1] > rs))) {
+      base = static_cast<int64_t>(std::upper_bound(starts.begin(), starts.end(), rs) - starts.begin()) - 1;
+    }
     for (int64_t k = std::max<int64_t>(base, 0); k < n_steps && starts[k] < re; ++k) add(k);
     for (int64_t k = base - 1; k >= 0 && reach[k] > rs; --k) add(k);
   }
