@@ -23,22 +23,24 @@ namespace {
 
 bool Closed(const RangeColumns& c, size_t i) { return (c.flags[i] & RangeColumns::kOpen) == 0; }
 
-// The k-th smallest of v[0, n) for each rank of `ranks` (ascending), v reordered.
-void Select(int64_t* v, int64_t n, const int64_t* ranks, int nr, int64_t* out) {
-  if (n <= 64) {
-    std::sort(v, v + n);
-    for (int i = 0; i < nr; ++i) out[i] = v[ranks[i]];
+// v[lo, hi) reordered so that v[r] is its order statistic r for each of the `nr` ranks (in
+// [lo, hi), ascending, distinct): the middle one first (nth_element), then those left and
+// right of it in their parts; a rank at its part's start is the part's minimum.
+void Select(int64_t* v, int64_t lo, int64_t hi, const int64_t* ranks, int nr) {
+  if (nr == 0) return;
+  if (hi - lo <= 64) {
+    std::sort(v + lo, v + hi);
     return;
   }
-  int64_t from = 0;
-  for (int i = 0; i < nr; ++i) {
-    int64_t r = ranks[i];
-    if (r >= from) {
-      std::nth_element(v + from, v + r, v + n);
-      from = r + 1;
-    }
-    out[i] = v[r];
+  int m = nr / 2;
+  int64_t r = ranks[m];
+  if (r == lo) {
+    std::iter_swap(v + lo, std::min_element(v + lo, v + hi));
+  } else {
+    std::nth_element(v + lo, v + r, v + hi);
   }
+  Select(v, lo, r, ranks, m);
+  Select(v, r + 1, hi, ranks + m + 1, nr - m - 1);
 }
 
 // Per name of the closed ranges of one process (`mine`): mapper._range_stats.
@@ -71,11 +73,19 @@ void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t 
       mx = std::max(mx, v[i]);
     }
     double mean = static_cast<double>(static_cast<int64_t>(sum)) / static_cast<double>(cnt);
-    double m2 = 0;
-    for (int64_t i = 0; i < cnt; ++i) {
-      double x = static_cast<double>(v[i]) - mean;
-      m2 += x * x;
+    double part[4] = {0, 0, 0, 0};  // (four sums: no chain of dependent additions)
+    int64_t i = 0;
+    for (; i + 4 <= cnt; i += 4) {
+      for (int j = 0; j < 4; ++j) {
+        double x = static_cast<double>(v[i + j]) - mean;
+        part[j] += x * x;
+      }
     }
+    for (; i < cnt; ++i) {
+      double x = static_cast<double>(v[i]) - mean;
+      part[0] += x * x;
+    }
+    double m2 = (part[0] + part[1]) + (part[2] + part[3]);
     out->count.push_back(cnt);
     out->sum.push_back(static_cast<int64_t>(sum));
     out->min.push_back(mn);
@@ -115,7 +125,12 @@ void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t 
       ranks[2 * q] = static_cast<int64_t>(floor(pos[q]));
       ranks[2 * q + 1] = std::min(ranks[2 * q] + 1, cnt - 1);
     }
-    Select(v, cnt, ranks, 6, value);
+    int64_t wanted[6];
+    std::copy(ranks, ranks + 6, wanted);
+    std::sort(wanted, wanted + 6);
+    int nw = static_cast<int>(std::unique(wanted, wanted + 6) - wanted);
+    Select(v, 0, cnt, wanted, nw);
+    for (int k = 0; k < 6; ++k) value[k] = v[ranks[k]];
     double* dest[3] = {nullptr, nullptr, nullptr};
     out->q1.push_back(0);
     out->median.push_back(0);
