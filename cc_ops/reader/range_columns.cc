@@ -52,25 +52,37 @@ int64_t RangeColumns::Collect(Decoder* decoder, int64_t capacity) {
 }
 
 void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, std::vector<int64_t>* keys) {
-  // the (domain, message) pairs are few: a table of the pairs seen, then one lookup a range
-  // (the last pair remembered: a thread's ranges come in runs)
-  std::unordered_map<uint64_t, int32_t> pair_index;
+  // the (domain, message) pairs are few: each range's pair numbered in a table of the pairs
+  // (direct when domains x strings is small, else hashed)
   std::vector<int64_t> pair_key;
   std::vector<int32_t> raw(size());
-  uint64_t last = ~uint64_t(0);
-  int32_t last_index = -1;
+  uint32_t max_domain = 0, max_message = 0;
   for (size_t i = 0; i < size(); ++i) {
-    uint64_t pair = (uint64_t(domain[i]) << 32) | message[i];
-    if (pair != last) {
-      auto ins = pair_index.emplace(pair, static_cast<int32_t>(pair_key.size()));
-      if (ins.second) {
-        int64_t d = n_dom > 0 ? dom_map[std::min<int64_t>(domain[i], n_dom - 1)] : 0;
-        pair_key.push_back(d * (strings + 1) + message[i]);
+    max_domain = std::max(max_domain, domain[i]);
+    max_message = std::max(max_message, message[i]);
+  }
+  auto key_of = [&](size_t i) {
+    int64_t d = n_dom > 0 ? dom_map[std::min<int64_t>(domain[i], n_dom - 1)] : 0;
+    return d * (strings + 1) + message[i];
+  };
+  uint64_t cells = (uint64_t(max_domain) + 1) * (uint64_t(max_message) + 1);
+  if (cells <= (uint64_t(1) << 22)) {
+    std::vector<int32_t> table(cells, -1);
+    for (size_t i = 0; i < size(); ++i) {
+      int32_t& cell = table[uint64_t(domain[i]) * (max_message + 1) + message[i]];
+      if (cell < 0) {
+        cell = static_cast<int32_t>(pair_key.size());
+        pair_key.push_back(key_of(i));
       }
-      last = pair;
-      last_index = ins.first->second;
+      raw[i] = cell;
     }
-    raw[i] = last_index;
+  } else {
+    std::unordered_map<uint64_t, int32_t> pair_index;
+    for (size_t i = 0; i < size(); ++i) {
+      auto ins = pair_index.emplace((uint64_t(domain[i]) << 32) | message[i], static_cast<int32_t>(pair_key.size()));
+      if (ins.second) pair_key.push_back(key_of(i));
+      raw[i] = ins.first->second;
+    }
   }
   *keys = pair_key;
   std::sort(keys->begin(), keys->end());
