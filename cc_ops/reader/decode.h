@@ -194,7 +194,7 @@ NVTXR_API int nvtxr_thread_name(void* ctx, uint32_t index, NvtxrThreadName* out)
 // (strings + 1) + message; the name is the key's rank) and returns the number of names,
 // nvtxr_ranges_keys copies their keys. nvtxr_rank_stats computes every process's results
 // (is_step: n_names flags; the sketch's buckets: see rank_stats.h) and returns how many
-// processes (by pid ascending), -1 when out of memory; its columns are freed. A result's
+// processes (by pid ascending), -1 when out of memory; its columns are emptied. A result's
 // fields (NvtxrRankField) are arrays of 8-byte elements (int64; m2 and the quartiles double).
 enum NvtxrRankField {
   kNvtxrRankRows = 0,
@@ -217,6 +217,8 @@ enum NvtxrRankField {
 };
 NVTXR_API void* nvtxr_ranges_new(void);
 NVTXR_API void nvtxr_ranges_free(void* ranges);
+// empty again for another input, its room kept (the pages it touched are reused)
+NVTXR_API void nvtxr_ranges_clear(void* ranges);
 // room for n ranges (e.g. a recording's bytes / 32: two 16-byte events a range), so that
 // the columns are not copied as they grow
 NVTXR_API int nvtxr_ranges_reserve(void* ranges, int64_t n);

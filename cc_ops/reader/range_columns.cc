@@ -17,6 +17,20 @@ void RangeColumns::Reserve(size_t n) {
   flags.reserve(n);
 }
 
+void RangeColumns::Clear() {
+  start.clear();
+  end.clear();
+  pid.clear();
+  tid.clear();
+  message.clear();
+  domain.clear();
+  flags.clear();
+  name.clear();
+  lowest = std::numeric_limits<int64_t>::max();
+  highest = std::numeric_limits<int64_t>::min();
+  rows = 0;
+}
+
 void RangeColumns::AddRows(const NvtxrRow* r, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const NvtxrRow& row = r[i];

@@ -34,6 +34,8 @@ struct RangeColumns {
 
   size_t size() const { return start.size(); }
   void Reserve(size_t n);
+  // Empty again, the room kept (the next input's columns reuse the pages already touched).
+  void Clear();
   // Appends the ranges of n decoder rows (marks are only counted in lowest/highest).
   void AddRows(const NvtxrRow* r, int64_t n);
   // Decodes up to capacity rows of the decoder into the columns; returns how many (0: the

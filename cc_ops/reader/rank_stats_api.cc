@@ -76,6 +76,14 @@ NVTXR_API void* nvtxr_ranges_new(void) { return new (std::nothrow) Ranges(); }
 
 NVTXR_API void nvtxr_ranges_free(void* ranges) { delete R(ranges); }
 
+NVTXR_API void nvtxr_ranges_clear(void* ranges) {
+  if (!ranges) return;
+  Ranges* r = R(ranges);
+  r->columns.Clear();
+  r->keys.clear();
+  r->results.clear();
+}
+
 NVTXR_API int nvtxr_ranges_reserve(void* ranges, int64_t n) {
   if (!ranges || n < 0) return -1;
   try {
@@ -129,9 +137,6 @@ NVTXR_API int64_t nvtxr_ranges_name(void* ranges, const int64_t* dom_map, int64_
   try {
     Ranges* r = R(ranges);
     r->columns.Name(dom_map, n_dom, strings, &r->keys);
-    // (the decoder's indexes are not needed any more)
-    std::vector<uint32_t>().swap(r->columns.message);
-    std::vector<uint32_t>().swap(r->columns.domain);
     return static_cast<int64_t>(r->keys.size());
   } catch (...) {
     return -1;
@@ -149,7 +154,7 @@ NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t
     Ranges* r = R(ranges);
     nvtx_reader::SketchBuckets buckets{log_gamma, bounds, n_bounds, zero_key};
     r->results = nvtx_reader::ComputeRankStats(r->columns, is_step, n_names, with_steps != 0, buckets);
-    r->columns = RangeColumns();  // (the results are what is left)
+    r->columns.Clear();  // (the results are what is left; the room stays for the next input)
     return static_cast<int64_t>(r->results.size());
   } catch (...) {
     return -1;

@@ -9,13 +9,14 @@ turns this path off (the numpy mapper then reads the recordings too).
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
 from ..recording._decoder import library
 from . import sketch
 
-__all__ = ["NativeRanges", "enabled", "FIELDS"]
+__all__ = ["NativeRanges", "thread_ranges", "enabled", "FIELDS"]
 
 #: the result fields (NvtxrRankField in cc_ops/reader/decode.h), in its order, and their dtypes
 FIELDS = {
@@ -39,6 +40,21 @@ FIELDS = {
 }
 
 
+_local = threading.local()
+
+
+def thread_ranges() -> "NativeRanges":
+    """This thread's :class:`NativeRanges`, empty: one per mapper thread, reused from input
+    to input (a new one's columns would touch their pages anew: the kernel's page faults
+    cost as much as a third of a recording's mapping). Its memory is that of the largest
+    input yet, until the thread ends."""
+    ranges = getattr(_local, "ranges", None)
+    if ranges is None:
+        ranges = _local.ranges = NativeRanges()
+    ranges.clear()
+    return ranges
+
+
 def enabled() -> bool:
     """Whether analyze maps recordings natively (``NVTX_TF_ANALYZE_NATIVE``, default 1)."""
     return os.environ.get("NVTX_TF_ANALYZE_NATIVE", "1").strip() not in ("0", "false", "no", "off")
@@ -58,11 +74,15 @@ class NativeRanges:
             self._lib.nvtxr_ranges_free(self._ptr)
             self._ptr = None
 
-    def __enter__(self) -> "NativeRanges":
-        return self
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def clear(self) -> None:
+        """Empty for another input; the memory stays (its pages are not touched anew)."""
+        self._lib.nvtxr_ranges_clear(self._ptr)
 
     def reserve(self, ranges: int) -> None:
         """Room for ``ranges`` ranges (the columns are then not copied as they grow)."""

@@ -144,7 +144,8 @@ def _map_recording_native(path: Path, step: StepSpec | None) -> list[RankResult]
     the names, the chosen step and the clocks by the same rules as the numpy path's."""
     from ..recording.reader import reading
 
-    with reading(path) as reader, _native.NativeRanges() as native:
+    native = _native.thread_ranges()
+    with reading(path) as reader:
         native.reserve(reader.total_bytes() // 32)  # (two 16-byte events a range)
         reader.collect(native)
         lowest, highest, rows, _ = native.bounds()

@@ -177,6 +177,7 @@ def library() -> ctypes.CDLL:
                 # ABI 10: analyze's native mapper (nvtx_plugins_tf/recorder/analysis/_native.py)
                 "nvtxr_ranges_new": (vp, []),
                 "nvtxr_ranges_free": (None, [vp]),
+                "nvtxr_ranges_clear": (None, [vp]),
                 "nvtxr_ranges_reserve": (ctypes.c_int, [vp, i64]),
                 "nvtxr_ranges_collect": (i64, [vp, vp, i64]),
                 "nvtxr_ranges_add": (ctypes.c_int, [vp, i64, vp, vp, vp, vp, vp, vp, vp]),
