@@ -45,13 +45,14 @@ void Select(int64_t* v, int64_t lo, int64_t hi, const int64_t* ranks, int nr) {
 
 // Per name of the closed ranges of one process (`mine`): mapper._range_stats.
 void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t n_names, const SketchBuckets& b,
-               RankStats* out, std::vector<int64_t>* row_of_name) {
+               RankStats* out, std::vector<int64_t>* row_of_name, std::vector<int64_t>* durations) {
   std::vector<int64_t> at(n_names + 1, 0);  // counting sort by name
   for (int64_t i : mine) {
     if (Closed(c, i)) at[c.name[i] + 1]++;
   }
   for (int64_t n = 0; n < n_names; ++n) at[n + 1] += at[n];
-  std::vector<int64_t> d(at[n_names]);
+  std::vector<int64_t>& d = *durations;
+  d.resize(at[n_names]);
   std::vector<int64_t> fill(at.begin(), at.end() - 1);
   for (int64_t i : mine) {
     if (Closed(c, i)) d[fill[c.name[i]]++] = c.end[i] - c.start[i];
@@ -145,9 +146,7 @@ void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t 
   }
 }
 
-struct Order {
-  int64_t start, end, index;
-};
+using Order = NestItem;
 
 // (start, end descending, read order): mapper._parents' order of a thread's ranges
 bool Before(const Order& a, const Order& b) {
@@ -160,8 +159,8 @@ bool Before(const Order& a, const Order& b) {
 // the ranges inside it, otherwise in start order; an insertion sort as they come moves each
 // past those inside it only (its depth). When that is far (deep nesting), a sort at the end.
 struct ThreadOrder {
-  std::vector<Order> items;
-  size_t budget = 1024;  // moves left: 16 a range
+  std::vector<Order>& items;  // (RankStatsWork's, empty)
+  size_t budget = 1024;       // moves left: 16 a range
   bool sorted = true;
 
   void Add(const Order& o) {
@@ -187,8 +186,9 @@ struct ThreadOrder {
 // Each push/pop range's parent (mapper._parents): per thread, in (start, end descending,
 // read order) order, its depth is the number of the earlier ones still open after its
 // start, and its parent the last earlier one a level up. -1: none.
-std::vector<int64_t> Parents(const RangeColumns& c) {
-  std::vector<int64_t> parent(c.size(), -1);
+void Parents(const RangeColumns& c, RankStatsWork* work) {
+  std::vector<int64_t>& parent = work->parent;
+  parent.assign(c.size(), -1);
   std::unordered_map<uint64_t, ThreadOrder> threads;  // by mapper.py's thread key: pid * 2**24 + tid
   ThreadOrder* last = nullptr;
   int64_t last_pid = 0, last_tid = 0;
@@ -197,7 +197,15 @@ std::vector<int64_t> Parents(const RangeColumns& c) {
     if (!last || c.pid[i] != last_pid || c.tid[i] != last_tid) {
       last_pid = c.pid[i];
       last_tid = c.tid[i];
-      last = &threads[static_cast<uint64_t>(last_pid) * (uint64_t(1) << 24) + static_cast<uint64_t>(last_tid)];
+      uint64_t key = static_cast<uint64_t>(last_pid) * (uint64_t(1) << 24) + static_cast<uint64_t>(last_tid);
+      auto it = threads.find(key);
+      if (it == threads.end()) {
+        if (work->threads.size() <= threads.size()) work->threads.emplace_back();
+        std::vector<Order>& items = work->threads[threads.size()];
+        items.clear();
+        it = threads.emplace(key, ThreadOrder{items}).first;
+      }
+      last = &it->second;
     }
     last->Add(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
   }
@@ -216,15 +224,17 @@ std::vector<int64_t> Parents(const RangeColumns& c) {
       last_at[depth] = it.index;
       open_ends.insert(std::upper_bound(open_ends.begin(), open_ends.end(), it.end, std::greater<int64_t>()), it.end);
     }
-    std::vector<Order>().swap(kv.second.items);
   }
-  return parent;
 }
 
 // The steps of one process and their exclusive work per name (mapper._step_work).
 void StepWork(const RangeColumns& c, const std::vector<int64_t>& mine, const uint8_t* is_step, int64_t n_names,
-              const std::vector<int64_t>& parent, const std::vector<int64_t>& row_of_name, RankStats* out) {
-  std::vector<int64_t> steps, inner;
+              const std::vector<int64_t>& parent, const std::vector<int64_t>& row_of_name, RankStats* out,
+              RankStatsWork* work) {
+  std::vector<int64_t>& steps = work->steps;
+  std::vector<int64_t>& inner = work->inner;
+  steps.clear();
+  inner.clear();
   for (int64_t i : mine) {
     if (!Closed(c, i)) continue;
     (is_step[c.name[i]] ? steps : inner).push_back(i);
@@ -301,20 +311,21 @@ void StepWork(const RangeColumns& c, const std::vector<int64_t>& mine, const uin
 }  // namespace
 
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
-                                        const SketchBuckets& buckets) {
+                                        const SketchBuckets& buckets, RankStatsWork* work) {
   std::vector<int64_t> pids;
   for (size_t i = 0; i < c.size(); ++i) {
     if (i == 0 || c.pid[i] != c.pid[i - 1]) pids.push_back(c.pid[i]);  // (runs of one process)
   }
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-  std::vector<std::vector<int64_t>> mine(pids.size());
+  std::vector<std::vector<int64_t>>& mine = work->by_process;
+  if (mine.size() < pids.size()) mine.resize(pids.size());
+  for (size_t p = 0; p < pids.size(); ++p) mine[p].clear();
   for (size_t i = 0; i < c.size(); ++i) {
     size_t p = pids.size() == 1 ? 0 : std::lower_bound(pids.begin(), pids.end(), c.pid[i]) - pids.begin();
     mine[p].push_back(static_cast<int64_t>(i));
   }
-  std::vector<int64_t> parent;
-  if (with_steps) parent = Parents(c);
+  if (with_steps) Parents(c, work);
   std::vector<RankStats> out(pids.size());
   std::vector<int64_t> row_of_name;
   for (size_t p = 0; p < pids.size(); ++p) {
@@ -322,9 +333,9 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
     r.pid = pids[p];
     r.events = static_cast<int64_t>(mine[p].size());
     for (int64_t i : mine[p]) r.open_ranges += Closed(c, i) ? 0 : 1;
-    NameStats(c, mine[p], n_names, buckets, &r, &row_of_name);
-    if (with_steps) StepWork(c, mine[p], is_step, n_names, parent, row_of_name, &r);
-    std::vector<int64_t>().swap(mine[p]);
+    NameStats(c, mine[p], n_names, buckets, &r, &row_of_name, &work->durations);
+    if (with_steps) StepWork(c, mine[p], is_step, n_names, work->parent, row_of_name, &r, work);
+    if (p >= 1) std::vector<int64_t>().swap(mine[p]);  // (the first's room is kept)
   }
   return out;
 }

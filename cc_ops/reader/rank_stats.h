@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <deque>
 #include <vector>
 
 #include "reader/range_columns.h"
@@ -43,8 +44,21 @@ struct RankStats {
 // The results of every process of `c` (named: RangeColumns::Name, or given), by pid
 // ascending. is_step[name]: the range is a step (n_names entries); with_steps false: no
 // step chosen (no step columns).
+// A push/pop range where the nesting is worked out: its times and its index.
+struct NestItem {
+  int64_t start, end, index;
+};
+
+// Memory of ComputeRankStats kept from one input to the next (pages the kernel need not
+// fault in again): the work arrays of a range each.
+struct RankStatsWork {
+  std::vector<int64_t> parent, durations, steps, inner;
+  std::vector<std::vector<int64_t>> by_process;
+  std::deque<std::vector<NestItem>> threads;  // (a deque: its vectors stay where they are)
+};
+
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
-                                        const SketchBuckets& buckets);
+                                        const SketchBuckets& buckets, RankStatsWork* work);
 
 }  // namespace nvtx_reader
 

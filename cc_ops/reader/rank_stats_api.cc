@@ -19,6 +19,7 @@ struct Ranges {
   RangeColumns columns;
   std::vector<int64_t> keys;
   std::vector<RankStats> results;
+  nvtx_reader::RankStatsWork work;
 };
 
 Ranges* R(void* ranges) { return static_cast<Ranges*>(ranges); }
@@ -153,7 +154,7 @@ NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t
   try {
     Ranges* r = R(ranges);
     nvtx_reader::SketchBuckets buckets{log_gamma, bounds, n_bounds, zero_key};
-    r->results = nvtx_reader::ComputeRankStats(r->columns, is_step, n_names, with_steps != 0, buckets);
+    r->results = nvtx_reader::ComputeRankStats(r->columns, is_step, n_names, with_steps != 0, buckets, &r->work);
     r->columns.Clear();  // (the results are what is left; the room stays for the next input)
     return static_cast<int64_t>(r->results.size());
   } catch (...) {
