@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import heatmap
 from .engines import EngineUnavailable, run_mappers, terminal_progress
 from .inputs import InputError, expand_inputs
 from .mapper import DEFAULT_STEPS, StepSpec
@@ -52,6 +53,7 @@ def analyze(
     ``scheduler``: a running Dask cluster. Raises InputError when no input is readable."""
     paths = expand_inputs([str(i) for i in inputs])
     spec = StepSpec.parse(step) if step else None
+    heatmap.preload()
     ranks, left_out = run_mappers(paths, spec, workers=workers, scheduler=scheduler, progress=progress)
     if not ranks and left_out:
         raise InputError(f"no input could be read ({len(left_out)}); first: {left_out[0]}")

@@ -7,6 +7,7 @@ each bin is drawn, so a straggler never averages away). Needs matplotlib (the ``
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,21 @@ def _binned(m: np.ndarray) -> np.ndarray:
     blocks = pad.reshape(pad.shape[0] // rows, rows, pad.shape[1] // cols, cols)
     with np.errstate(invalid="ignore"):
         return np.nanmax(np.nanmax(blocks, axis=3), axis=1)
+
+
+def _import_matplotlib() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.colors  # noqa: F401
+    import matplotlib.pyplot  # noqa: F401
+    import matplotlib.ticker  # noqa: F401
+
+
+def preload() -> None:
+    """Import matplotlib (0.3-0.5 s) in a thread of its own, e.g. while the mappers run (their
+    native code leaves the GIL free): :func:`draw_heatmap` then starts at once."""
+    threading.Thread(target=_import_matplotlib, name="nvtx-tf-heatmap-import", daemon=True).start()
 
 
 def draw_heatmap(durations: list[list[int]], rank_names: list[str], output: Path, title: str) -> Path:
