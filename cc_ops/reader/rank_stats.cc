@@ -157,26 +157,29 @@ bool Before(const Order& a, const Order& b) {
 
 // One thread's push/pop ranges in that order. They come in the order they ended: each after
 // the ranges inside it, otherwise in start order; an insertion sort as they come moves each
-// past those inside it only (its depth). When that is far (deep nesting), a sort at the end.
+// past those inside it only (its depth). When that is far (deep nesting: the moves would grow
+// as its square), a sort at the end.
 struct ThreadOrder {
   std::vector<Order>& items;  // (RankStatsWork's, empty)
   size_t budget = 1024;       // moves left: 16 a range
   bool sorted = true;
 
   void Add(const Order& o) {
-    items.push_back(o);
     budget += 16;
-    if (!sorted) return;
-    size_t k = items.size() - 1;
-    while (k > 0 && Before(o, items[k - 1])) {
-      if (budget == 0) {
-        sorted = false;  // (items stay a permutation: sorted at the end)
-        return;
-      }
-      std::swap(items[k], items[k - 1]);
-      --k;
-      --budget;
+    if (!sorted || items.empty() || !Before(o, items.back())) {  // (most: after the last)
+      items.push_back(o);
+      return;
     }
+    // its place in the sorted ranges (binary search), the ranges after it moved up at once
+    auto at = std::upper_bound(items.begin(), items.end(), o, Before);
+    size_t moves = static_cast<size_t>(items.end() - at);
+    if (moves > budget) {
+      sorted = false;  // (sorted at the end)
+      items.push_back(o);
+      return;
+    }
+    budget -= moves;
+    items.insert(at, o);
   }
   void Finish() {
     if (!sorted) std::sort(items.begin(), items.end(), Before);
