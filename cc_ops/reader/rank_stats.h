@@ -41,9 +41,6 @@ struct RankStats {
   std::vector<int64_t> step_work;  // steps x work_rows, row-major
 };
 
-// The results of every process of `c` (named: RangeColumns::Name, or given), by pid
-// ascending. is_step[name]: the range is a step (n_names entries); with_steps false: no
-// step chosen (no step columns).
 // A push/pop range where the nesting is worked out: its times and its index.
 struct NestItem {
   int64_t start, end, index;
@@ -57,6 +54,9 @@ struct RankStatsWork {
   std::deque<std::vector<NestItem>> threads;  // (a deque: its vectors stay where they are)
 };
 
+// The results of every process of `c` (named: RangeColumns::Name, or given), by pid
+// ascending. is_step[name]: the range is a step (n_names entries); with_steps false: no
+// step chosen (no step columns).
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
                                         const SketchBuckets& buckets, RankStatsWork* work);
 
