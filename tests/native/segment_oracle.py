@@ -79,6 +79,7 @@ class Rec:
     payload: object = None
     text: str | None = None  # resolved message / name
     extra: int | None = None  # kCategoryName category, kThreadName tid
+    compact: bool = False  # a compact event (format 2); kind is then its full kind
 
 
 @dataclass
@@ -134,7 +135,7 @@ def _decode_chunk(seg: Segment, data: bytes, base: int, chunk_index: int) -> lis
             assert clock is not None, f"chunk {chunk_index}: compact event before any full one"
             full, domain, msg, delta = compact_fields(word0)
             clock += delta
-            rec = Rec(full, 0, domain, msg, tid, thread_index, ts=clock)
+            rec = Rec(full, 0, domain, msg, tid, thread_index, ts=clock, compact=True)
             if full in (K_START, K_END):
                 (rec.range_id,) = struct.unpack_from("<Q", data, pos)
                 pos += 8
