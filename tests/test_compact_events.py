@@ -11,6 +11,7 @@ exactly those times back, whatever the gaps, ids and chunk boundaries. The indep
 
 from __future__ import annotations
 
+import signal
 import struct
 import subprocess
 
@@ -116,6 +117,33 @@ def test_ids_beyond_the_compact_range_are_written_in_full(tmp_path, c_sample, re
     assert pushes[names.index("high")].msg >= 2**18
     # Pops name no message: only their domain decides (and the delta).
     assert [not p.compact for p in pops[64:71]] == [True] * 7 and sum(not p.compact for p in pops[1:64]) <= 2
+
+
+def test_sigkill_loses_no_compact_event(tmp_path, c_sample, recorder_env):
+    """Killed while it records compact push/pops (small chunks: the kill may come at any point
+    of a chunk's life): every pair completed before "ready" is in the recording, at its exact
+    time, and the reader reports no damage (the oracle agrees)."""
+    n = 100_000
+    exe = c_sample("compact_sample", "-rdynamic")
+    env = recorder_env(tmp_path / "rec", NVTX_TF_RECORDER_CLOCK="monotonic", NVTX_TF_CHUNK_SIZE=16384)
+    proc = subprocess.Popen([str(exe), "kill", str(n)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == f"ready {n}"
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    rec = load(tmp_path / "rec")
+    assert not rec.damage.damaged, rec.damage
+    t0 = 1_000_000_000_000_000
+    ranges = [(r.start_ns, r.end_ns) for r in rec.ranges]
+    assert ranges[:n] == [(t0 + 200 * i, t0 + 200 * i + 100) for i in range(n)]
+    (segment,) = decode_dir(tmp_path / "rec")
+    scan = scan_segment(segment.path.read_bytes())
+    assert not scan.damaged and len(scan.events) == len(segment.events) >= 2 * n
+    assert sum(e.compact for e in segment.events) > len(segment.events) * 0.99
 
 
 def test_version_1_segment_is_read(tmp_path):

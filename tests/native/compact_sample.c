@@ -10,6 +10,8 @@
  *                             delta a compact event holds), 2^32 ns, 5 s and 3 hours
  *   compact_sample chunks N   N rounds of push, mark, start, pop, end, 100-106 ns apart
  *                             (run with a small NVTX_TF_CHUNK_SIZE: many chunk boundaries)
+ *   compact_sample kill N     N push/pop pairs 100 ns apart ("p" first at `now`), prints "ready N"
+ *                             and goes on recording such pairs until it is killed
  *   compact_sample ids        events whose fields do not fit a compact event: domains 1..70,
  *                             a color, a registered message, message ids past 2^18 (the
  *                             recorder's id counter moved on by
@@ -141,6 +143,19 @@ static int ids(void) {
   return 0;
 }
 
+static void kill_me(long n) {
+  for (long i = 0;; ++i) {
+    if (i == n) {
+      printf("ready %ld\n", n);
+      fflush(stdout);
+    }
+    nvtxRangePushA("p");
+    now += 100;
+    nvtxRangePop();
+    now += 100;
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   int rc = 0;
@@ -148,6 +163,8 @@ int main(int argc, char** argv) {
     gaps();
   } else if (strcmp(argv[1], "chunks") == 0 && argc == 3) {
     chunks(atol(argv[2]));
+  } else if (strcmp(argv[1], "kill") == 0 && argc == 3) {
+    kill_me(atol(argv[2]));
   } else if (strcmp(argv[1], "ids") == 0) {
     rc = ids();
   } else {
