@@ -16,6 +16,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = [
     "bench_recorder_native.py",
     "bench_exports.py",
+    "bench_export_nsys.py",
     "bench_end_to_end.py",
     "bench_analyze.py",
     "bench_scaling.py",

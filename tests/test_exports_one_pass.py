@@ -42,28 +42,35 @@ def _big_recording(tmp_path):
     for i in range(RANGES):
         th.push(t, 1, domain=1, color=0xFF000000 | i).pop(t + 100 + i % 700, domain=1)
         t += 1_000
+    # a category and a domain named after the first batch (a remote sink sees them too)
+    th.string(3, "late").category_name(1, 7, 3).push(t, 1, domain=1, category=7).pop(t + 50, domain=1)
+    th.domain_create(t + 60, 2, 3).push(t + 70, 3, domain=2).pop(t + 80, domain=2)
     w.write(rec)
     return rec
 
 
-@pytest.fixture(params=[False, True], ids=["in-process", "sqlite-in-a-child"])
+@pytest.fixture(params=[False, True], ids=["in-process", "remote"])
 def parallel(request, monkeypatch):
-    """write_exports with the SQLite file written in this process, or by a child process;
-    yields the list of ChildSinks made."""
+    """write_exports with every export written by this thread, or (two cores) the SQLite file
+    by a child process and the others by threads; yields the (kind, sink) made remote."""
     made = []
     if request.param:
         if len(os.sched_getaffinity(0)) < 2:
-            pytest.skip("one core: write_exports writes everything in its own process")
-        init = one_pass.ChildSink.__init__
+            pytest.skip("one core: write_exports writes everything in its own thread")
+        for kind in (one_pass.ChildSink, one_pass.ThreadSink):
 
-        def spy(self, *args, **kwargs):
-            made.append(args[1].__name__)
-            init(self, *args, **kwargs)
+            def spy(self, *args, init=kind.__init__, kind=kind, **kwargs):
+                made.append((kind.__name__, args[1].__name__))
+                init(self, *args, **kwargs)
 
-        monkeypatch.setattr(one_pass.ChildSink, "__init__", spy)
+            monkeypatch.setattr(kind, "__init__", spy)
     monkeypatch.setattr(outputs, "PARALLEL_MIN_EVENTS", 0 if request.param else 1 << 62)
     yield made
-    assert made == (["SqliteSink"] if request.param else [])
+    if request.param:
+        assert ("ChildSink", "SqliteSink") in made
+        assert all(sink != "SqliteSink" for kind, sink in made if kind == "ThreadSink")
+    else:
+        assert made == []
 
 
 def _tables(path):
@@ -172,22 +179,27 @@ class _FullDisk(one_pass.Sink):
         self.file.discard()
 
 
-def test_an_error_in_the_child_process_is_raised_here_and_its_output_removed(tmp_path):
+REMOTE = pytest.mark.parametrize("remote", [one_pass.ChildSink, one_pass.ThreadSink], ids=["child", "thread"])
+
+
+@REMOTE
+def test_an_error_in_the_remote_sink_is_raised_here_and_its_output_removed(tmp_path, remote):
     rec = _big_recording(tmp_path / "in")
-    with RecordingReader(rec) as reader, one_pass.ChildSink(reader, _FullDisk, tmp_path / "out.bin") as sink:
+    with RecordingReader(rec) as reader, remote(reader, _FullDisk, tmp_path / "out.bin") as sink:
         with pytest.raises(OSError) as info:
             one_pass.feed(reader, [sink])
             sink.finish()
     assert info.value.errno == errno.ENOSPC and info.value.filename.startswith(str(tmp_path / ".out.bin."))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
-    # A sink the child cannot make: its error, at once.
+    # A sink the remote side cannot make: its error, at once.
     with RecordingReader(rec) as reader, pytest.raises(FileNotFoundError):
-        one_pass.ChildSink(reader, _FullDisk, tmp_path / "no" / "dir" / "out.bin")
+        remote(reader, _FullDisk, tmp_path / "no" / "dir" / "out.bin")
 
 
-def test_a_child_sink_left_unfinished_removes_its_output(tmp_path):
+@REMOTE
+def test_a_remote_sink_left_unfinished_removes_its_output(tmp_path, remote):
     rec = _big_recording(tmp_path / "in")
-    with RecordingReader(rec) as reader, one_pass.ChildSink(reader, SqliteSink, tmp_path / "out.sqlite") as sink:
+    with RecordingReader(rec) as reader, remote(reader, SqliteSink, tmp_path / "out.sqlite") as sink:
         batches = reader.batches()
         sink.add(next(batches))
         sink.add(next(batches))

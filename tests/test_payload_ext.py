@@ -127,6 +127,8 @@ def walk_records(seg: bytes, offsets: list | None = None):
                         offsets.append((pos + n, block))
                     yield kind, flags, domain, seg[pos + n : pos + n + block]
                     n += (block + 7) & ~7
+            elif 9 <= kind <= 13:  # a compact event (format 2): one word, + the range id of start/end
+                n = 16 if kind in (11, 12) else 8
             elif kind in (16, 21):
                 length = struct.unpack_from("<I", seg, pos + 8)[0]
                 if offsets is not None and kind == 21:

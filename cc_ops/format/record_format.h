@@ -26,6 +26,7 @@
 //
 // Every record starts with one 8-byte word and is a multiple of 8 bytes long:
 //     byte 0      kind   (RecordKind, never 0)
+// and, in full form (every kind but the compact events below), goes on:
 //     byte 1      flags  (RecordFlags)
 //     bytes 2-3   domain (process-local domain id; 0 = NVTX default domain)
 //     bytes 4-7   msg    (process-local string id; 0 = no message)
@@ -36,6 +37,26 @@
 //     u32 color, u32 category      if flags & (kFlagColor | kFlagCategory)
 //     u64 payload        if (flags & kPayloadMask) != 0; 32-bit payloads sit in the low
 //                        4 bytes (float/int32/uint32 bit patterns)
+// Compact events (format 2): the common event in one word (8 bytes; start and end add
+// their u64 range_id, 16 bytes), its timestamp as a delta from the chunk's clock:
+//     bits 0-7    kind    kCompactPush .. kCompactMark (= the full kind + kCompactKindOffset)
+//     bits 8-13   domain  (< kCompactDomainLimit)
+//     bits 14-31  msg     (< kCompactMsgLimit; 0 = no message; pop and end: 0)
+//     bits 32-63  delta   ns after the chunk's clock
+// The chunk's clock is the timestamp of the previous event record (full or compact) of
+// the same chunk; a compact event's timestamp is that + delta and becomes the clock. There
+// is none before a chunk's first event record, so that is always in full form: each chunk
+// is decoded on its own, and damage inside one never shifts the times of another.
+// Definition records do not move the clock. The writer uses the compact form when the
+// event has no flags (no color, category, payload, registered message), its ids fit and
+// its delta is below kCompactDeltaLimit (4.29 s); otherwise the full form. The word is
+// stored with one release store, as any first word: crash safety is unchanged. A reader
+// that lost the clock (damage skipped inside the chunk, or a compact event with no full
+// one before it, which no writer writes) cannot date the compact events that follow
+// until the next full event record: they are lost (damage), and a reader resumes after
+// damage at a full-form record only. So that damage costs little more than the bytes it
+// hit, the writer writes the first event record starting in each kClockSyncBytes block
+// of the chunk (offsets from the chunk's start) in full form (0.2 % more bytes).
 // Definition records:
 //     kStringDef:     word0(msg = the new string id, domain = domain it was registered in
 //                     or 0), u32 byte_length, u32 0, then byte_length UTF-8 bytes padded
@@ -75,7 +96,10 @@
 namespace nvtx_record {
 
 constexpr char kSegmentMagic[8] = {'N', 'V', 'T', 'X', 'R', 'E', 'C', '1'};
-constexpr uint32_t kFormatVersion = 1;
+// 2: compact events (kCompactPush .. kCompactMark). Readers read every version from
+// kOldestFormatVersion on (a version-1 segment simply holds no compact events).
+constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kOldestFormatVersion = 1;
 constexpr uint32_t kSegmentHeaderSize = 4096;
 constexpr uint32_t kDefaultChunkSize = 256 * 1024;  // NVTX_TF_CHUNK_SIZE overrides
 constexpr uint32_t kChunkMagic = 0x4B4E4843;        // "CHNK"
@@ -162,6 +186,11 @@ enum RecordKind : uint8_t {
   kRangeStart = 3,
   kRangeEnd = 4,
   kMark = 5,
+  kCompactPush = 9,  // format 2: compact events, one word (+ range_id), see above
+  kCompactPop = 10,
+  kCompactStart = 11,
+  kCompactEnd = 12,
+  kCompactMark = 13,
   kStringDef = 16,
   kDomainCreate = 17,
   kDomainDestroy = 18,
@@ -169,6 +198,27 @@ enum RecordKind : uint8_t {
   kThreadName = 20,
   kPayloadSchema = 21,
 };
+
+constexpr uint8_t kCompactKindOffset = kCompactPush - kRangePush;  // compact kind - full kind
+inline bool IsFullEventKind(uint8_t kind) { return kind >= kRangePush && kind <= kMark; }
+inline bool IsCompactEventKind(uint8_t kind) { return kind >= kCompactPush && kind <= kCompactMark; }
+
+// The compact event word's fields (see above).
+constexpr int kCompactDomainShift = 8;
+constexpr int kCompactMsgShift = 14;
+constexpr int kCompactDeltaShift = 32;
+constexpr uint32_t kCompactDomainLimit = 1u << (kCompactMsgShift - kCompactDomainShift);  // 64
+constexpr uint32_t kCompactMsgLimit = 1u << (kCompactDeltaShift - kCompactMsgShift);      // 262144
+constexpr uint64_t kCompactDeltaLimit = uint64_t(1) << 32;                                // 4.29 s
+constexpr uint32_t kClockSyncBytes = 4096;  // the writer's full events: at least one per block
+// The word of a compact event of full kind `kind` (push .. mark); the fields must fit.
+inline uint64_t CompactWord(uint8_t kind, uint32_t domain, uint32_t msg, uint64_t delta) {
+  return uint64_t(uint8_t(kind + kCompactKindOffset)) | (uint64_t(domain) << kCompactDomainShift) |
+         (uint64_t(msg) << kCompactMsgShift) | (delta << kCompactDeltaShift);
+}
+inline uint32_t CompactDomain(uint64_t w) { return uint32_t(w >> kCompactDomainShift) & (kCompactDomainLimit - 1); }
+inline uint32_t CompactMsg(uint64_t w) { return uint32_t(w >> kCompactMsgShift) & (kCompactMsgLimit - 1); }
+inline uint64_t CompactDelta(uint64_t w) { return w >> kCompactDeltaShift; }
 
 enum RecordFlags : uint8_t {
   kFlagColor = 1 << 0,

@@ -48,10 +48,11 @@ bool Decoder::SegmentInfo(NvtxrSegmentInfo* out) const {
 // ends a chunk here without being counted: the second pass counts it.
 void Decoder::CollectDefinitions() {
   std::vector<std::pair<uint32_t, uint32_t>> creates;  // (local domain, name id)
+  ChunkClock clock;                                    // (times are not needed here)
   cursor_.ForEachRecord([&](const uint8_t* p, uint64_t) {
     uint8_t kind = p[0];  // (word 0's low byte: parse only the definitions wanted here)
     if (kind != kStringDef && kind != kDomainCreate && kind != kPayloadSchema) return;
-    Record r = ParseRecord(p);
+    Record r = ParseRecord(p, &clock);
     if (r.kind == kStringDef) {
       tables_.DefineString(proc_, r.msg, tables_.Intern(r.text));
     } else if (r.kind == kDomainCreate) {
@@ -72,8 +73,12 @@ bool Decoder::Step(NvtxrRow* row) {
   uint64_t len = 0;
   if (cursor_.NextRecord(&p, &len) != SegmentCursor::kRecord) return false;
   stats_.records++;
-  Record r = ParseRecord(p);
+  Record r = ParseRecord(p, cursor_.clock());
   if (IsEventKind(r.kind)) {
+    if (!r.ts_known) {  // a compact event after damage, before the next full one: undated
+      cursor_.LoseEvent();
+      return false;
+    }
     stats_.events++;
     return MatchEvent(r, row);
   }

@@ -13,7 +13,9 @@ inline uint8_t PayloadTypeOf(uint8_t flags) { return (flags & kPayloadMask) >> k
 // The field after word 0: the timestamp of events and of kDomainCreate/kDomainDestroy,
 // kThreadName's tid, the byte length of kStringDef and kPayloadSchema.
 constexpr uint64_t kFirstField = 8;
-inline bool HasTimestamp(uint8_t kind) { return IsEventKind(kind) || kind == kDomainCreate || kind == kDomainDestroy; }
+inline bool HasTimestamp(uint8_t kind) {
+  return IsFullEventKind(kind) || kind == kDomainCreate || kind == kDomainDestroy;
+}
 
 }  // namespace
 
@@ -22,7 +24,10 @@ uint64_t RecordLength(const uint8_t* p, uint64_t remaining) {
   uint8_t kind = KindOf(w0);
   uint8_t flags = FlagsOf(w0);
   uint64_t len = 0;
-  if (IsEventKind(kind)) {
+  if (IsCompactEventKind(kind)) {
+    const uint8_t full = kind - kCompactKindOffset;
+    len = full == kRangeStart || full == kRangeEnd ? 16 : 8;
+  } else if (IsFullEventKind(kind)) {
     uint8_t payload_type = PayloadTypeOf(flags);
     if (payload_type > kPayloadExt) return 0;
     bool has_range_id = kind == kRangeStart || kind == kRangeEnd;
@@ -45,17 +50,32 @@ uint64_t RecordLength(const uint8_t* p, uint64_t remaining) {
   return len <= remaining ? len : 0;
 }
 
-Record ParseRecord(const uint8_t* p) {
+Record ParseRecord(const uint8_t* p, ChunkClock* clock) {
   uint64_t w0 = Load64(p);
   Record r;
   r.kind = KindOf(w0);
+  if (IsCompactEventKind(r.kind)) {
+    r.kind -= kCompactKindOffset;
+    r.compact = true;
+    r.domain = CompactDomain(w0);
+    r.msg = CompactMsg(w0);
+    r.ts_known = clock->known;
+    if (clock->known) {
+      clock->last += CompactDelta(w0);  // (wraps like the u64 timestamps do)
+      r.ts = static_cast<int64_t>(clock->last);
+    }
+    if (r.kind == kRangeStart || r.kind == kRangeEnd) r.range_id = Load64(p + 8);
+    return r;
+  }
   r.flags = FlagsOf(w0);
   r.domain = static_cast<uint32_t>((w0 >> 16) & 0xffff);
   r.msg = static_cast<uint32_t>(w0 >> 32);
   const uint8_t* q = p + kFirstField;
-  if (IsEventKind(r.kind)) {
+  if (IsFullEventKind(r.kind)) {
     r.payload_type = PayloadTypeOf(r.flags);
     r.ts = static_cast<int64_t>(Load64(q));
+    clock->last = static_cast<uint64_t>(r.ts);
+    clock->known = true;
     q += 8;
     if (r.kind == kRangeStart || r.kind == kRangeEnd) {
       r.range_id = Load64(q);

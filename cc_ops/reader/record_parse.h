@@ -23,11 +23,24 @@ inline uint32_t Load32(const uint8_t* p) {
   return v;
 }
 
-inline bool IsEventKind(uint8_t kind) { return kind >= nvtx_record::kRangePush && kind <= nvtx_record::kMark; }
+// An event record's kind, full or compact (record_format.h).
+inline bool IsEventKind(uint8_t kind) {
+  return nvtx_record::IsFullEventKind(kind) || nvtx_record::IsCompactEventKind(kind);
+}
+
+// The chunk's clock (record_format.h, compact events) as a walk through a chunk's records
+// keeps it: reset at each chunk's start and after damage skipped inside a chunk.
+struct ChunkClock {
+  uint64_t last = 0;   // timestamp of the chunk's previous event record ...
+  bool known = false;  // ... if there was one since the start or the damage
+  void Reset() { known = false; }
+};
 
 // One record, its fields named. Only the fields of its kind are set.
 struct Record {
-  uint8_t kind = 0;
+  uint8_t kind = 0;  // a compact event's full kind (kRangePush .. kMark)
+  bool compact = false;
+  bool ts_known = true;  // false: a compact event the chunk's clock cannot date (damage)
   uint8_t flags = 0;
   uint32_t domain = 0;  // process-local domain id
   uint32_t msg = 0;     // process-local string id
@@ -48,12 +61,14 @@ struct Record {
 // damaged (unknown kind or payload type, or longer than what is available).
 uint64_t RecordLength(const uint8_t* p, uint64_t remaining);
 
-// Fields of the record at p, whose length RecordLength() returned.
-Record ParseRecord(const uint8_t* p);
+// Fields of the record at p, whose length RecordLength() returned; an event record moves
+// `clock` (the walk's clock of p's chunk) on and a compact one is dated by it.
+Record ParseRecord(const uint8_t* p, ChunkClock* clock);
 
 // Moves the record at p (whose length RecordLength() returned) onto another clock and
-// process, in place: adds shift_ns to its timestamp (event records, kDomainCreate,
-// kDomainDestroy) and makes a kThreadName that names thread old_tid name new_tid.
+// process, in place: adds shift_ns to its timestamp (full event records, kDomainCreate,
+// kDomainDestroy; a compact event's delta stays as it is: its chunk's clock moves with
+// the full events it counts from) and makes a kThreadName that names thread old_tid name new_tid.
 // Every other byte is kept (nvtx-tf merge; see nvtxr_rewrite_chunk in decode.h).
 void RebaseRecord(uint8_t* p, int64_t shift_ns, int64_t old_tid, int64_t new_tid);
 

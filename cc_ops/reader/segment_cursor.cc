@@ -84,7 +84,7 @@ int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, Segmen
     problem = "bad segment magic";
   else if (lenient)
     problem = nullptr;
-  else if (h.version != kFormatVersion)
+  else if (h.version < kOldestFormatVersion || h.version > kFormatVersion)
     problem = "unsupported format version";
   else if (h.header_size < kHeaderV1End || h.header_size > kMaxHeaderSize || h.header_size % 8 != 0)
     problem = "bad header size";
@@ -252,7 +252,10 @@ uint64_t SegmentCursor::LastNonZeroEnd(uint64_t from, uint64_t to) const {
 uint64_t SegmentCursor::ResyncFrom(uint64_t from) const {
   for (uint64_t q = from; q + 8 <= end_; q += 8) {
     const uint8_t* r = buf_.data() + q;
-    if (Load64(r) != 0 && RecordLength(r, end_ - q) != 0) return q;
+    // Only a full-form record: a compact event there could not be dated (the clock is lost
+    // with the damage), and its one word is easily mimicked by the bytes of a damaged record
+    // (a small timestamp, a range id).
+    if (Load64(r) != 0 && !IsCompactEventKind(r[0]) && RecordLength(r, end_ - q) != 0) return q;
   }
   return end_;
 }
@@ -279,9 +282,18 @@ bool SegmentCursor::NextChunk() {
     stats_.checksum_mismatches++;
   }
   pos_ = kChunkHeaderSize;
+  clock_.Reset();
   in_chunk_ = true;
   stats_.chunks++;
   return true;
+}
+
+void SegmentCursor::LoseEvent() {
+  if (!damaged_) {
+    damaged_ = true;
+    stats_.damaged_chunks++;
+  }
+  stats_.lost_events_min++;
 }
 
 SegmentCursor::Step SegmentCursor::NextRecord(const uint8_t** p, uint64_t* len) {
@@ -320,6 +332,7 @@ SegmentCursor::Step SegmentCursor::NextRecord(const uint8_t** p, uint64_t* len) 
       return kDamage;
     }
     pos_ = next;
+    clock_.Reset();  // the skipped bytes may have held events the clock counts from
     r = buf_.data() + pos_;
     n = RecordLength(r, end_ - pos_);
   }

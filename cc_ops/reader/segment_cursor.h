@@ -85,6 +85,12 @@ class SegmentCursor {
   // the end of its data; kDamage when the chunk ends at damage (counted).
   Step NextRecord(const uint8_t** p, uint64_t* len);
 
+  // The clock of the current chunk's walk (record_parse.h): NextChunk resets it, and so does
+  // damage skipped inside the chunk; ParseRecord moves it on.
+  ChunkClock* clock() { return &clock_; }
+  // A compact event of the current chunk that its clock cannot date: lost (damage).
+  void LoseEvent();
+
   // Calls f(p, len) for every record of every chunk of the segment, in chunk order,
   // each chunk up to its end or its first damage (not counted here).
   template <class F>
@@ -112,8 +118,9 @@ class SegmentCursor {
   uint64_t pos_ = 0, end_ = 0;  // offsets into buf_
   bool damaged_ = false;        // the current chunk was counted as damaged
   bool whole_ = false;          // buf_[0, end_) is all the writer wrote into the chunk
+  ChunkClock clock_;
   // Damage inside a chunk (NextRecord): whether buf_[from, to) is all zero; the first
-  // offset >= from, a multiple of 8 apart, where a valid record starts (end_ if none).
+  // offset >= from, a multiple of 8 apart, where a valid full-form record starts (end_ if none).
   bool AllZero(uint64_t from, uint64_t to) const;
   uint64_t ResyncFrom(uint64_t from) const;
   uint64_t LastNonZeroEnd(uint64_t from, uint64_t to) const;  // end of the last non-zero byte (from if none)

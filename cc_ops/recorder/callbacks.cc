@@ -151,7 +151,8 @@ NVTXREC_INLINE uint32_t ResolveMessage(ThreadState* ts, const Event& ev, uint8_t
   return ResolveOtherMessage(ts, ev, flags);
 }
 
-// Appends one event record: word0 | timestamp | [range id] | [color, category] | [payload].
+// Appends one event record: word0 | timestamp | [range id] | [color, category] | [payload],
+// or its compact form (word | [range id]). n is the full form's length (what is reserved).
 // False when it could not (no space, no message id): the event was counted as dropped.
 NVTXREC_INLINE bool Record(ThreadState* ts, uint8_t kind, uint16_t domain, const Event& ev, uint64_t now,
                            bool has_range_id, uint64_t range_id) {
@@ -177,6 +178,21 @@ NVTXREC_INLINE bool Record(ThreadState* ts, uint8_t kind, uint16_t domain, const
     if (NVTXREC_UNLIKELY(ts->gen != gen) && (ev.msg_kind == kMsgAscii || ev.msg_kind == kMsgUnicode)) {
       continue;
     }
+    // The compact form (record_format.h) when the event has no flags and its ids and its
+    // time since the chunk's previous event fit: one word (+ range id), half the bytes.
+    // The full form at least once per kClockSyncBytes of the chunk, so that damage inside a
+    // chunk leaves the compact events after the next such one datable. (after Reserve: a
+    // new chunk resets the chunk's clock)
+    const uint64_t delta = now - ts->chunk_clock;
+    ts->chunk_clock = now;
+    if (NVTXREC_LIKELY(flags == 0 && delta < kCompactDeltaLimit && domain < kCompactDomainLimit &&
+                       msg < kCompactMsgLimit && ts->pos < ts->clock_end)) {
+      if (has_range_id) memcpy(p + 8, &range_id, 8);
+      Commit(ts, p, CompactWord(kind, domain, msg, delta), has_range_id ? 16 : 8);
+      CountEvent(ts);
+      return true;
+    }
+    ts->clock_end = (ts->pos & ~(kClockSyncBytes - 1)) + kClockSyncBytes;
     uint8_t* q = p + 8;
     memcpy(q, &now, 8);
     q += 8;

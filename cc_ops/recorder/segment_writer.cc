@@ -266,6 +266,7 @@ bool ClaimChunkLocked(ThreadState* ts) {
   ts->chunk = static_cast<uint8_t*>(m);
   ts->chunk_offset = off;
   ts->pos = kChunkHeaderSize;
+  ts->clock_end = 0;  // the chunk's first event in full form: it sets the chunk's clock
   ts->chunk_end = uint32_t(cs);
   ts->limit = 0;
   ts->window = kFirstWindow;

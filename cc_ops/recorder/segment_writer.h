@@ -81,11 +81,16 @@ struct ThreadState {
   uint32_t chunk_end;     // chunk size when a chunk is mapped, else 0
   uint32_t skipped_open;  // open push/pop ranges not written (FateTable bits set)
   uint64_t chunk_offset;  // file offset of the chunk
-  uint32_t epoch;         // epoch the chunk belongs to (0: none yet)
-  uint32_t gen;           // bumped whenever the thread switches segment
-  uint32_t busy;          // inside an entry point (re-entrancy guard: signal handlers)
-  uint32_t in_segment;    // has claimed a chunk in the current segment
-  uint64_t range_hi;      // (thread serial + 1) << kRangeCounterBits
+  // The chunk's clock (record_format.h, compact events): the timestamp of the last event
+  // record written into the current chunk, and the offset from which the next event is
+  // written in full (0 in a new chunk: its first event; then each kClockSyncBytes).
+  uint64_t chunk_clock;
+  uint32_t clock_end;
+  uint32_t epoch;       // epoch the chunk belongs to (0: none yet)
+  uint32_t gen;         // bumped whenever the thread switches segment
+  uint32_t busy;        // inside an entry point (re-entrancy guard: signal handlers)
+  uint32_t in_segment;  // has claimed a chunk in the current segment
+  uint64_t range_hi;    // (thread serial + 1) << kRangeCounterBits
   uint64_t range_counter;
   std::atomic<uint64_t> events;  // written by the owner only, read by control API
   ClockLine clock;               // this thread's copy of the clock's line (clock.h)

@@ -13,6 +13,12 @@ from ._common import EXIT_OUTPUT_NOT_WRITABLE, CliError, warn
 _SQLITE_WRITE_ERRORS = (8, 10, 13, 14)
 
 
+def damaged_line(recording, damage) -> str:
+    """The line ``record``, ``merge`` and ``export`` print for a damaged recording whose intact
+    events were exported (exit code EXIT_DAMAGED)."""
+    return f"damaged recording {recording}: {damage.describe()}; intact events were exported"
+
+
 def write_exports(
     raw_dir: Path,
     prefix: Path,

@@ -64,7 +64,7 @@ def targets_of(recording: Path, types: tuple[str, ...], output: str | None) -> t
 
 
 def cmd_export(args) -> int:
-    from ._exports import write_exports
+    from ._exports import damaged_line, write_exports
     from .record import _prepare_output_dir
 
     recording = _input(args.recording)
@@ -79,7 +79,7 @@ def cmd_export(args) -> int:
     if events == 0 and not damage.damaged:
         raise CliError(f"no NVTX events in {recording}: nothing exported", EXIT_NO_EVENTS)
     if damage.damaged:
-        raise CliError(f"damaged recording {recording}: {damage.describe()}; intact events were exported", EXIT_DAMAGED)
+        raise CliError(damaged_line(recording, damage), EXIT_DAMAGED)
     return 0
 
 

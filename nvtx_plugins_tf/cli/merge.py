@@ -55,13 +55,13 @@ def cmd_merge(args) -> int:
         shift = src["shift_ns"]
         shift_text = f"{shift / 1e9:+.6f} s" if isinstance(shift, int) else "per process"
         print(f"{src['label']}: {src['path']} ({len(src['segments'])} segment(s), clock shift {shift_text})")
-    from ._exports import write_exports
+    from ._exports import damaged_line, write_exports
 
     events, damage = write_exports(raw_dir, prefix, False)
     if events == 0 and not damage.damaged:
         raise CliError(f"no NVTX events in the recordings merged into {raw_dir}", EXIT_NO_EVENTS)
     if damage.damaged:
-        raise CliError(f"damaged recording {raw_dir}: {damage.describe()}; intact events were exported", EXIT_DAMAGED)
+        raise CliError(damaged_line(raw_dir, damage), EXIT_DAMAGED)
     return 0
 
 

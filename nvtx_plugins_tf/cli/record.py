@@ -33,7 +33,7 @@ from ._common import (
     export_types,
     warn,
 )
-from ._exports import write_exports
+from ._exports import damaged_line, write_exports
 
 
 def _output_prefix(value: str) -> Path:
@@ -238,7 +238,7 @@ def cmd_record(args) -> int:
             EXIT_NO_EVENTS,
         )
     if damage.damaged:
-        message = f"damaged recording {raw_dir}: {damage.describe()}; intact events were exported"
+        message = damaged_line(raw_dir, damage)
         if code != 0:
             warn(message)
             return code

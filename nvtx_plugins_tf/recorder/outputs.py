@@ -3,9 +3,10 @@ export types asked for (:mod:`nvtx_plugins_tf._export_types`; ``record``'s defau
 PREFIX.sqlite), PREFIX.png on request, and the range summary.
 
 Every writer is a sink of :mod:`.exports.one_pass`; with two cores or more, a large
-recording's SQLite file is written by a child process meanwhile. On a terminal, stderr
-shows how far the export is. A recording without events writes nothing and removes the
-exports of an older run at PREFIX (they would no longer match PREFIX.nvtxrec).
+recording's SQLite file is written by a child process and its other exports by threads,
+while the recording is decoded. On a terminal, stderr shows how far the export is. A
+recording without events writes nothing and removes the exports of an older run at PREFIX
+(they would no longer match PREFIX.nvtxrec).
 
 This module sits above the other packages (it feeds the exports, the summary and the
 timeline from one pass); the command line maps its errors to exit codes and prints.
@@ -20,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._export_types import DEFAULT_RECORD_TYPES, TYPES, output_path
-from .exports.one_pass import ChildSink, Progress, feed
+from .exports.one_pass import ChildSink, Progress, ThreadSink, feed
 from .recording.model import DamageReport
 from .recording.reader import RecordingReader
 from .reports.summary import RecordingSummary, Summary
 
 __all__ = ["Outputs", "write_outputs", "output_paths", "PARALLEL_MIN_EVENTS"]
 
-#: Events (estimated) from which the SQLite file is written by a child process (two cores or more).
+#: Events (estimated) from which the exports are written by a child process (SQLite) and threads (two cores or more).
 PARALLEL_MIN_EVENTS = 1_000_000
 
 
@@ -81,8 +82,11 @@ def write_outputs(
         sinks = {}
         for name in sorted(targets, key=lambda t: t != "sqlite"):  # (the child first: it starts sooner)
             cls = TYPES[name].sink_class()
-            child = parallel and name == "sqlite"
-            sink = ChildSink(reader, cls, targets[name]) if child else cls(reader, targets[name])
+            # On two cores or more: the SQLite file (Python and SQLite's own work, holding the
+            # GIL) in a child process, the others in threads (native formatting, pyarrow and
+            # writes: they release the GIL), while this thread decodes.
+            remote = (ChildSink if name == "sqlite" else ThreadSink) if parallel else None
+            sink = remote(reader, cls, targets[name]) if remote else cls(reader, targets[name])
             sinks[name] = unfinished.enter_context(sink)
         summary_sink = RecordingSummary(reader) if summary else None
         every = [*sinks.values(), *([summary_sink] if summary_sink else [])]
@@ -104,9 +108,9 @@ def write_outputs(
                         _remove(stale)
                 return out
             for sink in sinks.values():
-                sink.start_finish()  # (a child process sorts the rows meanwhile)
-            # The SQLite file last (sorting its rows is the longest), a child's after the rest.
-            children = [n for n, s in sinks.items() if isinstance(s, ChildSink)]
+                sink.start_finish()  # (a child process or a thread finishes meanwhile)
+            # The SQLite file last (sorting its rows is the longest), the remote ones' after the rest.
+            children = [n for n, s in sinks.items() if isinstance(s, (ChildSink, ThreadSink))]  # (finishing meanwhile)
             for name in sorted((n for n in sinks if n not in children), key=lambda n: n == "sqlite"):
                 progress.update(progress.done, f"writing {targets[name].name}", force=True)
                 sinks[name].finish()
@@ -118,7 +122,7 @@ def write_outputs(
                     progress.update(progress.done, f"drawing {png_path.name}", force=True)
                     timeline.finish()
             finally:
-                for name in children:
+                for name in sorted(children, key=lambda n: n == "sqlite"):
                     progress.update(progress.done, f"writing {targets[name].name}", force=True)
                     sinks[name].finish()
                     out.written.append(targets[name])

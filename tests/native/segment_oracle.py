@@ -28,6 +28,19 @@ K_PUSH, K_POP, K_START, K_END, K_MARK = 1, 2, 3, 4, 5
 K_STRING, K_DOMAIN_CREATE, K_DOMAIN_DESTROY, K_CATEGORY, K_THREAD = 16, 17, 18, 19, 20
 K_PAYLOAD_SCHEMA = 21  # body: a PayloadSchemaDef (kept as bytes here)
 EVENT_KINDS = {K_PUSH, K_POP, K_START, K_END, K_MARK}
+# Format 2: compact events, one word (start/end: + the u64 range id). Bits 0-7 the kind (the
+# full kind + 8), 8-13 the domain, 14-31 the message id, 32-63 ns after the chunk's clock:
+# the timestamp of the chunk's previous event record (none before its first one).
+COMPACT_OFFSET = 8
+COMPACT_KINDS = {k + COMPACT_OFFSET for k in EVENT_KINDS}
+FORMAT_VERSIONS = (1, 2)
+
+
+def compact_fields(word0: int) -> tuple[int, int, int, int]:
+    """(full kind, domain, msg, delta) of a compact event's word."""
+    return (word0 & 0xFF) - COMPACT_OFFSET, (word0 >> 8) & 0x3F, (word0 >> 14) & 0x3FFFF, word0 >> 32
+
+
 F_COLOR, F_CATEGORY, F_REGISTERED, F_THREAD_OVERRIDE = 1, 2, 4, 8
 PAYLOAD_FORMATS = {1: "<Q", 2: "<q", 3: "<d", 4: "<I", 5: "<i", 6: "<f"}
 P_EXT = 7  # payload extension: the u64 payload is the length of the block that follows
@@ -66,6 +79,7 @@ class Rec:
     payload: object = None
     text: str | None = None  # resolved message / name
     extra: int | None = None  # kCategoryName category, kThreadName tid
+    compact: bool = False  # a compact event (format 2); kind is then its full kind
 
 
 @dataclass
@@ -77,6 +91,7 @@ class Segment:
     process_name: str
     cmdline: str
     start_ns: int
+    version: int
     records: list[Rec] = field(default_factory=list)
     strings: dict[int, str] = field(default_factory=dict)
     string_domains: dict[int, int] = field(default_factory=dict)
@@ -102,6 +117,7 @@ def _decode_chunk(seg: Segment, data: bytes, base: int, chunk_index: int) -> lis
         return []
     out = []
     pos, end = base + CHUNK_HEADER_SIZE, base + seg.chunk_size
+    clock = None  # the chunk's clock: the previous event's timestamp
     sealed_end, sum1, sum2 = chunk_seal(data, base)
     if sealed_end:  # the writer left the chunk: its records end there, its sums hold
         assert CHUNK_HEADER_SIZE <= sealed_end <= seg.chunk_size and sealed_end % 8 == 0, "bad seal"
@@ -114,7 +130,16 @@ def _decode_chunk(seg: Segment, data: bytes, base: int, chunk_index: int) -> lis
         kind, flags, domain, msg = word0 & 0xFF, (word0 >> 8) & 0xFF, (word0 >> 16) & 0xFFFF, word0 >> 32
         rec = Rec(kind, flags, domain, msg, tid, thread_index)
         pos += 8
-        if kind == K_STRING:
+        if kind in COMPACT_KINDS:
+            assert seg.version >= 2, "compact event in a version-1 segment"
+            assert clock is not None, f"chunk {chunk_index}: compact event before any full one"
+            full, domain, msg, delta = compact_fields(word0)
+            clock += delta
+            rec = Rec(full, 0, domain, msg, tid, thread_index, ts=clock, compact=True)
+            if full in (K_START, K_END):
+                (rec.range_id,) = struct.unpack_from("<Q", data, pos)
+                pos += 8
+        elif kind == K_STRING:
             length, zero = struct.unpack_from("<II", data, pos)
             assert zero == 0
             raw = data[pos + 8 : pos + 8 + length]
@@ -139,6 +164,7 @@ def _decode_chunk(seg: Segment, data: bytes, base: int, chunk_index: int) -> lis
             pos += 8
         elif kind in EVENT_KINDS:
             (rec.ts,) = struct.unpack_from("<Q", data, pos)
+            clock = rec.ts
             pos += 8
             if kind in (K_START, K_END):
                 (rec.range_id,) = struct.unpack_from("<Q", data, pos)
@@ -168,12 +194,12 @@ def decode_segment(path: Path) -> Segment:
     data = path.read_bytes()
     assert data[:8] == SEGMENT_MAGIC
     version, header_size, chunk_size, _ = struct.unpack_from("<IIII", data, 8)
-    assert (version, header_size) == (1, SEGMENT_HEADER_SIZE)
+    assert version in FORMAT_VERSIONS and header_size == SEGMENT_HEADER_SIZE
     assert chunk_size % 4096 == 0
     pid, ppid, start_ns, _start_rt = struct.unpack_from("<qqQQ", data, 24)
     name = data[56:120].split(b"\0")[0].decode()
     cmdline = data[120:1144].split(b"\0")[0].decode()
-    seg = Segment(path, pid, ppid, chunk_size, name, cmdline, start_ns)
+    seg = Segment(path, pid, ppid, chunk_size, name, cmdline, start_ns, version)
     chunks = []
     for k in range((len(data) - SEGMENT_HEADER_SIZE) // chunk_size):
         chunks += _decode_chunk(seg, data, SEGMENT_HEADER_SIZE + k * chunk_size, k)
@@ -200,7 +226,7 @@ def decode_dir(path: Path) -> list[Segment]:
 # ---- damaged bytes --------------------------------------------------------------------
 # The rules a reader follows on damaged input, as the format states them (record_format.h)
 # and as the reader's damage report promises them (DamageReport in recorder/recording/model.py):
-#   * a header must have the magic, version 1, a header_size that is a multiple of 8 in
+#   * a header must have the magic, version 1 or 2, a header_size that is a multiple of 8 in
 #     [end of the first writers' header, 1 MiB], a chunk_size that is a multiple of 8 in
 #     [4096, 1 GiB], and the file must hold header_size bytes; else the segment is damaged
 #     and nothing of it is read;
@@ -219,12 +245,16 @@ def decode_dir(path: Path) -> list[Segment]:
 #   * in a chunk, records follow the header up to a zero word that only zero bytes follow;
 #     a zero word with anything non-zero after it, a record of an unknown kind or payload
 #     type, or one that does not fit in the bytes of the chunk present, is damage, and the
-#     records resume at the next 8-byte word that starts a valid record (issue 21.4; before,
+#     records resume at the next 8-byte word that starts a valid record in full form (issue
+#     21.4; compact events, format 2, are skipped there as they could not be dated; before,
 #     such damage ended the chunk and a zero word always did); bytes running out before a
 #     zero word in a chunk cut short are damage
 #     (a complete chunk may be full without a zero word); an event with an extended
 #     payload (payload type 7) ends with its payload block, as long as its u64 payload
 #     says (padded to 8); a kPayloadSchema is as long as a string definition;
+#   * a compact event (format 2) is dated by its chunk's clock: the timestamp of the
+#     previous event record of the chunk since its start or since the last damage skipped
+#     in it; with none, the compact event cannot be dated and is lost (damage);
 #   * a push, start or mark naming a string id (not 0) that no string definition of the
 #     segment defines is damage (the event is kept); pops and ends name nothing (a range
 #     takes its message from its begin), their msg field is not read.
@@ -256,7 +286,9 @@ def record_length(data: bytes, pos: int, end: int) -> int:
     of the format or does not end by ``end``."""
     (word0,) = struct.unpack_from("<Q", data, pos)
     kind, flags = word0 & 0xFF, (word0 >> 8) & 0xFF
-    if kind in EVENT_KINDS:
+    if kind in COMPACT_KINDS:
+        n = 16 if kind - COMPACT_OFFSET in (K_START, K_END) else 8
+    elif kind in EVENT_KINDS:
         ptype = flags >> 4
         if ptype and ptype not in PAYLOAD_FORMATS and ptype != P_EXT:
             return 0
@@ -277,9 +309,10 @@ def record_length(data: bytes, pos: int, end: int) -> int:
 
 
 def _resync(data: bytes, pos: int, end: int) -> int:
-    """The first offset >= pos, 8 bytes apart, where a valid record starts (end if none)."""
+    """The first offset >= pos, 8 bytes apart, where a valid record in full form starts (end if
+    none): a compact event there could not be dated (the chunk's clock is lost with the damage)."""
     while pos + 8 <= end:
-        if struct.unpack_from("<Q", data, pos)[0] and record_length(data, pos, end):
+        if data[pos] not in COMPACT_KINDS and record_length(data, pos, end):
             return pos
         pos += 8
     return end
@@ -299,7 +332,7 @@ def scan_segment(data: bytes) -> Scan:
     if data[:8] != SEGMENT_MAGIC:
         return refuse("bad segment magic")
     version, header_size, chunk_size = struct.unpack_from("<III", data, 8)
-    if version != 1:
+    if version not in FORMAT_VERSIONS:
         return refuse("unsupported version")
     if not (HEADER_V1_END <= header_size <= 1 << 20 and header_size % 8 == 0):
         return refuse("bad header size")
@@ -342,6 +375,7 @@ def scan_segment(data: bytes) -> Scan:
     defined: set[int] = set()
     for k, thread_index, _seq, off, present in chunks:
         pos, end = off + CHUNK_HEADER_SIZE, off + present
+        clock = None
         whole = present >= chunk_size
         sealed_end, sum1, sum2 = chunk_seal(data, off)
         if sealed_end and not (CHUNK_HEADER_SIZE <= sealed_end <= chunk_size and sealed_end % 8 == 0):
@@ -366,13 +400,25 @@ def scan_segment(data: bytes) -> Scan:
                 if resume >= end:
                     break
                 pos = resume
+                clock = None
                 (word0,) = struct.unpack_from("<Q", data, pos)
                 n = record_length(data, pos, end)
             kind, flags, domain, msg = word0 & 0xFF, (word0 >> 8) & 0xFF, (word0 >> 16) & 0xFFFF, word0 >> 32
             if kind == K_STRING:
                 defined.add(msg)
+            elif kind in COMPACT_KINDS:
+                full, domain, msg, delta = compact_fields(word0)
+                if clock is None:
+                    scan.damage.append(f"chunk {k}: compact event at {pos - off} with no clock")
+                else:
+                    clock = (clock + delta) % 2**64
+                    rec = Rec(full, 0, domain, msg, 0, thread_index, ts=clock - 2**64 * (clock >= 2**63), extra=k)
+                    if full in (K_START, K_END):
+                        (rec.range_id,) = struct.unpack_from("<Q", data, pos + 8)
+                    scan.events.append(rec)
             elif kind in EVENT_KINDS:
                 (ts,) = struct.unpack_from("<q", data, pos + 8)
+                clock = ts % 2**64
                 rec = Rec(kind, flags, domain, msg, 0, thread_index, ts=ts, extra=k)
                 if kind in (K_START, K_END):
                     (rec.range_id,) = struct.unpack_from("<Q", data, pos + 16)

@@ -11,12 +11,13 @@ import struct
 from pathlib import Path
 
 SEGMENT_MAGIC = b"NVTXREC1"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: compact events (compact_event); a version-1 segment holds none
 SEGMENT_HEADER_SIZE = 4096
 CHUNK_MAGIC = 0x4B4E4843
 CHUNK_HEADER_SIZE = 64
 
 K_PUSH, K_POP, K_START, K_END, K_MARK = 1, 2, 3, 4, 5
+COMPACT_OFFSET = 8  # a compact event's kind: the full kind + 8
 K_STRING, K_DOMAIN_CREATE, K_DOMAIN_DESTROY, K_CATEGORY, K_THREAD_NAME = 16, 17, 18, 19, 20
 F_COLOR, F_CATEGORY, F_REGISTERED, F_THREAD_OVERRIDE = 1, 2, 4, 8
 PAYLOAD_CODES = {"u64": 1, "i64": 2, "double": 3, "u32": 4, "i32": 5, "float": 6}
@@ -64,6 +65,15 @@ def event(
     return out
 
 
+def compact_event(kind, delta, *, domain=0, msg=0, range_id=None) -> bytes:
+    """A compact event (format 2): one word, ``delta`` ns after the chunk's clock (the
+    previous event's timestamp in the same chunk), then the range id of a start or end."""
+    if not (0 <= domain < 64 and 0 <= msg < 1 << 18 and 0 <= delta < 1 << 32):
+        raise ValueError("field out of the compact range")
+    out = struct.pack("<Q", (kind + COMPACT_OFFSET) | domain << 8 | msg << 14 | delta << 32)
+    return out + (struct.pack("<Q", range_id) if range_id is not None else b"")
+
+
 def string_def(string_id: int, text: str, domain: int = 0) -> bytes:
     data = text.encode()
     pad = (-len(data)) % 8
@@ -71,9 +81,16 @@ def string_def(string_id: int, text: str, domain: int = 0) -> bytes:
 
 
 def segment_header(
-    pid, ppid=1, start_ns=1000, start_realtime_ns=0, chunk_size=4096, process_name="python", cmdline="python test"
+    pid,
+    ppid=1,
+    start_ns=1000,
+    start_realtime_ns=0,
+    chunk_size=4096,
+    process_name="python",
+    cmdline="python test",
+    version=FORMAT_VERSION,
 ) -> bytes:
-    head = SEGMENT_MAGIC + struct.pack("<IIII", FORMAT_VERSION, SEGMENT_HEADER_SIZE, chunk_size, 0)
+    head = SEGMENT_MAGIC + struct.pack("<IIII", version, SEGMENT_HEADER_SIZE, chunk_size, 0)
     head += struct.pack("<qqQQ", pid, ppid, start_ns, start_realtime_ns)
     head += process_name.encode()[:63].ljust(64, b"\0") + cmdline.encode()[:1023].ljust(1024, b"\0")
     return head.ljust(SEGMENT_HEADER_SIZE, b"\0")
@@ -116,6 +133,9 @@ class ThreadStream:
     def end(self, ts, range_id, domain=0):
         return self.record(event(K_END, ts, domain=domain, range_id=range_id))
 
+    def compact(self, kind, delta, **kw):
+        return self.record(compact_event(kind, delta, **kw))
+
     def mark(self, ts, msg=0, domain=0, **kw):
         return self.record(event(K_MARK, ts, domain=domain, msg=msg, **kw))
 
@@ -146,9 +166,10 @@ class SegmentWriter:
         process_name="python",
         cmdline="python test",
         start_realtime_ns=0,
+        version=FORMAT_VERSION,
     ):
         self.pid, self.start_ns, self.chunk_size = pid, start_ns, chunk_size
-        self.header = segment_header(pid, ppid, start_ns, start_realtime_ns, chunk_size, process_name, cmdline)
+        self.header = segment_header(pid, ppid, start_ns, start_realtime_ns, chunk_size, process_name, cmdline, version)
         self.chunks: list[bytearray] = []
         self.threads: dict[int, ThreadStream] = {}
 
