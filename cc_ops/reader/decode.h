@@ -188,7 +188,7 @@ NVTXR_API int nvtxr_thread_name(void* ctx, uint32_t index, NvtxrThreadName* out)
 // ABI 10: `nvtx-tf analyze`'s mapper (nvtx_plugins_tf/recorder/analysis/mapper.py) in one
 // native pass. A ranges object collects a recording's ranges straight from a decoder
 // context (nvtxr_ranges_collect, as nvtxr_next: 0 when the segment or the open ranges are
-// done; -1 out of memory) or an export's columns (nvtxr_ranges_add, names given); bounds:
+// done; -1 out of memory); bounds:
 // out[0] the first start and out[1] the last time over every row decoded, out[2] the rows,
 // out[3] the ranges. nvtxr_ranges_name names the collected ranges (key = dom_map[domain] *
 // (strings + 1) + message; the name is the key's rank) and returns the number of names,
@@ -223,8 +223,6 @@ NVTXR_API void nvtxr_ranges_clear(void* ranges);
 // the columns are not copied as they grow
 NVTXR_API int nvtxr_ranges_reserve(void* ranges, int64_t n);
 NVTXR_API int64_t nvtxr_ranges_collect(void* ranges, void* ctx, int64_t capacity);
-NVTXR_API int nvtxr_ranges_add(void* ranges, int64_t n, const int64_t* start, const int64_t* end, const uint8_t* open,
-                               const uint8_t* push_pop, const int64_t* pid, const int64_t* tid, const int64_t* name);
 NVTXR_API void nvtxr_ranges_bounds(void* ranges, int64_t* out);
 NVTXR_API int64_t nvtxr_ranges_name(void* ranges, const int64_t* dom_map, int64_t n_dom, int64_t strings);
 NVTXR_API void nvtxr_ranges_keys(void* ranges, int64_t* out);

@@ -1,8 +1,8 @@
 // The push/pop and start/end ranges of one recording as compact columns, in the order the
-// decoder hands them out (what `nvtx-tf analyze` needs of a range: 48 bytes, not a row's
-// 80), filled straight from the decoder without passing through Python; or from an export's
-// columns. Then each range's name: (domain, message) made one index, as
-// nvtx_plugins_tf/recorder/reports/ranges.py numbers them (domains of equal name merged).
+// decoder hands them out (what `nvtx-tf analyze` needs of a range: 45 bytes, not a row's
+// 80), filled straight from the decoder without passing through Python. Then each range's
+// name: (domain, message) made one index, as nvtx_plugins_tf/recorder/reports/ranges.py
+// numbers them (domains of equal name merged).
 #ifndef NVTX_PLUGINS_TF_READER_RANGE_COLUMNS_H_
 #define NVTX_PLUGINS_TF_READER_RANGE_COLUMNS_H_
 
@@ -25,7 +25,7 @@ struct RangeColumns {
   std::vector<int64_t> pid, tid;
   std::vector<uint32_t> message, domain;  // the decoder's global indexes (until Name)
   std::vector<uint8_t> flags;             // kOpen, kPushPop
-  std::vector<int32_t> name;              // after Name (or given): index of the range's name
+  std::vector<int32_t> name;              // after Name: index of the range's name
   // Over every row decoded (marks too, as the SQLite export's rows): the first start and
   // the last time (start, or end of a closed range); rows: how many.
   int64_t lowest = std::numeric_limits<int64_t>::max();

@@ -54,7 +54,7 @@ struct RankStatsWork {
   std::deque<std::vector<NestItem>> threads;  // (a deque: its vectors stay where they are)
 };
 
-// The results of every process of `c` (named: RangeColumns::Name, or given), by pid
+// The results of every process of `c` (named: RangeColumns::Name), by pid
 // ascending. is_step[name]: the range is a step (n_names entries); with_steps false: no
 // step chosen (no step columns).
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,

@@ -104,26 +104,6 @@ NVTXR_API int64_t nvtxr_ranges_collect(void* ranges, void* ctx, int64_t capacity
   }
 }
 
-NVTXR_API int nvtxr_ranges_add(void* ranges, int64_t n, const int64_t* start, const int64_t* end, const uint8_t* open,
-                               const uint8_t* push_pop, const int64_t* pid, const int64_t* tid, const int64_t* name) {
-  if (!ranges || n < 0) return -1;
-  try {
-    RangeColumns& c = R(ranges)->columns;
-    c.start.insert(c.start.end(), start, start + n);
-    c.end.insert(c.end.end(), end, end + n);
-    c.pid.insert(c.pid.end(), pid, pid + n);
-    c.tid.insert(c.tid.end(), tid, tid + n);
-    for (int64_t i = 0; i < n; ++i) {
-      c.flags.push_back(
-          static_cast<uint8_t>((open[i] ? RangeColumns::kOpen : 0) | (push_pop[i] ? RangeColumns::kPushPop : 0)));
-      c.name.push_back(static_cast<int32_t>(name[i]));
-    }
-    return 0;
-  } catch (...) {
-    return -1;
-  }
-}
-
 NVTXR_API void nvtxr_ranges_bounds(void* ranges, int64_t* out) {
   if (!ranges || !out) return;
   const RangeColumns& c = R(ranges)->columns;

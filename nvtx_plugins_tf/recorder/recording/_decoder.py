@@ -180,7 +180,6 @@ def library() -> ctypes.CDLL:
                 "nvtxr_ranges_clear": (None, [vp]),
                 "nvtxr_ranges_reserve": (ctypes.c_int, [vp, i64]),
                 "nvtxr_ranges_collect": (i64, [vp, vp, i64]),
-                "nvtxr_ranges_add": (ctypes.c_int, [vp, i64, vp, vp, vp, vp, vp, vp, vp]),
                 "nvtxr_ranges_bounds": (None, [vp, vp]),
                 "nvtxr_ranges_name": (i64, [vp, vp, i64, i64]),
                 "nvtxr_ranges_keys": (None, [vp, vp]),
