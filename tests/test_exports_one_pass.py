@@ -16,7 +16,7 @@ from test_exports import _recording
 
 from nvtx_plugins_tf.cli._exports import write_exports
 from nvtx_plugins_tf.recorder import outputs
-from nvtx_plugins_tf.recorder.exports import one_pass
+from nvtx_plugins_tf.recorder.exports import one_pass, remote
 from nvtx_plugins_tf.recorder.exports.one_pass import Progress
 from nvtx_plugins_tf.recorder.exports.sqlite import SqliteSink, export_sqlite
 from nvtx_plugins_tf.recorder.exports.trace_json import export_json
@@ -57,7 +57,7 @@ def parallel(request, monkeypatch):
     if request.param:
         if len(os.sched_getaffinity(0)) < 2:
             pytest.skip("one core: write_exports writes everything in its own thread")
-        for kind in (one_pass.ChildSink, one_pass.ThreadSink):
+        for kind in (remote.ChildSink, remote.ThreadSink):
 
             def spy(self, *args, init=kind.__init__, kind=kind, **kwargs):
                 made.append((kind.__name__, args[1].__name__))
@@ -179,7 +179,7 @@ class _FullDisk(one_pass.Sink):
         self.file.discard()
 
 
-REMOTE = pytest.mark.parametrize("remote", [one_pass.ChildSink, one_pass.ThreadSink], ids=["child", "thread"])
+REMOTE = pytest.mark.parametrize("remote", [remote.ChildSink, remote.ThreadSink], ids=["child", "thread"])
 
 
 @REMOTE

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nvtx_plugins_tf.recorder.exports import _sqlite_native, one_pass
+from nvtx_plugins_tf.recorder.exports import _sqlite_native, remote
 from nvtx_plugins_tf.recorder.exports.sqlite import SqliteSink
 from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 from nvtx_plugins_tf.recorder.recording.reader import RecordingReader
@@ -152,7 +152,7 @@ def test_rows_beyond_the_memory_budget_take_the_python_path(tmp_path, monkeypatc
     assert _tables(tmp_path / "budget.sqlite") == _tables(tmp_path / "native.sqlite")
     # The helper process of a large export judges by the parent's estimate (it reads no segment).
     with RecordingReader(rec) as reader:
-        with one_pass.ChildSink(reader, _SayingWhy, tmp_path / "child.sqlite") as child:
+        with remote.ChildSink(reader, _SayingWhy, tmp_path / "child.sqlite") as child:
             for rows in reader.batches(3):
                 child.add(rows)
             _, why = child.finish()

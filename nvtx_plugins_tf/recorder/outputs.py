@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._export_types import DEFAULT_RECORD_TYPES, TYPES, output_path
-from .exports.one_pass import ChildSink, Progress, ThreadSink, feed
+from .exports.one_pass import Progress, feed
+from .exports.remote import ChildSink, ThreadSink
 from .recording.model import DamageReport
 from .recording.reader import RecordingReader
 from .reports.summary import RecordingSummary, Summary

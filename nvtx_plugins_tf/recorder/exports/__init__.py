@@ -1,5 +1,6 @@
 """The files a recording is exported to, written from one decode (:mod:`.one_pass`: the
-sinks, the driver :func:`~.one_pass.feed`, the progress line, a sink in a child process):
+sinks, the driver :func:`~.one_pass.feed`, the progress line; :mod:`.remote`: a sink in a
+child process or a thread):
 Trace Event JSON (:mod:`.trace_json`), SQLite in Nsight Systems' schema (:mod:`.sqlite`,
 nsys's tables in :mod:`._nsys_schema`, their rows in :mod:`.nsys_tables`), nsys's Parquet
 directory (:mod:`.parquet`) and Arrow file (:mod:`.arrow`) from the same Arrow tables
@@ -12,8 +13,19 @@ with a :class:`~.one_pass.Sink`.
 
 from __future__ import annotations
 
-from .one_pass import ChildSink, Progress, Sink, feed
+from .one_pass import Progress, Sink, feed
+from .remote import ChildSink, ThreadSink
 from .sqlite import SqliteSink, export_sqlite
 from .trace_json import JsonSink, export_json
 
-__all__ = ["ChildSink", "JsonSink", "Progress", "Sink", "SqliteSink", "export_json", "export_sqlite", "feed"]
+__all__ = [
+    "ChildSink",
+    "ThreadSink",
+    "JsonSink",
+    "Progress",
+    "Sink",
+    "SqliteSink",
+    "export_json",
+    "export_sqlite",
+    "feed",
+]
