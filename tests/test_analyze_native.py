@@ -132,6 +132,30 @@ def test_native_mapper_on_deep_nesting(tmp_path, monkeypatch):
     _assert_same(native, reference)
 
 
+def test_native_sketch_buckets_at_their_bounds(tmp_path, monkeypatch):
+    """Ranges lasting each bucket's least duration and 1 ns less (1 ns to 18 minutes; one
+    name each, so each is its own sketch): the native mapper buckets them as numpy's log
+    does, though it estimates with the float log."""
+    from nvtx_plugins_tf.recorder.analysis import sketch
+
+    bounds = [int(b) for b in sketch.bucket_bounds() if b < 2**40]
+    lengths = sorted({d for b in bounds for d in (b - 1, b) if d > 0})
+    rec = tmp_path / "bounds.nvtxrec"
+    seg = SegmentWriter(pid=7, chunk_size=1 << 16)
+    t = seg.thread(7)
+    for i in range(8):
+        t.string(1 + i, f"r{i}")
+    now = 100
+    for i, d in enumerate(lengths):
+        t.push(now, 1 + i % 8).pop(now + d)
+        now += d + 1
+    seg.write(rec)
+    native, reference = _both(rec, monkeypatch)
+    assert sum(reference[0].count) == len(lengths) > 1500
+    assert len(np.unique(reference[0].sketch_key)) > 1200
+    _assert_same(native, reference)
+
+
 def test_native_mapper_on_an_empty_recording(tmp_path, monkeypatch):
     rec = tmp_path / "empty.nvtxrec"
     seg = SegmentWriter(pid=7)

@@ -12,9 +12,11 @@ namespace nvtx_reader {
 int64_t SketchBuckets::Key(int64_t d) const {
   if (d <= 0) return zero_key;
   int64_t last = n_bounds - 1;
-  int64_t k = static_cast<int64_t>(ceil(log(static_cast<double>(d)) / log_gamma));
+  // an estimate from the float log (a third of the double log's time, within a bucket for
+  // any int64), then the bucket by the bounds: numpy's, whatever libm's log gives
+  int64_t k = static_cast<int64_t>(ceilf(logf(static_cast<float>(d)) * inv_log_gamma));
   k = std::min(std::max<int64_t>(k, 0), last);
-  while (k > 0 && d < bounds[k]) --k;  // (libm and numpy's log differ by an ulp at most)
+  while (k > 0 && d < bounds[k]) --k;
   while (k < last && d >= bounds[k + 1]) ++k;
   return k;
 }

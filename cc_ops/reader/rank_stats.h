@@ -26,6 +26,7 @@ struct SketchBuckets {
   const int64_t* bounds = nullptr;  // bounds[0] = 1, ascending
   int64_t n_bounds = 0;
   int64_t zero_key = 0;
+  float inv_log_gamma = 0;  // 1 / log_gamma (set by the caller), for Key's estimate
   int64_t Key(int64_t d) const;
 };
 

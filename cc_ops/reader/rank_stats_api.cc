@@ -133,7 +133,7 @@ NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t
   if (!ranges || !bounds || n_bounds < 1) return -1;
   try {
     Ranges* r = R(ranges);
-    nvtx_reader::SketchBuckets buckets{log_gamma, bounds, n_bounds, zero_key};
+    nvtx_reader::SketchBuckets buckets{log_gamma, bounds, n_bounds, zero_key, static_cast<float>(1.0 / log_gamma)};
     r->results = nvtx_reader::ComputeRankStats(r->columns, is_step, n_names, with_steps != 0, buckets, &r->work);
     r->columns.Clear();  // (the results are what is left; the room stays for the next input)
     return static_cast<int64_t>(r->results.size());
