@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from ..exports._arrays import array
 from ..reports.names import range_label
 from . import sketch
 from .mapper import RankResult
@@ -61,8 +62,8 @@ def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
 def _texts(dictionary: list[str], index: np.ndarray) -> pa.Array:
     """The strings ``dictionary[index]`` as an Arrow string column, without a Python string
     per row (a rank's name repeats on each of its rows: 64,000 rows of a list took 0.2 s)."""
-    codes = pa.array(np.asarray(index, dtype=np.int32))
-    return pa.DictionaryArray.from_arrays(codes, pa.array(dictionary, pa.string())).cast(pa.string())
+    codes = array(np.asarray(index, dtype=np.int32), pa.int32())
+    return pa.DictionaryArray.from_arrays(codes, array(dictionary, pa.string())).cast(pa.string())
 
 
 def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -> Tables:
@@ -147,7 +148,7 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
             {
                 k: v
                 if isinstance(v, pa.Array)
-                else pa.array(v, pa.int64() if k in ints else (pa.string() if k in _TEXT else pa.float64()))
+                else array(v, pa.int64() if k in ints else (pa.string() if k in _TEXT else pa.float64()))
                 for k, v in columns.items()
             }
         )

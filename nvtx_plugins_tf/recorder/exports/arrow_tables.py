@@ -23,6 +23,7 @@ from ..recording._decoder import (
 )
 from ..recording.model import EVENT_TYPE_OF_KIND, payload_array
 from . import _nsys_schema, nsys_tables
+from ._arrays import array, scalar
 
 __all__ = [
     "ARROW_SCHEMAS",
@@ -63,14 +64,14 @@ _EVENT_TYPES[list(EVENT_TYPE_OF_KIND)] = list(EVENT_TYPE_OF_KIND.values())
 
 def _column(values: np.ndarray, valid: np.ndarray | None, field: pa.Field) -> pa.Array:
     mask = None if valid is None or valid.all() else ~valid
-    return pa.array(values, type=field.type, mask=mask)
+    return array(values, field.type, mask)
 
 
 def _strings(indexes: np.ndarray, valid: np.ndarray, dictionary: pa.Array) -> pa.Array:
     """Strings ``dictionary[indexes]`` where ``valid``, else null (without Python objects)."""
     if not valid.any():
         return pa.nulls(len(indexes), pa.string())
-    index = pa.array(indexes.astype(np.int64), mask=~valid)
+    index = array(indexes.astype(np.int64), pa.int64(), ~valid)
     return dictionary.take(index)
 
 
@@ -115,7 +116,7 @@ def event_table(rows: np.ndarray, strings: pa.Array, domain_local: np.ndarray, o
         if has.any():
             values = np.zeros(n, dtype=payload_array(pt, payload[:1]).dtype)
             values[has] = payload_array(pt, payload[has])
-            arrays[name] = pa.array(values, mask=~has).cast(field.type)
+            arrays[name] = array(values, field.type, ~has)
         else:
             arrays[name] = pa.nulls(n, field.type)
     return pa.Table.from_arrays([arrays[f.name] for f in _EVENTS], schema=_EVENTS)
@@ -128,7 +129,7 @@ def definitions_table(definitions: list[tuple]) -> pa.Table:
     given = dict(zip(("start", "eventType", "category", "text", "globalTid", "domainId"), columns))
     n = len(definitions)
     return pa.Table.from_arrays(
-        [pa.array(given[f.name], f.type) if f.name in given else pa.nulls(n, f.type) for f in _EVENTS],
+        [array(given[f.name], f.type) if f.name in given else pa.nulls(n, f.type) for f in _EVENTS],
         schema=_EVENTS,
     )
 
@@ -137,14 +138,14 @@ def table_of_rows(table: str, rows: list) -> pa.Table:
     """``rows`` (tuples in the table's column order) as an Arrow table of nsys's schema."""
     schema = ARROW_SCHEMAS[table]
     columns = list(zip(*rows)) if rows else [()] * len(schema)
-    return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema)], schema=schema)
+    return pa.Table.from_arrays([array(c, f.type) for c, f in zip(columns, schema)], schema=schema)
 
 
 def shifted(table: pa.Table, shift: int) -> pa.Table:
     """NVTX_EVENTS rows with ``shift`` ns added to ``start`` and ``end``."""
     for name in ("start", "end"):
         i = table.schema.get_field_index(name)
-        table = table.set_column(i, EVENTS_SCHEMA.field(name), pc.add(table.column(i), shift))
+        table = table.set_column(i, EVENTS_SCHEMA.field(name), pc.add(table.column(i), scalar(shift, pa.int64())))
     return table
 
 
@@ -159,14 +160,14 @@ class EventTables:
         self.started = time.monotonic()
         self.earliest = 0
         self.last = 0
-        self._strings = pa.array([], pa.string())
+        self._strings = array([], pa.string())
         self._domain_local = np.zeros(1, dtype=np.int64)
 
     def add(self, rows: np.ndarray) -> pa.Table | None:
         """The NVTX_EVENTS rows of a batch (None for an empty batch)."""
         strings = self.reader.strings()
         if len(self._strings) < len(strings):
-            self._strings = pa.array(strings, pa.string())
+            self._strings = array(strings, pa.string())
         domains = self.reader.domain_table()
         if len(self._domain_local) < len(domains):
             self._domain_local = np.array([d.local_id for d in domains], dtype=np.int64)
