@@ -12,6 +12,8 @@ a fresh build of the recorder and read back by the project's reader.
 * window_race: windows opened and closed while other threads record: every written event lies
   inside a window, every pop and end has its push and start.
 * segment_rotation: the process holds a bounded number of mappings of recording files.
+* errno_kept (found later, by the TSan stress run's "signal handler spoils errno"): the
+  program's errno survives every NVTX call, the slow paths' system calls included.
 """
 
 from __future__ import annotations
@@ -135,3 +137,14 @@ def test_segment_rotation_holds_bounded_mappings(c_sample, recorder_build, recor
     counts = dict(item.split("=") for item in out.split())
     assert int(counts["after"]) <= int(counts["before"]) + 2, counts
     assert int(counts["deleted"]) <= 2, counts
+
+
+def test_the_program_errno_is_never_changed(c_sample, recorder_build, recorder_env, tmp_path):
+    """A program's errno survives its NVTX calls, the slow ones too (initialization, a new
+    segment in a folder that exists: mkdir's EEXIST; new texts, registrations, new threads)."""
+    (tmp_path / "rec").mkdir()
+    out = run(c_sample("errno_kept"), recorder_env, tmp_path / "rec", recorder_build, 3000)
+    counts = dict(item.split("=") for item in out.split())
+    assert counts["changed"] == "0" and int(counts["calls"]) > 6000, out
+    rec = load(tmp_path / "rec")
+    assert rec.count(message="thread") == 8 and rec.count(message="in a new segment") == 20

@@ -10,6 +10,7 @@
 #include <atomic>
 
 #include "recorder/gate.h"
+#include "recorder/os_util.h"
 #include "recorder/payload_ext.h"
 #include "recorder/registry.h"
 #include "recorder/segment_writer.h"
@@ -415,6 +416,7 @@ inline size_t SafeLen(const char* s) { return s ? strlen(s) : 0; }
 // recorder on its thread (from a signal handler) is dropped, counted, and gets a handle
 // that is still usable (a string id never defined, the default domain).
 #define NVTXREC_REGISTRATION(fallback) \
+  ErrnoGuard keep_errno;               \
   EntryGuard guard;                    \
   if (guard.reentered()) {             \
     CountDrop();                       \

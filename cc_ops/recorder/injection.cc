@@ -10,6 +10,7 @@
 
 #include "recorder/config.h"
 #include "recorder/gate.h"
+#include "recorder/os_util.h"
 #include "recorder/payload_ext.h"
 #include "recorder/recorder_internal.h"
 #include "recorder/segment_writer.h"
@@ -20,6 +21,7 @@ std::atomic<int> g_attach_count{0};
 
 NVTXREC_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
   using namespace nvtx_recorder;
+  ErrnoGuard keep_errno;  // (called inside the program's first NVTX call)
   if (!get_export_table) return 0;
   // No usable recording directory: return 0 so NVTX turns this library's calls into no-ops.
   if (!ConfigureFromEnvironment()) return 0;
@@ -58,6 +60,7 @@ NVTXREC_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_
 // function. Always 1: 0 would make NVTX unload the library.
 NVTXREC_EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* info) {
   using namespace nvtx_recorder;
+  ErrnoGuard keep_errno;
   if (!info || info->structSize < sizeof(nvtxExtModuleInfo_t) || info->moduleId != NVTX_EXT_PAYLOAD_MODULEID) return 1;
   // The slot numbering is that of the compatibility id our headers define.
   if (info->compatId != NVTX_EXT_PAYLOAD_COMPATID || !ConfigureFromEnvironment()) return 1;

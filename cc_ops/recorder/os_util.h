@@ -3,6 +3,7 @@
 #ifndef NVTX_PLUGINS_TF_RECORDER_OS_UTIL_H_
 #define NVTX_PLUGINS_TF_RECORDER_OS_UTIL_H_
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,21 @@ void UnmapMemory(void* p, size_t n);
 // Grows (or creates, when p is null) such a mapping to `n` bytes, keeping its contents;
 // null on failure (p is then left as it was).
 void* RemapMemory(void* p, size_t old_n, size_t n);
+
+// Keeps the caller's errno for its scope. The recorder runs inside the profiled program's
+// NVTX calls (a signal handler's among them): its slow paths' system calls (mkdir's EEXIST
+// when a segment opens, a parse's EINVAL at the first call, ...) must not change the errno
+// the program sees. The hot paths make no system call and hold none.
+class ErrnoGuard {
+ public:
+  ErrnoGuard() : saved_(errno) {}
+  ~ErrnoGuard() { errno = saved_; }
+  ErrnoGuard(const ErrnoGuard&) = delete;
+  ErrnoGuard& operator=(const ErrnoGuard&) = delete;
+
+ private:
+  int saved_;
+};
 
 // Writes all n bytes at offset off (retrying short writes and EINTR); false on error.
 bool PwriteAll(int fd, const void* buf, size_t n, uint64_t off);

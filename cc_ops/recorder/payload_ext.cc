@@ -167,6 +167,7 @@ uint64_t AssignId(uint16_t domain, uint64_t wanted) {
 size_t SafeReadString(const void* src, char* buf, size_t cap, bool* terminated) {
   *terminated = false;
   if (!src || cap == 0) return 0;
+  ErrnoGuard keep_errno;  // (a bad address: EFAULT)
   uintptr_t a = reinterpret_cast<uintptr_t>(src);
   static const uintptr_t kPage = uintptr_t(sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096);
   size_t first = std::min<size_t>(cap, kPage - (a % kPage));  // no iovec crosses a page
@@ -182,6 +183,7 @@ size_t SafeReadString(const void* src, char* buf, size_t cap, bool* terminated) 
 }  // namespace
 
 uint64_t NVTX_API PayloadSchemaRegister(nvtxDomainHandle_t domain_handle, const void* attr_ptr) {
+  ErrnoGuard keep_errno;
   EntryGuard guard;  // re-entered from a signal handler: not registered (segment_writer.h)
   if (guard.reentered()) {
     CountDrop();
@@ -306,6 +308,7 @@ uint64_t NVTX_API PayloadSchemaRegister(nvtxDomainHandle_t domain_handle, const 
 }
 
 uint64_t NVTX_API PayloadEnumRegister(nvtxDomainHandle_t domain_handle, const void* attr_ptr) {
+  ErrnoGuard keep_errno;
   EntryGuard guard;  // re-entered from a signal handler: not registered (segment_writer.h)
   if (guard.reentered()) {
     CountDrop();

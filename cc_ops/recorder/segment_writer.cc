@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -46,7 +47,11 @@ uint32_t g_inherited_ids = 0;
 // Drop counting: the current segment's SegmentHeader::dropped_events (a shared mapping
 // that is never unmapped, so a thread racing a segment switch still writes valid
 // memory), or g_pending_drops while no segment is open (carried into the next one).
+// g_drop_writers: CountDrop calls that may hold the slot; the header page is mapped anew
+// only once the slot is cleared and they are done (QuiesceDropSlotLocked), so a drop is
+// counted in the segment it was dropped from, never into the page as it is replaced.
 std::atomic<uint64_t*> g_drop_slot{nullptr};
+std::atomic<int> g_drop_writers{0};
 std::atomic<uint64_t> g_pending_drops{0};
 std::atomic<uint64_t> g_dropped_total{0};
 
@@ -72,7 +77,15 @@ bool FailEpoch(uint32_t epoch) {
 // segment, each keeping its file's disk space after the file was deleted).
 uint8_t* g_header_page = nullptr;  // under RecorderMutex(); never unmapped
 
+// No CountDrop holds the header page's slot any more (its writers are few and brief: a
+// drop; seq_cst pairs with CountDrop's increment and load, store then load on each side).
+void QuiesceDropSlotLocked() {
+  g_drop_slot.store(nullptr, std::memory_order_seq_cst);
+  while (g_drop_writers.load(std::memory_order_seq_cst) != 0) sched_yield();
+}
+
 SegmentHeader* MapHeaderLocked(int fd) {
+  QuiesceDropSlotLocked();
   void* want = g_header_page;
   const int fixed = want ? MAP_FIXED : 0;
   void* m = mmap(want, kSegmentHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED | fixed, fd, 0);
@@ -85,6 +98,7 @@ SegmentHeader* MapHeaderLocked(int fd) {
 // parent's file): anonymous memory in its place, at the same address.
 void DetachHeaderLocked() {
   if (!g_header_page) return;
+  QuiesceDropSlotLocked();
   void* m =
       mmap(g_header_page, kSegmentHeaderSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
   if (m == MAP_FAILED) {  // keep the address reserved at least
@@ -308,6 +322,7 @@ void SealAndUnmapChunk(ThreadState* ts) {
 
 uint8_t* ReserveSlow(ThreadState* ts, uint32_t n) {
   if (n > g_chunk_size - kChunkHeaderSize) return nullptr;
+  ErrnoGuard keep_errno;
   uint32_t cur = g_epoch.load(std::memory_order_acquire);
   // Same segment, room left in the chunk: only the prefaulted window is exhausted.
   while (ts->epoch == cur && ts->chunk && ts->limit < ts->chunk_end && ts->pos + n <= ts->chunk_end) {
@@ -338,6 +353,7 @@ void StartNewEpochLocked() {
 void SegmentWriterAfterForkInChild() {
   // The inherited header mapping is the parent's file: never count into it.
   g_drop_slot.store(nullptr, std::memory_order_relaxed);
+  g_drop_writers.store(0, std::memory_order_relaxed);  // (a thread of the parent's may have been counting)
   g_pending_drops.store(0, std::memory_order_relaxed);
   g_dropped_total.store(0, std::memory_order_relaxed);
   DetachHeaderLocked();
@@ -352,12 +368,14 @@ void SegmentWriterAfterForkInChild() {
 
 void CountDrop() {
   g_dropped_total.fetch_add(1, std::memory_order_relaxed);
-  uint64_t* slot = g_drop_slot.load(std::memory_order_acquire);
+  g_drop_writers.fetch_add(1, std::memory_order_seq_cst);
+  uint64_t* slot = g_drop_slot.load(std::memory_order_seq_cst);
   if (slot) {
     __atomic_fetch_add(slot, 1, __ATOMIC_RELAXED);
   } else {
     g_pending_drops.fetch_add(1, std::memory_order_relaxed);
   }
+  g_drop_writers.fetch_sub(1, std::memory_order_release);
 }
 
 uint64_t DroppedCount() { return g_dropped_total.load(std::memory_order_relaxed); }

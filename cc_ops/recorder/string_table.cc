@@ -134,6 +134,7 @@ char* ArenaCopy(ThreadState* ts, const char* s, size_t len) {
 }  // namespace
 
 uint32_t InternSlow(ThreadState* ts, const char* s, size_t len, uint64_t hash) {
+  ErrnoGuard keep_errno;
   // The id is taken after the space is reserved, and written there: it must belong to
   // the segment it goes into (string_ids.h).
   const size_t def_len = StringDefLen(s, len);

@@ -30,6 +30,7 @@ bool g_runtime_ready = false;
 pthread_key_t g_exit_key;
 
 void ThreadExit(void* p) {
+  ErrnoGuard keep_errno;
   ThreadState* ts = static_cast<ThreadState*>(p);
   t_state = nullptr;
   t_dead = true;
@@ -118,6 +119,7 @@ void EnsureRuntime() {
 // that runs: std::atomic's default constructor is trivial in C++17).
 ThreadState* CreateThreadState() {
   if (t_dead || t_creating) return nullptr;
+  ErrnoGuard keep_errno;
   t_creating = true;
   EnsureRuntime();
   void* mem = MapZeroed(sizeof(ThreadState));
