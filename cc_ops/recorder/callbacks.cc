@@ -10,7 +10,6 @@
 #include <atomic>
 
 #include "recorder/gate.h"
-#include "recorder/os_util.h"
 #include "recorder/payload_ext.h"
 #include "recorder/registry.h"
 #include "recorder/segment_writer.h"
@@ -411,18 +410,6 @@ inline Event AttrEvent(const nvtxEventAttributes_t* a) {
 }
 
 inline size_t SafeLen(const char* s) { return s ? strlen(s) : 0; }
-
-// Registrations (names, strings, domains) hold an EntryGuard too: one that re-enters the
-// recorder on its thread (from a signal handler) is dropped, counted, and gets a handle
-// that is still usable (a string id never defined, the default domain).
-#define NVTXREC_REGISTRATION(fallback) \
-  ErrnoGuard keep_errno;               \
-  EntryGuard guard;                    \
-  if (guard.reentered()) {             \
-    CountDrop();                       \
-    return fallback;                   \
-  }                                    \
-  static_assert(true, "")
 
 // ---- NVTX_CB_MODULE_CORE ----
 

@@ -183,12 +183,7 @@ size_t SafeReadString(const void* src, char* buf, size_t cap, bool* terminated) 
 }  // namespace
 
 uint64_t NVTX_API PayloadSchemaRegister(nvtxDomainHandle_t domain_handle, const void* attr_ptr) {
-  ErrnoGuard keep_errno;
-  EntryGuard guard;  // re-entered from a signal handler: not registered (segment_writer.h)
-  if (guard.reentered()) {
-    CountDrop();
-    return 0;
-  }
+  NVTXREC_REGISTRATION(0);
   const auto* attr = static_cast<const nvtxPayloadSchemaAttr_t*>(attr_ptr);
   if (!attr) return 0;
   const uint16_t domain = DomainOf(domain_handle);
@@ -308,12 +303,7 @@ uint64_t NVTX_API PayloadSchemaRegister(nvtxDomainHandle_t domain_handle, const 
 }
 
 uint64_t NVTX_API PayloadEnumRegister(nvtxDomainHandle_t domain_handle, const void* attr_ptr) {
-  ErrnoGuard keep_errno;
-  EntryGuard guard;  // re-entered from a signal handler: not registered (segment_writer.h)
-  if (guard.reentered()) {
-    CountDrop();
-    return 0;
-  }
+  NVTXREC_REGISTRATION(0);
   const auto* attr = static_cast<const nvtxPayloadEnumAttr_t*>(attr_ptr);
   if (!attr) return 0;
   const uint16_t domain = DomainOf(domain_handle);

@@ -22,6 +22,7 @@
 
 #include "format/record_format.h"
 #include "recorder/clock.h"
+#include "recorder/os_util.h"
 #include "recorder/recorder_internal.h"
 
 namespace nvtx_recorder {
@@ -185,6 +186,19 @@ class EntryGuard {
   ThreadState* ts_;
   bool reentered_ = false;
 };
+
+// The start of every registration (names, strings, domains, payload schemas and enums):
+// the program's errno kept; one that re-enters the recorder on its thread (from a signal
+// handler) is dropped, counted, and returns `fallback`, a handle that is still usable (a
+// string id never defined, the default domain, schema id 0).
+#define NVTXREC_REGISTRATION(fallback)  \
+  nvtx_recorder::ErrnoGuard keep_errno; \
+  nvtx_recorder::EntryGuard guard;      \
+  if (guard.reentered()) {              \
+    nvtx_recorder::CountDrop();         \
+    return fallback;                    \
+  }                                     \
+  static_assert(true, "")
 
 // Space for an `n`-byte record (n multiple of 8, n <= chunk payload) in the thread's
 // current chunk of the current segment; null if recording is impossible right now.
