@@ -32,7 +32,8 @@ def _keys(durations: np.ndarray) -> np.ndarray:
 def bucket_bounds() -> np.ndarray:
     """``[k]``: the least duration (integer ns) in bucket k or above, k = 0 (1 ns) up to
     the bucket of the largest int64: by numpy's log, as :func:`sketch_groups` buckets them,
-    for the native mapper (cc_ops/reader/rank_stats.h), whose libm log may differ by an ulp.
+    for the native mapper (cc_ops/reader/rank_stats.h), which estimates with libm's float log and
+    settles the bucket by these bounds.
 
     Below about 50 ns many buckets hold no integer: those share their bound with the next one
     (checked below up to 2**53 ns, where float64 still tells d - 1 from d).
