@@ -662,3 +662,17 @@ def test_record_reports_events_the_recorder_dropped(tmp_path):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("nvtx-tf:")]
     assert len(errors) == 1 and "dropped" in errors[0] and str(tmp_path / "run") in errors[0], proc.stderr
     assert proc.returncode == cli.EXIT_DAMAGED, proc.stderr
+
+
+def test_a_command_ending_between_two_looks_is_not_an_error():
+    """CI of 2026-11-26: `record` failed with ChildProcessError once, because the command
+    ended between its `poll()` and its look for a terminal stop: the kernel's waitid, asked
+    for stops only, fails with ECHILD on a zombie. The look at a real zombie says "not
+    stopped", and the zombie is still there for `poll()` to reap with its status."""
+    from nvtx_plugins_tf.cli._child import _terminal_stop
+
+    proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"])
+    zombie = lambda: Path(f"/proc/{proc.pid}/stat").read_text().split()[2] == "Z"  # noqa: E731
+    _until(zombie, "the command to end")  # (not given proc: its poll() would reap the zombie)
+    assert _terminal_stop(proc.pid) is None
+    assert proc.wait(timeout=WAIT) == 7

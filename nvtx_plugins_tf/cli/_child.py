@@ -143,9 +143,9 @@ def _run_forwarding_signals(command: list[str], env: dict, on_started=None) -> i
                 while signal.sigtimedwait(waited, 0) is not None:  # drop what is pending
                     pass
                 return rc
-            stop = os.waitid(os.P_PID, proc.pid, os.WSTOPPED | os.WNOHANG)
-            if stop is not None and stop.si_code == os.CLD_STOPPED and stop.si_status in _TERMINAL_STOPS:
-                owned = _stop_with_command(proc.pid, stop.si_status, tty_fd, owned)
+            stopsig = _terminal_stop(proc.pid)
+            if stopsig is not None:
+                owned = _stop_with_command(proc.pid, stopsig, tty_fd, owned)
                 continue
             info = signal.sigtimedwait(waited, 1.0)
             if info is None or info.si_signo == signal.SIGCHLD:
@@ -158,6 +158,22 @@ def _run_forwarding_signals(command: list[str], env: dict, on_started=None) -> i
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         for signo, handler in old_handlers.items():
             signal.signal(signo, handler)
+
+
+def _terminal_stop(pid: int) -> int | None:
+    """The signal that stopped child ``pid`` from the terminal (SIGTSTP, SIGTTIN, SIGTTOU),
+    or None: running, stopped otherwise, or ended (left for ``Popen.poll`` to reap).
+
+    ``waitid`` asking for stops only fails with ECHILD on a child that has just ended
+    (a zombie: the kernel finds nothing it may report), so that is "not stopped".
+    """
+    try:
+        stop = os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG)
+    except ChildProcessError:
+        return None
+    if stop is not None and stop.si_code == os.CLD_STOPPED and stop.si_status in _TERMINAL_STOPS:
+        return stop.si_status
+    return None
 
 
 def _stop_with_command(pgid: int, stopsig: int, tty_fd: int | None, owned: bool) -> bool:
