@@ -8,7 +8,8 @@ a median over those runs (the machine may be shared: never the best run). Prints
 
 * the recorder with the clock it picks by default on this machine: ns/event with no tool
   and with the recorder, the overhead, the peak RSS growth over the timed loop and the
-  bytes the recording takes on disk per event (allocated blocks and apparent file size);
+  bytes the recording takes on disk per event (allocated blocks and apparent file size),
+  raw as the program writes it and packed as `record` leaves it;
 * each clock side by side: ns/event and CPU ns/event, median and quartiles, and the
   overhead over no tool (with --before-lib, also that library, e.g. an older build);
 * where an event's time goes: NVTX's dispatch (benchmarks/null_tool.c, a tool that does
@@ -27,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +37,8 @@ sys.path.insert(0, str(REPO / "build_tools"))
 import build_native  # noqa: E402
 import fetch_nsys  # noqa: E402
 from _programs import build_program, quartiles  # noqa: E402
+
+from nvtx_plugins_tf.recorder.recording.packed import pack_recording  # noqa: E402
 
 
 def run(exe: Path, threads: int, events: int, env: dict, kind: str = "pushpop") -> dict:
@@ -102,6 +106,10 @@ def main() -> int:
                             env["NVTX_TF_RECORDER_CLOCK"] = clock
                         result = run(exe, threads, args.events, env, kind)
                         result["allocated"], result["apparent"] = disk_usage(rec_dir)
+                        if name == default_clock:  # the recording as `record` leaves it: packed
+                            started = time.perf_counter()
+                            result["packed"] = pack_recording(rec_dir).packed_bytes
+                            result["pack_s"] = time.perf_counter() - started
                         shutil.rmtree(rec_dir, ignore_errors=True)
                         if clock == "tsc" and result["clock_tsc"] != 1:
                             print("note: NVTX_TF_RECORDER_CLOCK=tsc fell back to clock_gettime (no invariant TSC)")
@@ -145,6 +153,26 @@ def main() -> int:
                 ]
             )
         )
+    print()
+    print("disk per event, the default clock: raw = as written while the program runs (apparent size,")
+    print("allocated blocks); packed = as `record` leaves it (recording/packed.py); pack = its time per event")
+    print(" | ".join(("events", "threads", "raw B/ev (size)", "raw B/ev (alloc)", "packed B/ev", "pack ns/ev")))
+    for kind in KINDS:
+        for threads in (1, 2):
+            rec = median_run(runs[kind, threads, default_clock])
+            total = rec["events"]
+            print(
+                " | ".join(
+                    [
+                        f"{KINDS[kind]:>9}",
+                        f"{threads:>7}",
+                        f"{rec['apparent'] / total:>15.3f}",
+                        f"{rec['allocated'] / total:>16.3f}",
+                        f"{rec['packed'] / total:>11.3f}",
+                        f"{rec['pack_s'] * 1e9 / total:>10.2f}",
+                    ]
+                )
+            )
     print()
     print("clocks side by side: median [first quartile - third quartile]; overhead = median - no tool median")
     print(

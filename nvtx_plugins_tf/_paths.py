@@ -3,7 +3,8 @@ it before it imports NumPy or the reader).
 
 ``record -o PREFIX`` records into the folder ``PREFIX.nvtxrec``; the recorder
 (``cc_ops/recorder/segment_writer.cc``) writes one ``PID-START.nvtxseg`` segment file per
-process into it; the exports are ``PREFIX.json``, ``PREFIX.sqlite`` and ``PREFIX.png``.
+process into it (``record`` packs each into ``PID-START.nvtxsegz`` once it is closed); the
+exports are ``PREFIX.json``, ``PREFIX.sqlite`` and ``PREFIX.png``.
 Commands that read a recording accept ``PREFIX`` or ``PREFIX.nvtxrec``.
 """
 
@@ -13,6 +14,8 @@ from pathlib import Path
 
 RECORDING_SUFFIX = ".nvtxrec"
 SEGMENT_SUFFIX = ".nvtxseg"
+#: a closed segment, packed (nvtx_plugins_tf/recorder/recording/packed.py): ``PID-START.nvtxsegz``
+PACKED_SEGMENT_SUFFIX = ".nvtxsegz"
 
 
 def recording_path(value) -> Path:

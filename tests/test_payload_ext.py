@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from nvtx_plugins_tf.recorder import load
+from nvtx_plugins_tf.recorder.recording.packed import unpack_segment
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -63,6 +64,15 @@ def recorded(sample, tmp_path_factory) -> Path:
     prefix = tmp_path_factory.mktemp("payload") / "rec"
     nsys_oracle.run_ours([sample], prefix)
     return prefix
+
+
+def _raw_segment(recorded: Path) -> Path:
+    """The recording's one segment in raw form (`record` packed it)."""
+    folder = recorded.with_name("rec.nvtxrec")
+    for packed in folder.glob("*.nvtxsegz"):
+        unpack_segment(packed)
+    (seg,) = folder.glob("*.nvtxseg")
+    return seg
 
 
 def test_values_round_trip_through_load(recorded):
@@ -143,7 +153,7 @@ def walk_records(seg: bytes, offsets: list | None = None):
 
 
 def test_recorded_bytes_follow_the_format(recorded):
-    (seg,) = recorded.with_name("rec.nvtxrec").glob("*.nvtxseg")
+    seg = _raw_segment(recorded)
     records = list(walk_records(seg.read_bytes()))
     schemas = {}
     for kind, _, _, body in records:
@@ -205,7 +215,7 @@ def test_damaged_schemas_and_blocks_never_crash_the_reader(recorded, tmp_path):
     sealed chunk is reported by its seal (issue 21.4) and by nothing else."""
     from nvtx_plugins_tf.recorder.recording import reader as reader_mod  # noqa: F401  (the native reader)
 
-    (seg,) = recorded.with_name("rec.nvtxrec").glob("*.nvtxseg")
+    seg = _raw_segment(recorded)
     data = seg.read_bytes()
     spans: list = []
     list(walk_records(data, spans))

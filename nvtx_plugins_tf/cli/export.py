@@ -38,8 +38,8 @@ def _input(value: str) -> Path:
         raise CliError(f"no such recording: {value}", EXIT_INPUT_NOT_FOUND)
     if not os.access(path, os.R_OK):
         raise CliError(f"cannot read {path}: permission denied", EXIT_INPUT_NOT_FOUND)
-    if not path.is_dir() and not path.name.endswith(".nvtxseg"):
-        what = f"not a {RECORDING_SUFFIX} recording folder or a .nvtxseg segment"
+    if not path.is_dir() and not path.name.endswith((".nvtxseg", ".nvtxsegz")):
+        what = f"not a {RECORDING_SUFFIX} recording folder or a .nvtxseg/.nvtxsegz segment"
         raise CliError(f"{value}: {what}", EXIT_INPUT_NOT_FOUND)
     return path
 

@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from .._paths import RECORDING_SUFFIX, SEGMENT_SUFFIX, recording_path
+from .._paths import PACKED_SEGMENT_SUFFIX, RECORDING_SUFFIX, SEGMENT_SUFFIX, recording_path
 from ._common import (
     EXIT_DAMAGED,
     EXIT_INPUT_NOT_FOUND,
@@ -165,7 +165,7 @@ def _report(args, value: str) -> int:
             raise CliError(f"no NVTX ranges in {path}{_in_domains(domains)}", EXIT_NO_EVENTS)
         _print_summary(summary, args.format, args.top)
         return EXIT_OK
-    if path.is_file() and not path.name.endswith(SEGMENT_SUFFIX):
+    if path.is_file() and not path.name.endswith((SEGMENT_SUFFIX, PACKED_SEGMENT_SUFFIX)):
         raise CliError(
             f"{path} is neither a recording directory, a .nvtxseg segment nor an SQLite file", EXIT_INPUT_NOT_FOUND
         )

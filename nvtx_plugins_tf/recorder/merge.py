@@ -48,9 +48,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._paths import SEGMENT_SUFFIX, recording_stem
+from .._paths import PACKED_SEGMENT_SUFFIX, SEGMENT_SUFFIX, recording_stem
 from .recording import _decoder
 from .recording.model import SAME_CLOCK_NS
+from .recording.packed import unpacked
 from .recording.reader import segment_files
 
 __all__ = ["MergeError", "NotARecording", "Source", "merge", "SAME_CLOCK_NS", "FIRST_NEW_PID"]
@@ -109,9 +110,10 @@ def _read_header(path: Path) -> _Segment:
     """A segment file's header; invalid (copied as it is) when the decoder would skip it or
     it has no wall-clock anchor. :class:`MergeError` when the file cannot be read."""
     try:
-        info = _decoder.read_segment_header(path)
+        with unpacked(path, header_only=True) as raw:
+            info = None if raw.unreadable else _decoder.read_segment_header(raw.path)
     except _decoder.SegmentReadError as exc:
-        raise MergeError(str(exc)) from exc
+        raise MergeError(str(exc).replace(raw.path, str(path))) from exc
     if info is None:
         return _Segment(path)
     return _Segment(
@@ -226,7 +228,7 @@ def _rewrite_header(head: bytearray, seg: _Segment, src: Source, shift: int) -> 
 def _copy_segment(seg: _Segment, src: Source, out_dir: Path, used_names: set[str]) -> str:
     if not seg.valid:  # copied as it is: the reader reports the damage
         name = f"{src.label}-{seg.path.name}".replace(os.sep, "_")
-        if not name.endswith(SEGMENT_SUFFIX):
+        if not name.endswith((SEGMENT_SUFFIX, PACKED_SEGMENT_SUFFIX)):
             name += SEGMENT_SUFFIX
         _write_verbatim(seg.path, out_dir / name)
         return name
@@ -239,7 +241,7 @@ def _copy_segment(seg: _Segment, src: Source, out_dir: Path, used_names: set[str
         name = f"{new_pid}-{seg.start_ns + shift}.{n}{SEGMENT_SUFFIX}"
     used_names.add(name)
     fd = os.open(out_dir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(seg.path, "rb") as fin, os.fdopen(fd, "wb") as fout:
+    with unpacked(seg.path) as raw, open(raw.path, "rb") as fin, os.fdopen(fd, "wb") as fout:
         head = bytearray(fin.read(seg.info.header_size))
         _rewrite_header(head, seg, src, shift)
         fout.write(head)
@@ -276,7 +278,7 @@ def merge(inputs, out_dir, labels=None) -> dict:
     if not out_dir.is_dir():
         raise NotADirectoryError(20, "Not a directory", str(out_dir))
     for old in list(out_dir.iterdir()):
-        if old.name.endswith(SEGMENT_SUFFIX) or old.name == MANIFEST:
+        if old.name.endswith((SEGMENT_SUFFIX, PACKED_SEGMENT_SUFFIX)) or old.name == MANIFEST:
             old.unlink()
     used: set[str] = set()
     manifest = {

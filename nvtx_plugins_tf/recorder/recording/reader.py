@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from ..._paths import SEGMENT_SUFFIX
+from ..._paths import PACKED_SEGMENT_SUFFIX, SEGMENT_SUFFIX
 from . import _decoder
 from ._decoder import ROW_DTYPE
 from .model import DamageReport, ProcessInfo, Range, Recording, chunk_damage_text, ranges_from_rows
+from .packed import is_packed, raw_size, unpacked
 
 __all__ = [
     "ROW_DTYPE",
@@ -40,26 +40,33 @@ DEFAULT_BATCH = 65536
 
 
 def segment_files(path) -> list[Path]:
-    """Segment files of a recording directory (or the file itself), oldest first."""
+    """Segment files of a recording directory (or the file itself), oldest first: raw
+    (``.nvtxseg``) and packed (``.nvtxsegz``); of a segment present in both forms (a pack
+    was cut short), the raw one."""
     path = Path(path)
     if path.is_file():
         return [path]
     if not path.is_dir():
         raise FileNotFoundError(f"no recording at {path}")
 
+    def stem(p: Path) -> str:
+        return p.name[: -len(PACKED_SEGMENT_SUFFIX if is_packed(p) else SEGMENT_SUFFIX)]
+
     def key(p: Path):
-        stem = p.name[: -len(SEGMENT_SUFFIX)]
-        pid, _, start = stem.partition("-")
+        pid, _, start = stem(p).partition("-")
         try:
             return (int(start), int(pid), p.name)
         except ValueError:
             return (math.inf, 0, p.name)
 
-    return sorted((p for p in path.iterdir() if p.name.endswith(SEGMENT_SUFFIX) and p.is_file()), key=key)
+    files = [p for p in path.iterdir() if p.name.endswith((SEGMENT_SUFFIX, PACKED_SEGMENT_SUFFIX)) and p.is_file()]
+    raw = {stem(p) for p in files if not is_packed(p)}
+    return sorted((p for p in files if not (is_packed(p) and stem(p) in raw)), key=key)
 
 
 def _peek_start_ns(path: Path) -> int | None:
-    info = _decoder.peek_segment(path)
+    with unpacked(path, header_only=True) as raw:
+        info = None if raw.unreadable else _decoder.peek_segment(raw.path)
     return None if info is None else info.start_ns
 
 
@@ -74,10 +81,8 @@ def reading(recording, reader: "RecordingReader | None" = None):
 
 
 def _size(path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
+    """Bytes of the raw segment ``path`` stands for (a packed one's unpacked size)."""
+    return raw_size(path)
 
 
 class RecordingReader:
@@ -100,6 +105,7 @@ class RecordingReader:
         self._chunk_size = 0
         self._decoder = _decoder.Decoder()
         self._domain_names: list[str] = []
+        self._unpack_damage = {"segments": 0, "chunks": 0}  # packed segments' frames that did not unpack
         starts = [s for s in (_peek_start_ns(p) for p in self.segments) if s is not None]
         #: CLOCK_MONOTONIC of the earliest segment (time origin for exports), 0 if none.
         self.origin_ns = min(starts) if starts else 0
@@ -130,42 +136,52 @@ class RecordingReader:
         """Open each segment and yield ``take()`` until ``count`` of it is 0, then the same
         for the ranges left open (``take``: the next rows of the decoder)."""
         for seg in self.segments:
-            before = self._decoder.stats()
-            self._segment_chunks0 = before["chunks"]
-            rc, err = self._decoder.open_segment(str(seg))
-            if rc != 0:
-                self.errors.append(err or f"cannot read {seg}")
-                continue
-            info = self._decoder.segment_info()
-            self._chunk_size = info.chunk_size if info is not None else 0
-            if info is not None and info.pid not in self.processes:
-                self.processes[info.pid] = ProcessInfo(
-                    pid=info.pid,
-                    ppid=info.ppid,
-                    name=info.process_name.decode(errors="replace"),
-                    cmdline=info.cmdline.decode(errors="replace"),
-                    host=info.host_name.decode(errors="replace"),
-                    start_ns=info.start_ns,
-                    start_realtime_ns=info.start_realtime_ns,
-                    segment=str(seg),
-                )
-            try:
-                while True:
-                    rows = take()
-                    if count(rows) == 0:
-                        break
-                    yield rows
-            finally:
-                self._decoder.close_segment()
-                self._bytes_done += _size(seg)
-                self._chunk_size = 0
-            self._note_damage(seg, before, self._decoder.stats())
+            with unpacked(seg) as raw:
+                yield from self._read_segment(seg, raw, take, count)
         self._decoder.finish()
         while True:
             rows = take()
             if count(rows) == 0:
                 break
             yield rows
+
+    def _read_segment(self, seg: Path, raw, take, count) -> Iterator:
+        """The rows of one segment (``raw``: its raw bytes, see :func:`.packed.unpacked`)."""
+        self.errors.extend(raw.errors)
+        self._unpack_damage["chunks"] += raw.damaged_chunks
+        if raw.unreadable:
+            self._unpack_damage["segments"] += 1
+            return
+        before = self._decoder.stats()
+        self._segment_chunks0 = before["chunks"]
+        rc, err = self._decoder.open_segment(raw.path)
+        if rc != 0:
+            self.errors.append((err or f"cannot read {seg}").replace(raw.path, str(seg)))
+            return
+        info = self._decoder.segment_info()
+        self._chunk_size = info.chunk_size if info is not None else 0
+        if info is not None and info.pid not in self.processes:
+            self.processes[info.pid] = ProcessInfo(
+                pid=info.pid,
+                ppid=info.ppid,
+                name=info.process_name.decode(errors="replace"),
+                cmdline=info.cmdline.decode(errors="replace"),
+                host=info.host_name.decode(errors="replace"),
+                start_ns=info.start_ns,
+                start_realtime_ns=info.start_realtime_ns,
+                segment=str(seg),
+            )
+        try:
+            while True:
+                rows = take()
+                if count(rows) == 0:
+                    break
+                yield rows
+        finally:
+            self._decoder.close_segment()
+            self._bytes_done += _size(seg)
+            self._chunk_size = 0
+        self._note_damage(seg, before, self._decoder.stats())
 
     def bytes_read(self) -> int:
         """Bytes of the segments read so far by :meth:`batches` (whole segments, then whole
@@ -184,13 +200,7 @@ class RecordingReader:
     def estimated_events(self) -> int:
         """The events of the segments, estimated before reading from their sizes (16 bytes
         an event; headers, definitions and unused chunk space count as events)."""
-        total = 0
-        for seg in self.segments:
-            try:
-                total += seg.stat().st_size
-            except OSError:
-                pass
-        return total // 16
+        return self.total_bytes() // 16
 
     def _note_damage(self, seg, before: dict, after: dict) -> None:
         d = {k: after[k] - before[k] for k in after}
@@ -255,9 +265,9 @@ class RecordingReader:
         s = self._decoder.stats()
         return DamageReport(
             segments=s["segments"],
-            damaged_segments=s["damaged_segments"] + s["unreadable_segments"],
+            damaged_segments=s["damaged_segments"] + s["unreadable_segments"] + self._unpack_damage["segments"],
             chunks=s["chunks"],
-            damaged_chunks=s["damaged_chunks"],
+            damaged_chunks=s["damaged_chunks"] + self._unpack_damage["chunks"],
             unpublished_chunks=s["unpublished_chunks"],
             seq_gaps=s["seq_gaps"],
             events=s["events"],
@@ -265,7 +275,7 @@ class RecordingReader:
             unmatched_ends=s["unmatched_ends"],
             unclosed=s["unclosed"],
             errors=list(self.errors),
-            unreadable_segments=s["unreadable_segments"],
+            unreadable_segments=s["unreadable_segments"] + self._unpack_damage["segments"],
             truncated_segments=s["truncated_segments"],
             missing_chunks=s["missing_chunks"],
             lost_events_min=s["lost_events_min"],
