@@ -105,6 +105,13 @@ def _rows(good: Path, out: Path, marker: Path):
         ("merge /dev/null input", ["merge", "-o", out / "m", "/dev/null"], not_found, "/dev/null"),
         ("merge text input", ["merge", "-o", out / "m", good / "text.txt"], not_found, "text.txt"),
         ("merge --label count", ["merge", "-o", out / "m", "--label", "a", "--label", "b", rec], usage, "--label"),
+        # pack
+        ("pack missing", ["pack", out / "missing"], not_found, "missing"),
+        ("pack empty", ["pack", ""], not_found, "RECORDING ''"),
+        ("pack /dev/null", ["pack", "/dev/null"], not_found, "/dev/null"),
+        ("pack text file", ["pack", good / "text.txt"], not_found, "text.txt"),
+        ("pack folder of no recording", ["pack", out], not_found, "not a recording"),
+        ("pack no argument", ["pack"], usage, "RECORDING"),
         # view
         ("view --port negative", ["view", "--port", "-1", good / "rec"], usage, "--port"),
         ("view --port too large", ["view", "--port", "70000", good / "rec"], usage, "--port"),

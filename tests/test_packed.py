@@ -209,3 +209,18 @@ def test_record_packs_after_a_failing_command(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert [p.suffix for p in (tmp_path / "f.nvtxrec").glob("*.nvtxseg*")] == [".nvtxsegz"]
     assert [r.message for r in load(tmp_path / "f.nvtxrec").events] == ["x"]
+
+
+def test_pack_command_packs_a_recording_made_without_record(tmp_path, recorder_env):
+    rec = tmp_path / "env.nvtxrec"
+    code = "import nvtx\nfor i in range(20000):\n    nvtx.push_range('r'); nvtx.pop_range()\n"
+    subprocess.run([sys.executable, "-c", code], env=recorder_env(rec), check=True, timeout=120)
+    assert [p.suffix for p in rec.iterdir()] == [".nvtxseg"]
+    before = _rows(rec)
+    proc = nvtx_tf("pack", tmp_path / "env")  # (PREFIX stands for PREFIX.nvtxrec)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.startswith(f"{rec}: 1 segment(s) packed, ") and " MiB -> " in proc.stdout, proc.stdout
+    assert [p.suffix for p in rec.iterdir()] == [".nvtxsegz"]
+    assert np.array_equal(_rows(rec), before)
+    again = nvtx_tf("pack", rec)  # nothing left to pack
+    assert again.returncode == 0 and again.stdout.startswith(f"{rec}: 0 segment(s) packed"), again.stdout

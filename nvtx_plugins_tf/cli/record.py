@@ -128,13 +128,13 @@ def _remove_segments(raw_dir: Path, old: dict[str, tuple[int, int]]) -> None:
                 path.unlink()
 
 
-def _pack(raw_dir: Path) -> None:
+def _pack(raw_dir: Path, live_check: bool = True) -> None:
     """Pack the recording's closed segments (recording/packed.py): 0.5-3 bytes an event on
     disk instead of 8-16. A segment that cannot be packed stays raw, and is read as well."""
     from ..recorder.recording.packed import pack_recording
 
     try:
-        pack_recording(raw_dir)
+        pack_recording(raw_dir, live_check)
     except OSError as exc:
         warn(f"the recording {raw_dir} stays unpacked (it reads all the same): {exc.strerror or exc}")
     except (Terminated, KeyboardInterrupt) as exc:

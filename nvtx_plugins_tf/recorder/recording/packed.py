@@ -194,8 +194,9 @@ def _link_fd(fd: int, target: Path) -> None:
         raise OSError(err, os.strerror(err), str(target))
 
 
-def pack_recording(folder) -> PackResult:
-    """Pack every raw segment of the recording ``folder`` that no live process writes."""
+def pack_recording(folder, live_check: bool = True) -> PackResult:
+    """Pack every raw segment of the recording ``folder`` that no live process writes
+    (``live_check`` False: every one, for a recording no process writes, e.g. ``merge``'s)."""
     out = PackResult()
     for stale in Path(folder).glob(f".*{PACKED_SEGMENT_SUFFIX}.partial"):  # left by a pack that was killed
         with contextlib.suppress(OSError):
@@ -207,7 +208,8 @@ def pack_recording(folder) -> PackResult:
         except OSError as exc:
             out.left.append(f"{seg}: {exc.strerror}")
             continue
-        if len(head) == 32 and head[:8] == _SEGMENT_MAGIC and _alive(_SEGMENT_PID.unpack_from(head, 24)[0]):
+        live = live_check and len(head) == 32 and head[:8] == _SEGMENT_MAGIC
+        if live and _alive(_SEGMENT_PID.unpack_from(head, 24)[0]):
             out.left.append(f"{seg}: its process still runs")
             continue
         before = seg.stat().st_size
