@@ -16,7 +16,8 @@ Layout (little-endian)::
     frame k     chunk k - 1 (chunk_size bytes; the last one of a truncated file shorter)
 
 Each frame is a FrameHeader (16 bytes: u32 packed length, u32 raw length, u32 CRC-32 of the
-raw bytes, u32 0) and its packed bytes.
+packed bytes, u32 0) and its packed bytes. (The CRC of the packed bytes, a 16th of the raw
+ones for push/pop, finds damage to the file as well; sealed chunks carry their own sums.)
 
 Crash safety: the packed file is written unnamed (``O_TMPFILE``), synced, and linked under
 its name; only then is the raw segment removed. A kill at any point leaves the raw segment,
@@ -138,7 +139,7 @@ def pack_segment(path, level: int = LEVEL) -> Path | None:
             for k in range(frames):
                 raw = fin.read(header_size if k == 0 else chunk_size)
                 data = codec.compress(raw, asbytes=True)
-                fout.write(_FRAME.pack(len(data), len(raw), zlib.crc32(raw), 0))
+                fout.write(_FRAME.pack(len(data), len(raw), zlib.crc32(data), 0))
                 fout.write(data)
     path.unlink()
     return target
@@ -296,10 +297,10 @@ def _unpack_into(path: Path, fd: int, header_only: bool) -> Unpacked:
                 packed_len, raw_len, crc, _ = _FRAME.unpack(frame)
                 data = f.read(packed_len) if packed_len <= 2 * expected + 4096 else b""
                 raw = None
-                if raw_len <= expected and len(data) == packed_len:
+                if raw_len <= expected and len(data) == packed_len and zlib.crc32(data) == crc:
                     with contextlib.suppress(Exception):  # pyarrow's error for a garbled frame
-                        raw = codec.decompress(data, decompressed_size=raw_len, asbytes=True)
-                if raw is None or len(raw) != raw_len or zlib.crc32(raw) != crc:
+                        raw = codec.decompress(data, decompressed_size=raw_len)
+                if raw is None or len(raw) != raw_len:
                     what = "header" if k == 0 else f"chunk {k - 1}"
                     if k == 0:
                         out.errors.append(f"{path}: the segment's header does not unpack (damaged)")
