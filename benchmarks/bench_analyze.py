@@ -89,6 +89,17 @@ def make_ranks(folder: Path, ranks: int, ranges: int, steps: int) -> None:
         export_parquetdir(rec, folder / f"rank{k:03d}_pqtdir")
 
 
+def make_packed(folder: Path, ranks: int) -> None:
+    """packed/rankK.nvtxrec: the recordings packed, as `record` leaves them."""
+    from nvtx_plugins_tf.recorder.recording.packed import pack_recording
+
+    for k in range(ranks):
+        name = f"rank{k:03d}.nvtxrec"
+        shutil.rmtree(folder / "packed" / name, ignore_errors=True)
+        shutil.copytree(folder / name, folder / "packed" / name)
+        pack_recording(folder / "packed" / name)
+
+
 def subset(folder: Path, kind: str, ranks: int) -> Path:
     """A directory of links to the first ``ranks`` inputs of one kind (recordings, parquetdirs
     with their stand-in reports)."""
@@ -97,9 +108,11 @@ def subset(folder: Path, kind: str, ranks: int) -> Path:
         return out
     out.mkdir()
     for k in range(ranks):
-        names = [f"rank{k:03d}.nvtxrec"] if kind == "rec" else [f"rank{k:03d}_pqtdir", f"rank{k:03d}.nsys-rep"]
+        names = (
+            [f"rank{k:03d}.nvtxrec"] if kind in ("rec", "packed") else [f"rank{k:03d}_pqtdir", f"rank{k:03d}.nsys-rep"]
+        )
         for name in names:
-            (out / name).symlink_to(folder / name)
+            (out / name).symlink_to(folder / ("packed" if kind == "packed" else "") / name)
     return out
 
 
@@ -128,6 +141,8 @@ def main() -> int:
             t = time.perf_counter()
             make_ranks(folder, max(counts), args.ranges, args.steps)
             print(f"made {max(counts)} ranks x {args.ranges:,} ranges in {time.perf_counter() - t:.0f} s")
+        if not (folder / "packed" / f"rank{max(counts) - 1:03d}.nvtxrec").is_dir():
+            make_packed(folder, max(counts))
         env = dict(os.environ, PYTHONPATH=str(REPO))
         nvtx_tf = [sys.executable, "-m", "nvtx_plugins_tf", "analyze"]
         nsys = fetch_nsys.nsys_path()
@@ -135,7 +150,7 @@ def main() -> int:
         recipe_env = fetch_nsys.run_env(env=dict(env, PATH=f"{Path(sys.executable).parent}:{env['PATH']}"))
         rows = []
         for n in counts:
-            rec, pqt = subset(folder, "rec", n), subset(folder, "pqt", n)
+            rec, pqt, packed = subset(folder, "rec", n), subset(folder, "pqt", n), subset(folder, "packed", n)
             out = folder / "out"
             engines = {
                 "analyze, embedded, recordings": ([*nvtx_tf, str(rec), "-o", str(out)], env),
@@ -144,6 +159,8 @@ def main() -> int:
                     [*nvtx_tf, str(rec), "-o", str(out)],
                     dict(env, NVTX_TF_ANALYZE_NATIVE="0"),
                 ),
+                # the recordings as `record` leaves them (recording/packed.py): unpacked as they are read
+                "analyze, embedded, packed recordings": ([*nvtx_tf, str(packed), "-o", str(out)], env),
                 "analyze, embedded, parquetdirs": ([*nvtx_tf, str(pqt), "-o", str(out)], env),
                 "analyze, Dask 2 workers, recordings": ([*nvtx_tf, str(rec), "-o", str(out), "--workers", "2"], env),
             }

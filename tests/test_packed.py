@@ -224,3 +224,23 @@ def test_pack_command_packs_a_recording_made_without_record(tmp_path, recorder_e
     assert np.array_equal(_rows(rec), before)
     again = nvtx_tf("pack", rec)  # nothing left to pack
     assert again.returncode == 0 and again.stdout.startswith(f"{rec}: 0 segment(s) packed"), again.stdout
+
+
+def test_a_large_segment_is_unpacked_into_a_file_not_memory(tmp_path, monkeypatch):
+    """Past MEMORY_LIMIT the raw bytes go to an unnamed file of the temporary folder (pages
+    the kernel can drop), and read the same; nothing is left there afterwards."""
+    from nvtx_plugins_tf.recorder.recording import packed
+
+    rec = _record(tmp_path, "pushpop")
+    before = _rows(rec)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr("tempfile.tempdir", None)  # (TMPDIR read again)
+    monkeypatch.setattr(packed, "MEMORY_LIMIT", 1 << 20)
+    (seg,) = rec.glob("*.nvtxsegz")
+    with unpacked(seg) as raw:
+        target = os.readlink(raw.path)
+        assert target.startswith(str(scratch)) and "(deleted)" in target, target
+    assert np.array_equal(_rows(rec), before)
+    assert list(scratch.iterdir()) == []

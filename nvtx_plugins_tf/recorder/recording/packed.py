@@ -254,17 +254,37 @@ class Unpacked:
 @contextlib.contextmanager
 def unpacked(path, header_only: bool = False) -> Iterator[Unpacked]:
     """The raw segment behind ``path``: ``path`` itself if it is not packed, else its bytes
-    unpacked into memory (a memfd, read at ``/proc/self/fd/N``; with ``header_only``, the
+    unpacked into an unnamed file read at ``/proc/self/fd/N`` (with ``header_only``, the
     segment's header alone). A frame that does not unpack (damage) is left zero: its chunk
-    reads as never written, and is counted here."""
+    reads as never written, and is counted here.
+
+    The unnamed file is in memory (a memfd) up to :data:`MEMORY_LIMIT` bytes; a larger
+    segment is unpacked into an ``O_TMPFILE`` file in the system's temporary folder, whose
+    pages the kernel may write out and drop (reading stays bounded in memory). Either is gone
+    when it is closed, however the process ends."""
     if not is_packed(path):
         yield Unpacked(str(path), [])
         return
-    fd = os.memfd_create("nvtxseg", os.MFD_CLOEXEC)
+    fd = _scratch_file(0 if header_only else raw_size(path))
     try:
         yield _unpack_into(Path(path), fd, header_only)
     finally:
         os.close(fd)
+
+
+MEMORY_LIMIT = 256 << 20
+
+
+def _scratch_file(size: int) -> int:
+    """An unnamed read-write file for ``size`` bytes (see :func:`unpacked`)."""
+    if size > MEMORY_LIMIT:
+        import tempfile
+
+        try:
+            return os.open(tempfile.gettempdir(), os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        except OSError:
+            pass  # (no O_TMPFILE there): in memory after all
+    return os.memfd_create("nvtxseg", os.MFD_CLOEXEC)
 
 
 def _unpack_into(path: Path, fd: int, header_only: bool) -> Unpacked:
