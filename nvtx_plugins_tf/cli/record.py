@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -141,6 +142,66 @@ def _pack(raw_dir: Path, live_check: bool = True) -> None:
         raise _interrupted(exc, f"packing {raw_dir}: the exports are written, the recording is intact") from None
 
 
+_IGNORED_WHILE_PACKING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+class _Packer:
+    """Packs the recording in a forked child while this process writes the exports (pyarrow's
+    import and the packing on the other core). The child keeps the raw segments (the exports
+    read them); :meth:`finish` removes those whose packed twin is whole. Signals are this
+    process's to handle: :meth:`abort` ends the child, and the recording stays readable
+    (raw, or packed where the child got to)."""
+
+    def __init__(self, raw_dir: Path):
+        self.raw_dir = raw_dir
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: never returns into the caller's code
+            code = 1
+            try:
+                for sig in _IGNORED_WHILE_PACKING:
+                    signal.signal(sig, signal.SIG_IGN)
+                from ..recorder.recording.packed import pack_recording
+
+                pack_recording(raw_dir, keep_raw=True)
+                code = 0
+            except OSError as exc:
+                code = exc.errno if exc.errno and 1 < exc.errno < 126 else 1  # (told by finish())
+            finally:
+                os._exit(code)
+
+    def _reap(self) -> int:
+        if not self.pid:
+            return 0
+        status = os.waitpid(self.pid, 0)[1]  # (a signal here: abort() kills and reaps it)
+        self.pid = 0
+        return os.waitstatus_to_exitcode(status)
+
+    def finish(self) -> None:
+        from ..recorder.recording.packed import remove_packed_raw
+
+        try:
+            status = self._reap()
+        except (Terminated, KeyboardInterrupt) as exc:
+            self.abort()
+            raise _interrupted(
+                exc, f"packing {self.raw_dir}: the exports are written, the recording is intact"
+            ) from None
+        if status != 0:
+            why = os.strerror(status) if 1 < status < 126 else f"its packer ended with status {status}"
+            warn(f"the recording {self.raw_dir} stays unpacked (it reads all the same): {why}")
+        remove_packed_raw(self.raw_dir)
+
+    def abort(self) -> None:
+        from ..recorder.recording.packed import remove_packed_raw
+
+        if self.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            self._reap()
+        with contextlib.suppress(OSError):
+            remove_packed_raw(self.raw_dir)
+
+
 def _interrupted(exc: BaseException, what: str) -> CliError:
     """The error of a SIGTERM/SIGHUP (``Terminated``) or Ctrl-C while doing ``what``."""
     how = exc.name if isinstance(exc, Terminated) else "SIGINT"
@@ -231,14 +292,19 @@ def cmd_record(args) -> int:
     sys.stdout.flush()
     status = _run_forwarding_signals(command, env, on_started=lambda: _remove_segments(raw_dir, old_segments))
     code = 128 - status if status < 0 else status
+    packer = _Packer(raw_dir)
     try:
         events, damage = write_exports(
             raw_dir, prefix, args.png or args.png_window is not None, args.png_window or "1:", types=args.export
         )
     except (Terminated, KeyboardInterrupt) as exc:
+        packer.abort()
         what = f"exporting: no export written, the recording {raw_dir} is intact (nvtx-tf report {prefix})"
         raise _interrupted(exc, what) from None
-    _pack(raw_dir)
+    except BaseException:
+        packer.abort()
+        raise
+    packer.finish()
     if events == 0 and not damage.damaged and args.capture_range is not None:
         # (the range that opens a window is written: no event means no window)
         message = f"--capture-range {args.capture_range}: no such range opened a capture window, nothing recorded"

@@ -44,6 +44,7 @@ __all__ = [
     "pack_recording",
     "pack_segment",
     "raw_size",
+    "remove_packed_raw",
     "unpack_segment",
     "unpacked",
 ]
@@ -113,9 +114,11 @@ def _alive(pid: int) -> bool:
     return state not in (b"Z", b"X")
 
 
-def pack_segment(path, level: int = LEVEL) -> Path | None:
+def pack_segment(path, level: int = LEVEL, keep_raw: bool = False) -> Path | None:
     """Replace the raw segment ``path`` by ``PATH`` + ``z`` (packed); returns the packed path,
-    or None when ``path`` is not a segment (left as it is, for the reader to report).
+    or None when ``path`` is not a segment (left as it is, for the reader to report). With
+    ``keep_raw`` the raw segment stays (readers read it while both are there; see
+    :func:`remove_packed_raw`).
 
     The caller makes sure no process writes the segment any more. ``OSError`` is raised as
     it comes (the raw segment then stays)."""
@@ -141,7 +144,8 @@ def pack_segment(path, level: int = LEVEL) -> Path | None:
                 data = codec.compress(raw, asbytes=True)
                 fout.write(_FRAME.pack(len(data), len(raw), zlib.crc32(data), 0))
                 fout.write(data)
-    path.unlink()
+    if not keep_raw:
+        path.unlink()
     return target
 
 
@@ -195,9 +199,22 @@ def _link_fd(fd: int, target: Path) -> None:
         raise OSError(err, os.strerror(err), str(target))
 
 
-def pack_recording(folder, live_check: bool = True) -> PackResult:
+def remove_packed_raw(folder) -> int:
+    """Remove the raw segments of ``folder`` that have a packed twin (a packed file has its
+    name only once it is whole); returns how many."""
+    removed = 0
+    for seg in Path(folder).glob("*" + SEGMENT_SUFFIX):
+        if seg.with_name(seg.name[: -len(SEGMENT_SUFFIX)] + PACKED_SEGMENT_SUFFIX).is_file():
+            with contextlib.suppress(FileNotFoundError):
+                seg.unlink()
+                removed += 1
+    return removed
+
+
+def pack_recording(folder, live_check: bool = True, keep_raw: bool = False) -> PackResult:
     """Pack every raw segment of the recording ``folder`` that no live process writes
-    (``live_check`` False: every one, for a recording no process writes, e.g. ``merge``'s)."""
+    (``live_check`` False: every one, for a recording no process writes, e.g. ``merge``'s;
+    ``keep_raw``: see :func:`pack_segment`)."""
     out = PackResult()
     for stale in Path(folder).glob(f".*{PACKED_SEGMENT_SUFFIX}.partial"):  # left by a pack that was killed
         with contextlib.suppress(OSError):
@@ -214,7 +231,7 @@ def pack_recording(folder, live_check: bool = True) -> PackResult:
             out.left.append(f"{seg}: its process still runs")
             continue
         before = seg.stat().st_size
-        packed = pack_segment(seg)
+        packed = pack_segment(seg, keep_raw=keep_raw)
         if packed is None:
             out.left.append(f"{seg}: not a segment")
             continue
