@@ -212,6 +212,7 @@ PUBLIC_NAMES = {
     "nvtx_plugins_tf.recorder": [
         "DamageReport",
         "INJECTION_ENV",
+        "PackResult",
         "ProcessInfo",
         "RECORD_DIR_ENV",
         "ROW_DTYPE",
@@ -225,9 +226,11 @@ PUBLIC_NAMES = {
         "iter_batches",
         "library_path",
         "load",
+        "pack_recording",
         "render_timeline",
         "segment_files",
         "summarize",
+        "unpack_segment",
     ],
 }
 

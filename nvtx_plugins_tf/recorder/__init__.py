@@ -26,13 +26,16 @@ from .exports import export_json, export_sqlite
 from .recording import (
     ROW_DTYPE,
     DamageReport,
+    PackResult,
     ProcessInfo,
     Range,
     Recording,
     RecordingReader,
     iter_batches,
     load,
+    pack_recording,
     segment_files,
+    unpack_segment,
 )
 from .reports import Summary, summarize
 from .timeline import render_timeline
@@ -47,6 +50,9 @@ __all__ = [
     "iter_batches",
     "load",
     "segment_files",
+    "pack_recording",
+    "unpack_segment",
+    "PackResult",
     "export_json",
     "export_sqlite",
     "summarize",
