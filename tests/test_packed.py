@@ -244,3 +244,15 @@ def test_a_large_segment_is_unpacked_into_a_file_not_memory(tmp_path, monkeypatc
         assert target.startswith(str(scratch)) and "(deleted)" in target, target
     assert np.array_equal(_rows(rec), before)
     assert list(scratch.iterdir()) == []
+
+
+def test_exports_stay_newer_than_the_packed_recording(tmp_path):
+    """Packing after the exports must not make them look stale: nsys's recipes take an export
+    as current while its ctime is past its recording's (`getctime(report) < getctime(export)`),
+    `nvtx-tf view` while the JSON's mtime is past every segment file's."""
+    rec = _record(tmp_path, "startend", "--export", "json,parquetdir")
+    folder_ctime = rec.stat().st_ctime_ns
+    exports = [tmp_path / "startend.json", *(tmp_path / "startend_pqtdir").iterdir()]
+    assert all(p.stat().st_ctime_ns > folder_ctime for p in exports)
+    newest_segment = max(p.stat().st_mtime_ns for p in rec.iterdir() if p.is_file())
+    assert (tmp_path / "startend.json").stat().st_mtime_ns >= newest_segment

@@ -19,7 +19,7 @@ from ._common import (
 def cmd_merge(args) -> int:
     from .._paths import RECORDING_SUFFIX, recording_path
     from ..recorder.merge import MergeError, merge
-    from .record import _output_prefix, _pack, _prepare_output_dir
+    from .record import _output_prefix, _pack, _prepare_output_dir, _restamp_exports
 
     inputs = [recording_path(v) for v in args.recordings]
     labels = None
@@ -59,6 +59,7 @@ def cmd_merge(args) -> int:
 
     events, damage = write_exports(raw_dir, prefix, False)
     _pack(raw_dir, live_check=False)  # (its segments are copies: no process writes them)
+    _restamp_exports(raw_dir, prefix)
     if events == 0 and not damage.damaged:
         raise CliError(f"no NVTX events in the recordings merged into {raw_dir}", EXIT_NO_EVENTS)
     if damage.damaged:

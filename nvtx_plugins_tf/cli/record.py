@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from .._native_libs import (
@@ -202,6 +203,31 @@ class _Packer:
             remove_packed_raw(self.raw_dir)
 
 
+def _restamp_exports(raw_dir: Path, prefix: Path) -> None:
+    """Packing changed the recording's folder after the exports were written. Tools that
+    take an export as current only while it is newer than its recording by ctime (nsys's
+    recipes: ``getctime(report) < getctime(export)``) would then think every export stale:
+    give the exports (and a Parquet directory's files) a newer ctime, their mtime kept. The
+    kernel's file times move in ticks of a few ms: again until the exports are newer."""
+    from .._export_types import TYPES, output_path
+    from ..recorder.outputs import output_paths
+
+    paths = [*output_paths(prefix).values(), *(output_path(prefix, t) for t in TYPES)]
+    for _ in range(50):
+        folder_changed = raw_dir.stat().st_ctime_ns
+        oldest = None
+        for path in {p for p in paths if p.exists()}:
+            for item in [path, *(path.rglob("*") if path.is_dir() else [])]:
+                with contextlib.suppress(OSError):
+                    st = item.lstat()
+                    os.utime(item, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+                    changed = item.lstat().st_ctime_ns
+                    oldest = changed if oldest is None else min(oldest, changed)
+        if oldest is None or oldest > folder_changed:
+            return
+        time.sleep(0.002)
+
+
 def _interrupted(exc: BaseException, what: str) -> CliError:
     """The error of a SIGTERM/SIGHUP (``Terminated``) or Ctrl-C while doing ``what``."""
     how = exc.name if isinstance(exc, Terminated) else "SIGINT"
@@ -305,6 +331,7 @@ def cmd_record(args) -> int:
         packer.abort()
         raise
     packer.finish()
+    _restamp_exports(raw_dir, prefix)
     if events == 0 and not damage.damaged and args.capture_range is not None:
         # (the range that opens a window is written: no event means no window)
         message = f"--capture-range {args.capture_range}: no such range opened a capture window, nothing recorded"

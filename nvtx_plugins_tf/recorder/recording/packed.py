@@ -134,9 +134,10 @@ def pack_segment(path, level: int = LEVEL, keep_raw: bool = False) -> Path | Non
         header_size, chunk_size = _SEGMENT_SIZES.unpack_from(head, 12)
         if header_size < 24 or chunk_size <= 0 or chunk_size % 4096 or header_size > 1 << 20:
             return None
-        size = os.fstat(fin.fileno()).st_size
+        st = os.fstat(fin.fileno())
+        size = st.st_size
         fin.seek(0)
-        with _new_file(target) as fout:
+        with _new_file(target, (st.st_atime_ns, st.st_mtime_ns)) as fout:
             frames = 1 + max(0, -(-(size - header_size) // chunk_size))
             fout.write(_PACK_HEADER.pack(MAGIC, VERSION, CODEC_ZSTD, size, header_size, chunk_size, frames))
             for k in range(frames):
@@ -154,11 +155,13 @@ _AT_SYMLINK_FOLLOW = 0x400
 
 
 @contextlib.contextmanager
-def _new_file(target: Path):
+def _new_file(target: Path, times_ns: tuple[int, int] | None = None):
     """A file written whole or not at all: unnamed (``O_TMPFILE``) until it is complete and
     synced, then linked as ``target`` (replacing a file of that name). Where the file system
     has no ``O_TMPFILE``: a hidden ``.NAME.partial`` renamed into place (a kill may leave it;
-    :func:`pack_recording` removes it the next time)."""
+    :func:`pack_recording` removes it the next time). ``times_ns``: its (atime, mtime), the
+    raw segment's (the same content: a packed segment is not newer than the exports made
+    from the raw one, for the tools that compare)."""
     try:
         fd = os.open(target.parent, os.O_TMPFILE | os.O_WRONLY, 0o600)
     except OSError:
@@ -169,6 +172,8 @@ def _new_file(target: Path):
             with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fout:
                 yield fout
                 fout.flush()
+                if times_ns:
+                    os.utime(fout.fileno(), ns=times_ns)
                 os.fsync(fout.fileno())
             os.replace(partial, target)
         finally:
@@ -179,6 +184,8 @@ def _new_file(target: Path):
         with os.fdopen(os.dup(fd), "wb") as fout:
             yield fout
             fout.flush()
+            if times_ns:
+                os.utime(fout.fileno(), ns=times_ns)
             os.fsync(fout.fileno())
         with contextlib.suppress(FileNotFoundError):
             target.unlink()  # a packed file left by a pack killed before it removed the raw one
