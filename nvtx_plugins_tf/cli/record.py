@@ -209,10 +209,9 @@ def _restamp_exports(raw_dir: Path, prefix: Path) -> None:
     recipes: ``getctime(report) < getctime(export)``) would then think every export stale:
     give the exports (and a Parquet directory's files) a newer ctime, their mtime kept. The
     kernel's file times move in ticks of a few ms: again until the exports are newer."""
-    from .._export_types import TYPES, output_path
-    from ..recorder.outputs import output_paths
+    from ..recorder.outputs import every_output_path
 
-    paths = [*output_paths(prefix).values(), *(output_path(prefix, t) for t in TYPES)]
+    paths = every_output_path(prefix)
     for _ in range(50):
         folder_changed = raw_dir.stat().st_ctime_ns
         oldest = None

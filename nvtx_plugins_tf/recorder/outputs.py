@@ -51,6 +51,11 @@ def output_paths(prefix) -> dict[str, Path]:
     return {suffix: prefix.with_name(prefix.name + "." + suffix) for suffix in ("json", "sqlite", "png")}
 
 
+def every_output_path(prefix) -> list[Path]:
+    """Every file or folder an export of PREFIX may be (each type's, and the picture's)."""
+    return [*output_paths(prefix).values(), *(output_path(prefix, t) for t in TYPES)]
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -105,7 +110,7 @@ def write_outputs(
             out = Outputs(reader.damage(), png_error=png_error)
             if out.damage.events == 0:
                 if remove_stale:
-                    for stale in [*output_paths(prefix).values(), *(output_path(prefix, t) for t in TYPES)]:
+                    for stale in every_output_path(prefix):
                         _remove(stale)
                 return out
             for sink in sinks.values():

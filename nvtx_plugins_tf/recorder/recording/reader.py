@@ -80,11 +80,6 @@ def reading(recording, reader: "RecordingReader | None" = None):
         yield own
 
 
-def _size(path) -> int:
-    """Bytes of the raw segment ``path`` stands for (a packed one's unpacked size)."""
-    return raw_size(path)
-
-
 class RecordingReader:
     """Streaming reader of one recording (a directory or a single segment file).
 
@@ -179,7 +174,7 @@ class RecordingReader:
                 yield rows
         finally:
             self._decoder.close_segment()
-            self._bytes_done += _size(seg)
+            self._bytes_done += raw_size(seg)
             self._chunk_size = 0
         self._note_damage(seg, before, self._decoder.stats())
 
@@ -191,7 +186,7 @@ class RecordingReader:
 
     def total_bytes(self) -> int:
         """Bytes of the segment files (what :meth:`bytes_read` reaches at the end)."""
-        return sum(_size(seg) for seg in self.segments)
+        return sum(raw_size(seg) for seg in self.segments)
 
     def events_read(self) -> int:
         """Events decoded so far by :meth:`batches` (its progress)."""
