@@ -156,6 +156,40 @@ def test_native_sketch_buckets_at_their_bounds(tmp_path, monkeypatch):
     _assert_same(native, reference)
 
 
+def test_native_histogram_of_durations_of_a_small_span(tmp_path, monkeypatch):
+    """Names with many ranges over a small span of durations (their quartiles and sketch read
+    from a count per duration, walking the buckets' bounds): 0 ns ranges, every duration of
+    a span crossing many bucket bounds, a few values repeated, one outlier (the span then too
+    wide: by value), 513 ranges (the least read from counts) and 512 (by value)."""
+    from nvtx_plugins_tf.recorder.analysis import sketch
+
+    rng = np.random.default_rng(5)
+    bounds = [int(b) for b in sketch.bucket_bounds() if 2 < b < 5000]
+    sets = {
+        "span": rng.integers(0, 3000, 6000),  # 0 ns and a dense span
+        "bounds": np.repeat([d for b in bounds for d in (b - 1, b)], 3),
+        "few": rng.choice([17, 18, 40, 41, 900], 4000),
+        "outlier": np.append(rng.integers(20, 60, 3000), 10**9),
+        "513": rng.integers(5, 300, 513),
+        "512": rng.integers(5, 300, 512),
+    }
+    rec = tmp_path / "span.nvtxrec"
+    seg = SegmentWriter(pid=8, chunk_size=1 << 16)
+    t = seg.thread(8)
+    for i, name in enumerate(sets):
+        t.string(1 + i, name)
+    now = 100
+    for i, lengths in enumerate(sets.values()):
+        for d in rng.permutation(lengths):
+            t.push(now, 1 + i).pop(now + int(d))
+            now += int(d) + 1
+    seg.write(rec)
+    native, reference = _both(rec, monkeypatch)
+    assert sorted(reference[0].count) == sorted(len(v) for v in sets.values())
+    assert 0 in reference[0].min
+    _assert_same(native, reference)
+
+
 def test_native_mapper_on_an_empty_recording(tmp_path, monkeypatch):
     rec = tmp_path / "empty.nvtxrec"
     seg = SegmentWriter(pid=7)

@@ -23,6 +23,9 @@ int64_t SketchBuckets::Key(int64_t d) const {
 
 namespace {
 
+// The largest span of durations (max - min + 1) read from a histogram (4 MiB of counts).
+constexpr uint64_t kHistogramSpan = uint64_t(1) << 20;
+
 bool Closed(const RangeColumns& c, size_t i) { return (c.flags[i] & RangeColumns::kOpen) == 0; }
 
 // v[lo, hi) reordered so that v[r] is its order statistic r for each of the `nr` ranks (in
@@ -45,22 +48,105 @@ void Select(int64_t* v, int64_t lo, int64_t hi, const int64_t* ranks, int nr) {
   Select(v, r + 1, hi, ranks + m + 1, nr - m - 1);
 }
 
+// The sketch of one name's durations v[0, cnt) (`row`), by value: each one's bucket.
+void SketchByValue(const int64_t* v, int64_t cnt, int64_t row, const SketchBuckets& b, RankStats* out,
+                   std::vector<int64_t>* scratch) {
+  std::vector<int64_t>& keys = *scratch;
+  if (cnt <= 512) {
+    keys.resize(cnt);
+    for (int64_t i = 0; i < cnt; ++i) keys[i] = b.Key(v[i]);
+    std::sort(keys.begin(), keys.end());
+    for (int64_t i = 0; i < cnt;) {
+      int64_t j = i;
+      while (j < cnt && keys[j] == keys[i]) ++j;
+      out->sketch_row.push_back(row);
+      out->sketch_key.push_back(keys[i]);
+      out->sketch_count.push_back(j - i);
+      i = j;
+    }
+    return;
+  }
+  keys.assign(b.n_bounds + 1, 0);  // [0]: the zero bucket, [k + 1]: bucket k
+  for (int64_t i = 0; i < cnt; ++i) {
+    int64_t k = b.Key(v[i]);
+    keys[k == b.zero_key ? 0 : k + 1]++;
+  }
+  for (int64_t k = 0; k <= b.n_bounds; ++k) {
+    if (!keys[k]) continue;
+    out->sketch_row.push_back(row);
+    out->sketch_key.push_back(k == 0 ? b.zero_key : k - 1);
+    out->sketch_count.push_back(keys[k]);
+  }
+}
+
+// The order statistics `wanted` (ascending, distinct ranks) of v[0, cnt) into value[]
+// (in the order of wanted), by selection: v is reordered.
+void OrderStatsBySelection(int64_t* v, int64_t cnt, const int64_t* wanted, int nw, int64_t* value) {
+  Select(v, 0, cnt, wanted, nw);
+  for (int k = 0; k < nw; ++k) value[k] = v[wanted[k]];
+}
+
+// Both from a histogram, when the durations are many and their span small (durations of
+// one name are mostly a few distinct values: a count per value, not a log and a place in
+// a selection per duration): hist[x - mn] = how many are x, for x in [mn, mn + span).
+// The buckets come in ascending order of value, a bucket being the values from its bound
+// to the next one's (SketchBuckets::Key's rule, walked instead of computed).
+void FromHistogram(const int64_t* v, int64_t cnt, int64_t mn, int64_t span, int64_t row, const SketchBuckets& b,
+                   const int64_t* wanted, int nw, int64_t* value, RankStats* out, std::vector<uint32_t>* scratch) {
+  std::vector<uint32_t>& hist = *scratch;
+  hist.assign(static_cast<size_t>(span), 0);
+  for (int64_t i = 0; i < cnt; ++i) hist[v[i] - mn]++;
+  int64_t seen = 0, key = 0, bucket = 0, last = b.n_bounds - 1;
+  bool have_bucket = false;
+  int w = 0;
+  auto flush = [&]() {
+    if (!have_bucket) return;
+    out->sketch_row.push_back(row);
+    out->sketch_key.push_back(key);
+    out->sketch_count.push_back(bucket);
+  };
+  for (int64_t x = 0; x < span; ++x) {
+    uint32_t n = hist[x];
+    if (!n) continue;
+    int64_t d = mn + x;
+    while (w < nw && wanted[w] < seen + n) value[w++] = d;
+    seen += n;
+    int64_t k;
+    if (d <= 0) {
+      k = b.zero_key;
+    } else if (have_bucket && key != b.zero_key) {
+      k = key;
+      while (k < last && d >= b.bounds[k + 1]) ++k;
+    } else {
+      k = b.Key(d);
+    }
+    if (have_bucket && k == key) {
+      bucket += n;
+      continue;
+    }
+    flush();
+    key = k;
+    bucket = n;
+    have_bucket = true;
+  }
+  flush();
+}
+
 // Per name of the closed ranges of one process (`mine`): mapper._range_stats.
 void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t n_names, const SketchBuckets& b,
-               RankStats* out, std::vector<int64_t>* row_of_name, std::vector<int64_t>* durations) {
+               RankStats* out, std::vector<int64_t>* row_of_name, RankStatsWork* work) {
   std::vector<int64_t> at(n_names + 1, 0);  // counting sort by name
   for (int64_t i : mine) {
     if (Closed(c, i)) at[c.name[i] + 1]++;
   }
   for (int64_t n = 0; n < n_names; ++n) at[n + 1] += at[n];
-  std::vector<int64_t>& d = *durations;
+  std::vector<int64_t>& d = work->durations;
   d.resize(at[n_names]);
   std::vector<int64_t> fill(at.begin(), at.end() - 1);
   for (int64_t i : mine) {
     if (Closed(c, i)) d[fill[c.name[i]]++] = c.end[i] - c.start[i];
   }
   row_of_name->assign(n_names, -1);
-  std::vector<int64_t> keys, hist;
   for (int64_t n = 0; n < n_names; ++n) {
     int64_t lo = at[n], cnt = at[n + 1] - at[n];
     if (cnt == 0) continue;
@@ -94,53 +180,32 @@ void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t 
     out->min.push_back(mn);
     out->max.push_back(mx);
     out->m2.push_back(m2);
-    // the sketch, before the order statistics reorder v
-    if (cnt <= 512) {
-      keys.resize(cnt);
-      for (int64_t i = 0; i < cnt; ++i) keys[i] = b.Key(v[i]);
-      std::sort(keys.begin(), keys.end());
-      for (int64_t i = 0; i < cnt;) {
-        int64_t j = i;
-        while (j < cnt && keys[j] == keys[i]) ++j;
-        out->sketch_row.push_back(row);
-        out->sketch_key.push_back(keys[i]);
-        out->sketch_count.push_back(j - i);
-        i = j;
-      }
-    } else {
-      hist.assign(b.n_bounds + 1, 0);  // [0]: the zero bucket, [k + 1]: bucket k
-      for (int64_t i = 0; i < cnt; ++i) {
-        int64_t k = b.Key(v[i]);
-        hist[k == b.zero_key ? 0 : k + 1]++;
-      }
-      for (int64_t k = 0; k <= b.n_bounds; ++k) {
-        if (!hist[k]) continue;
-        out->sketch_row.push_back(row);
-        out->sketch_key.push_back(k == 0 ? b.zero_key : k - 1);
-        out->sketch_count.push_back(hist[k]);
-      }
-    }
     // quartiles: numpy's linear interpolation between order statistics lo and lo + 1
     double pos[3], qs[3] = {0.25, 0.5, 0.75};
-    int64_t ranks[6], value[6];
+    int64_t ranks[6];
     for (int q = 0; q < 3; ++q) {
       pos[q] = qs[q] * static_cast<double>(cnt - 1);
       ranks[2 * q] = static_cast<int64_t>(floor(pos[q]));
       ranks[2 * q + 1] = std::min(ranks[2 * q] + 1, cnt - 1);
     }
-    int64_t wanted[6];
+    int64_t wanted[6], found[6];
     std::copy(ranks, ranks + 6, wanted);
     std::sort(wanted, wanted + 6);
     int nw = static_cast<int>(std::unique(wanted, wanted + 6) - wanted);
-    Select(v, 0, cnt, wanted, nw);
-    for (int k = 0; k < 6; ++k) value[k] = v[ranks[k]];
-    double* dest[3] = {nullptr, nullptr, nullptr};
+    // (unsigned: the span of any two int64 fits)
+    uint64_t span = static_cast<uint64_t>(mx) - static_cast<uint64_t>(mn) + 1;
+    if (cnt > 512 && span <= static_cast<uint64_t>(cnt) && span <= kHistogramSpan) {
+      FromHistogram(v, cnt, mn, static_cast<int64_t>(span), row, b, wanted, nw, found, out, &work->histogram);
+    } else {
+      SketchByValue(v, cnt, row, b, out, &work->keys);  // (before the selection reorders v)
+      OrderStatsBySelection(v, cnt, wanted, nw, found);
+    }
+    int64_t value[6];
+    for (int k = 0; k < 6; ++k) value[k] = found[std::lower_bound(wanted, wanted + nw, ranks[k]) - wanted];
     out->q1.push_back(0);
     out->median.push_back(0);
     out->q3.push_back(0);
-    dest[0] = &out->q1.back();
-    dest[1] = &out->median.back();
-    dest[2] = &out->q3.back();
+    double* dest[3] = {&out->q1.back(), &out->median.back(), &out->q3.back()};
     for (int q = 0; q < 3; ++q) {
       double a = static_cast<double>(value[2 * q]), hi = static_cast<double>(value[2 * q + 1]);
       *dest[q] = a + (hi - a) * (pos[q] - static_cast<double>(ranks[2 * q]));
@@ -338,7 +403,7 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
     r.pid = pids[p];
     r.events = static_cast<int64_t>(mine[p].size());
     for (int64_t i : mine[p]) r.open_ranges += Closed(c, i) ? 0 : 1;
-    NameStats(c, mine[p], n_names, buckets, &r, &row_of_name, &work->durations);
+    NameStats(c, mine[p], n_names, buckets, &r, &row_of_name, work);
     if (with_steps) StepWork(c, mine[p], is_step, n_names, work->parent, row_of_name, &r, work);
     if (p >= 1) std::vector<int64_t>().swap(mine[p]);  // (the first's room is kept)
   }
