@@ -237,10 +237,13 @@ struct ThreadOrder {
       items.push_back(o);
       return;
     }
-    // its place in the sorted ranges (binary search), the ranges after it moved up at once
-    auto at = std::upper_bound(items.begin(), items.end(), o, Before);
+    // its place in the sorted ranges (binary search over the last budget + 1 only: those
+    // are in the cache, and a place before them is too far), the ranges after it moved up
+    // at once
+    size_t window = std::min(items.size(), budget + 1);
+    auto at = std::upper_bound(items.end() - window, items.end(), o, Before);
     size_t moves = static_cast<size_t>(items.end() - at);
-    if (moves > budget) {
+    if (moves > budget) {  // (also when the window's first is after it: its place is further)
       sorted = false;  // (sorted at the end)
       items.push_back(o);
       return;
