@@ -243,7 +243,8 @@ struct ThreadOrder {
     size_t window = std::min(items.size(), budget + 1);
     auto at = std::upper_bound(items.end() - window, items.end(), o, Before);
     size_t moves = static_cast<size_t>(items.end() - at);
-    if (moves > budget) {  // (also when the window's first is after it: its place is further)
+    // (moves > budget also when the window's first is after it: its place is further back)
+    if (moves > budget) {
       sorted = false;  // (sorted at the end)
       items.push_back(o);
       return;

@@ -24,6 +24,7 @@ tables, written as Parquet and CSV with pyarrow, and the summary.
 from __future__ import annotations
 
 import statistics
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -202,27 +203,38 @@ def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
 
 def write_tables(tables: Tables, outdir) -> list[Path]:
     """OUTDIR/{all_stats,rank_stats,pace,stragglers}.{parquet,csv} and heatmap.png (with
-    matplotlib, when there are steps); returns the files written."""
+    matplotlib, when there are steps); returns the files written. The heatmap is drawn in a
+    thread while the tables are written (pyarrow's writers leave the GIL free)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name in ("all_stats", "rank_stats", "pace", "stragglers"):
-        t = getattr(tables, name)
-        pq.write_table(t, outdir / f"{name}.parquet")
-        pacsv.write_csv(t, outdir / f"{name}.csv")
-        written += [outdir / f"{name}.parquet", outdir / f"{name}.csv"]
-    stepped = [r for r in tables.ranks if r.n_steps]
-    if stepped:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            return written  # (the 'plot' extra: no heatmap)
-        from .heatmap import draw_heatmap
-
-        durations = [r.step_end - r.step_start for r in stepped]
-        title = f"{len(stepped)} ranks, steps {stepped[0].step_name!r}: duration against the step's median"
-        written.append(draw_heatmap(durations, [r.name for r in stepped], outdir / "heatmap.png", title))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvtx-tf-heatmap") as pool:
+        heatmap = _draw_heatmap(pool, tables, outdir / "heatmap.png")
+        written = []
+        for name in ("all_stats", "rank_stats", "pace", "stragglers"):
+            t = getattr(tables, name)
+            pq.write_table(t, outdir / f"{name}.parquet")
+            pacsv.write_csv(t, outdir / f"{name}.csv")
+            written += [outdir / f"{name}.parquet", outdir / f"{name}.csv"]
+        if heatmap is not None:
+            written.append(heatmap.result())
     return written
+
+
+def _draw_heatmap(pool: ThreadPoolExecutor, tables: Tables, output: Path) -> Future | None:
+    """heatmap.png drawn by ``pool``: its future, None when there are no steps or no
+    matplotlib (the 'plot' extra)."""
+    stepped = [r for r in tables.ranks if r.n_steps]
+    if not stepped:
+        return None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None
+    from .heatmap import draw_heatmap
+
+    durations = [r.step_end - r.step_start for r in stepped]
+    title = f"{len(stepped)} ranks, steps {stepped[0].step_name!r}: duration against the step's median"
+    return pool.submit(draw_heatmap, durations, [r.name for r in stepped], output, title)
 
 
 def _ms(ns: float) -> str:
