@@ -190,6 +190,31 @@ def test_native_histogram_of_durations_of_a_small_span(tmp_path, monkeypatch):
     _assert_same(native, reference)
 
 
+def test_native_mapper_on_compact_events_and_odd_pops(tmp_path, monkeypatch):
+    """Compact push/pop events (dated by their chunk's clock), a compact event before any full
+    one (undated: lost), a pop with no push, a message id never defined, a range pushed in a
+    chunk of a thread and popped in its next chunk, and ranges left open: analyze's reading
+    (Decoder::NextRanges) and the rows the numpy mapper reads (Decoder::Next) agree."""
+    from nvtx_plugins_tf.recorder.recording._synth import K_POP as pop
+    from nvtx_plugins_tf.recorder.recording._synth import K_PUSH as push
+
+    rec = tmp_path / "compact.nvtxrec"
+    seg = SegmentWriter(pid=11, chunk_size=4096)
+    a, b = seg.thread(11), seg.thread(12)
+    a.compact(push, 3, msg=1)  # (no full event yet in the chunk: undated, lost)
+    a.string(1, "step 0").string(2, "f").push(1000, 1)
+    for k in range(400):  # (over more than one chunk: the step is popped in a later one)
+        a.compact(push, 2 + k % 3, msg=2).compact(pop, 1 + k % 2)
+    a.compact(push, 4, msg=77).compact(pop, 3)  # (a message never defined)
+    a.pop(5000).pop(5001)  # (the step, then a pop with no push)
+    a.push(6000, 1).compact(push, 5, msg=2).compact(pop, 5).compact(push, 1, msg=2)  # (left open)
+    b.pop(100).push(200, 2).compact(pop, 50).compact(push, 0, msg=2).compact(pop, 0)
+    seg.write(rec)
+    native, reference = _both(rec, monkeypatch)
+    assert reference[0].open_ranges == 2 and reference[0].n_steps == 1
+    _assert_same(native, reference)
+
+
 def test_native_mapper_on_an_empty_recording(tmp_path, monkeypatch):
     rec = tmp_path / "empty.nvtxrec"
     seg = SegmentWriter(pid=7)

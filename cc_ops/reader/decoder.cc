@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "reader/range_columns.h"
+
 namespace nvtx_reader {
 
 using namespace nvtx_record;
@@ -99,7 +101,6 @@ bool Decoder::MatchEvent(const Record& r, NvtxrRow* row) {
   b.pid = cursor_.info().pid;
   b.tid = tid;
   b.end_tid = tid;
-  b.payload = r.payload;
   b.range_id = r.range_id;
   b.domain = tables_.Domain(proc_, r.domain);
   b.category = r.category;
@@ -109,17 +110,11 @@ bool Decoder::MatchEvent(const Record& r, NvtxrRow* row) {
   if (r.flags & kFlagColor) b.flags |= kNvtxrHasColor;
   if (r.flags & kFlagCategory) b.flags |= kNvtxrHasCategory;
   if (r.flags & kFlagRegisteredMessage) b.flags |= kNvtxrRegistered;
-  uint32_t message = 0;
-  if (!tables_.LookupString(proc_, r.msg, &message)) {
-    b.flags |= kNvtxrUnknownString;
-    stats_.unknown_strings++;
-    message = 0;
-  }
-  b.message = message;
+  bool unknown = false;
+  b.message = EventMessage(r, &unknown);
+  if (unknown) b.flags |= kNvtxrUnknownString;
   b.payload_type = r.payload_type;
-  if (r.payload_type == kPayloadExt) {  // the payload's JSON text, a string of the tables
-    b.payload = tables_.Intern(schemas_.ToJson(proc_, r.domain, r.block, r.payload));
-  }
+  b.payload = EventPayload(r);
   switch (r.kind) {
     case kMark:
       b.kind = kNvtxrMark;
@@ -133,6 +128,103 @@ bool Decoder::MatchEvent(const Record& r, NvtxrRow* row) {
       b.kind = kNvtxrStartEnd;
       return matcher_.Start(proc_, b, row);
   }
+}
+
+uint32_t Decoder::EventMessage(const Record& r, bool* unknown) {
+  uint32_t message = 0;
+  if (!tables_.LookupString(proc_, r.msg, &message)) {
+    *unknown = true;
+    stats_.unknown_strings++;
+    return 0;
+  }
+  return message;
+}
+
+uint64_t Decoder::EventPayload(const Record& r) {
+  if (r.payload_type != kPayloadExt) return r.payload;
+  return tables_.Intern(schemas_.ToJson(proc_, r.domain, r.block, r.payload));  // (a string of the tables)
+}
+
+std::vector<Decoder::OpenPush>& Decoder::PushStack(uint64_t stack) {
+  if (last_stack_ == nullptr || proc_ != last_stack_proc_ || stack != last_stack_key_) {
+    size_t k = static_cast<size_t>(proc_);
+    if (push_stacks_.size() <= k) push_stacks_.resize(k + 1);
+    last_stack_ = &push_stacks_[k][stack];  // (an unordered_map's elements stay where they are)
+    last_stack_proc_ = proc_;
+    last_stack_key_ = stack;
+  }
+  return *last_stack_;
+}
+
+bool Decoder::StepRanges(RangeColumns* out) {
+  const uint8_t* p = nullptr;
+  uint64_t len = 0;
+  if (cursor_.NextRecord(&p, &len) != SegmentCursor::kRecord) return false;
+  stats_.records++;
+  Record r = ParseRecord(p, cursor_.clock());
+  if (!IsEventKind(r.kind)) {
+    ApplyDefinition(r);
+    return false;
+  }
+  if (!r.ts_known) {  // (as Step)
+    cursor_.LoseEvent();
+    return false;
+  }
+  stats_.events++;
+  if (r.kind != kRangePush && r.kind != kRangePop) {  // marks, start/end: as Step
+    NvtxrRow row;
+    if (!MatchEvent(r, &row)) return false;
+    out->AddRows(&row, 1);
+    return true;
+  }
+  const ChunkRef& chunk = cursor_.chunk();
+  std::vector<OpenPush>& s = PushStack((chunk.thread_key << 16) | r.domain);
+  if (r.kind == kRangePop) {
+    if (s.empty()) {
+      stats_.unmatched_pops++;
+      return false;
+    }
+    const OpenPush& o = s.back();
+    out->AddPushPop(o.start, r.ts, o.pid, o.tid, o.message, o.domain);
+    s.pop_back();
+    return true;
+  }
+  bool unknown = false;
+  OpenPush o{r.ts, cursor_.info().pid, chunk.tid, EventMessage(r, &unknown), tables_.Domain(proc_, r.domain)};
+  EventPayload(r);  // (the same strings in the tables as Next's)
+  s.push_back(o);
+  return false;
+}
+
+int64_t Decoder::NextRanges(RangeColumns* out, int64_t capacity) {
+  int64_t n = 0;
+  while (n < capacity) {
+    if (phase_ == kRecords) {
+      if (!cursor_.in_chunk() && !cursor_.NextChunk()) {
+        phase_ = kDone;
+        break;
+      }
+      if (StepRanges(out)) {
+        stats_.rows++;
+        ++n;
+      }
+    } else if (phase_ == kFlush) {
+      size_t take = std::min<size_t>(pending_.size() - pending_pos_, static_cast<size_t>(capacity - n));
+      if (take == 0) {
+        pending_.clear();
+        pending_.shrink_to_fit();
+        pending_pos_ = 0;
+        phase_ = kIdle;
+        break;
+      }
+      out->AddRows(&pending_[pending_pos_], static_cast<int64_t>(take));
+      pending_pos_ += take;
+      n += static_cast<int64_t>(take);
+    } else {
+      break;
+    }
+  }
+  return n;
 }
 
 void Decoder::ApplyDefinition(const Record& r) {
@@ -163,6 +255,26 @@ void Decoder::Finish() {
   pending_.clear();
   pending_pos_ = 0;
   matcher_.TakeOpen(&pending_);
+  for (auto& stacks : push_stacks_) {  // (NextRanges' push/pop ranges left open)
+    for (auto& kv : stacks) {
+      int32_t depth = 0;
+      for (const OpenPush& o : kv.second) {
+        NvtxrRow r{};
+        r.start_ns = o.start;
+        r.end_ns = -1;
+        r.pid = o.pid;
+        r.tid = r.end_tid = o.tid;
+        r.message = o.message;
+        r.domain = o.domain;
+        r.depth = depth++;
+        r.kind = kNvtxrPushPop;
+        r.flags = kNvtxrUnclosed;
+        pending_.push_back(r);
+      }
+    }
+  }
+  push_stacks_.clear();
+  last_stack_ = nullptr;
   std::sort(pending_.begin(), pending_.end(),
             [](const NvtxrRow& a, const NvtxrRow& b) { return a.start_ns < b.start_ns; });
   stats_.unclosed += pending_.size();

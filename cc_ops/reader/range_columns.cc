@@ -51,19 +51,7 @@ void RangeColumns::AddRows(const NvtxrRow* r, int64_t n) {
   rows += n;
 }
 
-int64_t RangeColumns::Collect(Decoder* decoder, int64_t capacity) {
-  // a small buffer that stays in the cache: the rows pass through it, not through memory
-  constexpr int64_t kBlock = 2048;
-  std::vector<NvtxrRow> block(kBlock);
-  int64_t total = 0;
-  while (total < capacity) {
-    int64_t n = decoder->Next(block.data(), std::min(kBlock, capacity - total));
-    if (n == 0) break;
-    AddRows(block.data(), n);
-    total += n;
-  }
-  return total;
-}
+int64_t RangeColumns::Collect(Decoder* decoder, int64_t capacity) { return decoder->NextRanges(this, capacity); }
 
 void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, std::vector<int64_t>* keys) {
   // the (domain, message) pairs are few: each range's pair numbered in a table of the pairs

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -38,6 +39,19 @@ struct RangeColumns {
   void Clear();
   // Appends the ranges of n decoder rows (marks are only counted in lowest/highest).
   void AddRows(const NvtxrRow* r, int64_t n);
+  // Appends a closed push/pop range (Decoder::NextRanges).
+  void AddPushPop(int64_t s, int64_t e, int64_t p, int64_t t, uint32_t msg, uint32_t dom) {
+    rows++;
+    lowest = std::min(lowest, s);
+    highest = std::max(highest, std::max(s, e));
+    start.push_back(s);
+    end.push_back(e);
+    pid.push_back(p);
+    tid.push_back(t);
+    message.push_back(msg);
+    domain.push_back(dom);
+    flags.push_back(kPushPop);
+  }
   // Decodes up to capacity rows of the decoder into the columns; returns how many (0: the
   // segment, or after Finish the open ranges, are done).
   int64_t Collect(Decoder* decoder, int64_t capacity);
