@@ -113,6 +113,54 @@ def test_native_mapper_is_the_numpy_mapper_on_written_recordings(tmp_path, monke
     _assert_same(*_both(rec, monkeypatch, mapper.StepSpec.parse("nothing")))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_native_mapper_on_ranges_at_times_of_their_own(tmp_path, monkeypatch, seed):
+    """Random nesting on 3 threads, every event at a time of its own but ranges of no length,
+    steps inside an epoch; one domain (even seeds: the ranges nest strictly, the case the
+    native mapper nests in one pass as they come, cc_ops/reader/rank_stats.cc NestedParents)
+    or two (odd seeds: a thread's ranges of two domains overlap, and it sorts them)."""
+    rng = np.random.default_rng(100 + seed)
+    domains = [1] if seed % 2 == 0 else [1, 2]
+    rec = tmp_path / "nested.nvtxrec"
+    seg = SegmentWriter(pid=21, chunk_size=4096)
+    threads = [seg.thread(21 + t) for t in range(3)]
+    names = NAMES + [f"step {k}" for k in range(60)] + ["train", "other"]
+    for i, text in enumerate(names):
+        threads[0].string(1 + i, text)
+    sid = {text: 1 + i for i, text in enumerate(names)}
+    now = 1000
+    threads[0].domain_create(now, 1, sid["train"]).domain_create(now, 2, sid["other"])
+    threads[0].push(now, sid["x"], domain=1)  # the epoch
+    stacks = {(t, d): [] for t in range(3) for d in domains}
+    stacks[0, 1].append("epoch")
+    step = 0
+    for _ in range(4000):
+        now += int(rng.integers(1, 4))
+        t, d = int(rng.integers(0, 3)), int(rng.choice(domains))
+        op = rng.random()
+        if t == 0 and d == 1 and len(stacks[0, 1]) == 1 and op < 0.3 and step < 60:
+            threads[0].push(now, sid[f"step {step}"], domain=1)
+            stacks[0, 1].append("step")
+            step += 1
+        elif op < 0.45 and len(stacks[t, d]) < 7:
+            threads[t].push(now, sid[NAMES[int(rng.integers(0, len(NAMES)))]], domain=d)
+            if rng.random() < 0.1:
+                threads[t].pop(now, domain=d)  # (no length)
+            else:
+                stacks[t, d].append("range")
+        elif stacks[t, d] and stacks[t, d][-1] != "epoch":
+            threads[t].pop(now, domain=d)
+            stacks[t, d].pop()
+    for (t, d), stack in stacks.items():
+        for _ in stack:
+            now += 1
+            threads[t].pop(now, domain=d)
+    seg.write(rec)
+    native, reference = _both(rec, monkeypatch)
+    assert reference[0].n_steps > 20 and reference[0].step_work.size
+    _assert_same(native, reference)
+
+
 def test_native_mapper_on_deep_nesting(tmp_path, monkeypatch):
     """3,000 ranges each inside the last (a deep recursion), in steps: the native mapper's
     insertion of each range past those inside it gives way to a sort."""

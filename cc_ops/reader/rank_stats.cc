@@ -257,47 +257,101 @@ struct ThreadOrder {
   }
 };
 
-// Each push/pop range's parent (mapper._parents): per thread, in (start, end descending,
-// read order) order, its depth is the number of the earlier ones still open after its
-// start, and its parent the last earlier one a level up. -1: none.
+// The parents of one thread's ranges `items` (in the order they came, the order they
+// ended) by mapper._parents' rule: in (start, end descending, read order) order, a range's
+// depth is the number of the earlier ones still open after its start, and its parent the
+// last earlier one a level up.
+void ThreadParents(const std::vector<Order>& items, std::vector<Order>* sorted, std::vector<int64_t>* parent) {
+  sorted->clear();
+  ThreadOrder order{*sorted};
+  for (const Order& o : items) order.Add(o);
+  order.Finish();
+  // the ends of the earlier ranges still open, descending (nested ranges end in stack
+  // order: a new end goes last, the first to close)
+  std::vector<int64_t> last_at, open_ends;
+  for (const Order& it : *sorted) {
+    (*parent)[it.index] = -1;
+    while (!open_ends.empty() && open_ends.back() <= it.start) open_ends.pop_back();
+    size_t depth = open_ends.size();
+    if (depth > 0 && depth - 1 < last_at.size()) (*parent)[it.index] = last_at[depth - 1];
+    if (last_at.size() <= depth) last_at.resize(depth + 1, -1);
+    last_at[depth] = it.index;
+    open_ends.insert(std::upper_bound(open_ends.begin(), open_ends.end(), it.end, std::greater<int64_t>()), it.end);
+  }
+}
+
+// The same parents as the ranges come, when they nest strictly: no two starting together,
+// none overlapping another without being inside it, none of no length at its parent's end.
+// Then the ranges ended before x and inside it, not yet given a parent (`roots`: disjoint,
+// by start), are x's children (its parent is the innermost range around it: the first to
+// end after it), and the rule above gives the same. False when x does not nest so (the
+// parents written so far are then overwritten by ThreadParents).
+bool NestStep(std::vector<Order>* roots, const Order& x, std::vector<int64_t>* parent) {
+  while (!roots->empty()) {
+    const Order& r = roots->back();
+    if (r.start <= x.start) break;
+    if (r.end > x.end || r.start >= x.end) return false;  // (not inside x, or of no length at its end)
+    (*parent)[r.index] = x.index;
+    roots->pop_back();
+  }
+  if (!roots->empty()) {
+    const Order& r = roots->back();
+    if (r.start == x.start || r.end > x.start) return false;  // (starting together, or overlapping)
+  }
+  roots->push_back(x);
+  return true;
+}
+
+// Each push/pop range's parent (mapper._parents), thread by thread: as they come
+// (NestStep), or for a thread whose ranges do not nest strictly, by ThreadParents. -1: none.
 void Parents(const RangeColumns& c, RankStatsWork* work) {
   std::vector<int64_t>& parent = work->parent;
   parent.assign(c.size(), -1);
-  std::unordered_map<uint64_t, ThreadOrder> threads;  // by mapper.py's thread key: pid * 2**24 + tid
-  ThreadOrder* last = nullptr;
+  std::unordered_map<uint64_t, size_t> threads;  // by mapper.py's thread key: pid * 2**24 + tid
+  std::vector<uint8_t> sorting;                  // per thread: it does not nest strictly
   int64_t last_pid = 0, last_tid = 0;
-  for (size_t i = 0; i < c.size(); ++i) {
-    if (!Closed(c, i) || !(c.flags[i] & RangeColumns::kPushPop)) continue;
-    if (!last || c.pid[i] != last_pid || c.tid[i] != last_tid) {
+  size_t last = 0;
+  bool any = false;
+  // (the thread of range i, numbered as they first come)
+  auto thread_of = [&](size_t i) {
+    if (!any || c.pid[i] != last_pid || c.tid[i] != last_tid) {
+      any = true;
       last_pid = c.pid[i];
       last_tid = c.tid[i];
       uint64_t key = static_cast<uint64_t>(last_pid) * (uint64_t(1) << 24) + static_cast<uint64_t>(last_tid);
       auto it = threads.find(key);
       if (it == threads.end()) {
         if (work->threads.size() <= threads.size()) work->threads.emplace_back();
-        std::vector<Order>& items = work->threads[threads.size()];
-        items.clear();
-        it = threads.emplace(key, ThreadOrder{items}).first;
+        work->threads[threads.size()].clear();
+        sorting.push_back(0);
+        it = threads.emplace(key, threads.size()).first;
       }
-      last = &it->second;
+      last = it->second;
     }
-    last->Add(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
+    return last;
+  };
+  auto nested = [&](size_t i) { return Closed(c, i) && (c.flags[i] & RangeColumns::kPushPop); };
+  bool any_sorting = false;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (!nested(i)) continue;
+    size_t t = thread_of(i);
+    if (sorting[t]) continue;
+    if (!NestStep(&work->threads[t], Order{c.start[i], c.end[i], static_cast<int64_t>(i)}, &parent)) {
+      sorting[t] = 1;
+      any_sorting = true;
+    }
   }
-  std::vector<int64_t> last_at, open_ends;
-  for (auto& kv : threads) {
-    kv.second.Finish();
-    // the ends of the earlier ranges still open, descending (nested ranges end in stack
-    // order: a new end goes last, the first to close)
-    open_ends.clear();
-    last_at.clear();
-    for (const Order& it : kv.second.items) {
-      while (!open_ends.empty() && open_ends.back() <= it.start) open_ends.pop_back();
-      size_t depth = open_ends.size();
-      if (depth > 0 && depth - 1 < last_at.size()) parent[it.index] = last_at[depth - 1];
-      if (last_at.size() <= depth) last_at.resize(depth + 1, -1);
-      last_at[depth] = it.index;
-      open_ends.insert(std::upper_bound(open_ends.begin(), open_ends.end(), it.end, std::greater<int64_t>()), it.end);
-    }
+  if (!any_sorting) return;
+  for (size_t t = 0; t < sorting.size(); ++t) {
+    if (sorting[t]) work->threads[t].clear();
+  }
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (!nested(i)) continue;
+    size_t t = thread_of(i);
+    if (sorting[t]) work->threads[t].push_back(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
+  }
+  for (size_t t = 0; t < sorting.size(); ++t) {
+    if (sorting[t]) ThreadParents(work->threads[t], &work->sorted, &parent);
   }
 }
 
