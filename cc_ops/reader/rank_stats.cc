@@ -132,9 +132,29 @@ void FromHistogram(const int64_t* v, int64_t cnt, int64_t mn, int64_t span, int6
   flush();
 }
 
-// Per name of the closed ranges of one process (`mine`): mapper._range_stats.
-void NameStats(const RangeColumns& c, const std::vector<int64_t>& mine, int64_t n_names, const SketchBuckets& b,
-               RankStats* out, std::vector<int64_t>* row_of_name, RankStatsWork* work) {
+// Every range of the columns as a list of their indexes (the ranges of an input of one
+// process: no list to make).
+struct AllRows {
+  int64_t n;
+  struct It {
+    int64_t i;
+    int64_t operator*() const { return i; }
+    It& operator++() {
+      ++i;
+      return *this;
+    }
+    bool operator!=(const It& o) const { return i != o.i; }
+  };
+  It begin() const { return It{0}; }
+  It end() const { return It{n}; }
+  size_t size() const { return static_cast<size_t>(n); }
+};
+
+// Per name of the closed ranges of one process (`mine`: their indexes, a vector or
+// AllRows): mapper._range_stats.
+template <class Rows>
+void NameStats(const RangeColumns& c, const Rows& mine, int64_t n_names, const SketchBuckets& b, RankStats* out,
+               std::vector<int64_t>* row_of_name, RankStatsWork* work) {
   std::vector<int64_t> at(n_names + 1, 0);  // counting sort by name
   for (int64_t i : mine) {
     if (Closed(c, i)) at[c.name[i] + 1]++;
@@ -356,7 +376,8 @@ void Parents(const RangeColumns& c, RankStatsWork* work) {
 }
 
 // The steps of one process and their exclusive work per name (mapper._step_work).
-void StepWork(const RangeColumns& c, const std::vector<int64_t>& mine, const uint8_t* is_step, int64_t n_names,
+template <class Rows>
+void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, int64_t n_names,
               const std::vector<int64_t>& parent, const std::vector<int64_t>& row_of_name, RankStats* out,
               RankStatsWork* work) {
   std::vector<int64_t>& steps = work->steps;
@@ -446,23 +467,30 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
   }
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  if (with_steps) Parents(c, work);
+  std::vector<RankStats> out(pids.size());
+  std::vector<int64_t> row_of_name;
+  auto process = [&](size_t p, const auto& mine) {
+    RankStats& r = out[p];
+    r.pid = pids[p];
+    r.events = static_cast<int64_t>(mine.size());
+    for (int64_t i : mine) r.open_ranges += Closed(c, i) ? 0 : 1;
+    NameStats(c, mine, n_names, buckets, &r, &row_of_name, work);
+    if (with_steps) StepWork(c, mine, is_step, n_names, work->parent, row_of_name, &r, work);
+  };
+  if (pids.size() == 1) {
+    process(0, AllRows{static_cast<int64_t>(c.size())});
+    return out;
+  }
   std::vector<std::vector<int64_t>>& mine = work->by_process;
   if (mine.size() < pids.size()) mine.resize(pids.size());
   for (size_t p = 0; p < pids.size(); ++p) mine[p].clear();
   for (size_t i = 0; i < c.size(); ++i) {
-    size_t p = pids.size() == 1 ? 0 : std::lower_bound(pids.begin(), pids.end(), c.pid[i]) - pids.begin();
+    size_t p = std::lower_bound(pids.begin(), pids.end(), c.pid[i]) - pids.begin();
     mine[p].push_back(static_cast<int64_t>(i));
   }
-  if (with_steps) Parents(c, work);
-  std::vector<RankStats> out(pids.size());
-  std::vector<int64_t> row_of_name;
   for (size_t p = 0; p < pids.size(); ++p) {
-    RankStats& r = out[p];
-    r.pid = pids[p];
-    r.events = static_cast<int64_t>(mine[p].size());
-    for (int64_t i : mine[p]) r.open_ranges += Closed(c, i) ? 0 : 1;
-    NameStats(c, mine[p], n_names, buckets, &r, &row_of_name, work);
-    if (with_steps) StepWork(c, mine[p], is_step, n_names, work->parent, row_of_name, &r, work);
+    process(p, mine[p]);
     if (p >= 1) std::vector<int64_t>().swap(mine[p]);  // (the first's room is kept)
   }
   return out;
