@@ -50,23 +50,10 @@ uint64_t RecordLength(const uint8_t* p, uint64_t remaining) {
   return len <= remaining ? len : 0;
 }
 
-Record ParseRecord(const uint8_t* p, ChunkClock* clock) {
+Record ParseFullRecord(const uint8_t* p, ChunkClock* clock) {
   uint64_t w0 = Load64(p);
   Record r;
   r.kind = KindOf(w0);
-  if (IsCompactEventKind(r.kind)) {
-    r.kind -= kCompactKindOffset;
-    r.compact = true;
-    r.domain = CompactDomain(w0);
-    r.msg = CompactMsg(w0);
-    r.ts_known = clock->known;
-    if (clock->known) {
-      clock->last += CompactDelta(w0);  // (wraps like the u64 timestamps do)
-      r.ts = static_cast<int64_t>(clock->last);
-    }
-    if (r.kind == kRangeStart || r.kind == kRangeEnd) r.range_id = Load64(p + 8);
-    return r;
-  }
   r.flags = FlagsOf(w0);
   r.domain = static_cast<uint32_t>((w0 >> 16) & 0xffff);
   r.msg = static_cast<uint32_t>(w0 >> 32);
