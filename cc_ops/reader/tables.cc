@@ -57,12 +57,12 @@ void Tables::DefineString(int proc, uint32_t local, uint32_t global) {
   }
 }
 
-bool Tables::LookupString(int proc, uint32_t local, uint32_t* global) const {
-  if (local == 0) {
-    *global = 0;
-    return true;
-  }
+bool Tables::LookupStringInAncestry(int proc, uint32_t local, uint32_t* global) const {
   const ProcessIds* ps = proc >= 0 ? &procs_[static_cast<size_t>(proc)] : nullptr;
+  if (ps) {
+    last_string_proc_ = proc;
+    last_string_ids_ = ps;
+  }
   for (int hops = 0; ps && hops < 64; ++hops) {
     if (ps->has_base && local >= ps->dense_base && local - ps->dense_base < kDenseStringIds) {
       uint32_t k = local - ps->dense_base;

@@ -34,7 +34,22 @@ class Tables {
   void DefineString(int proc, uint32_t local, uint32_t global);
   // Global index of a local string id of process `proc` (or, for an inherited id, of
   // its parent); false when never defined. Id 0 is the empty string.
-  bool LookupString(int proc, uint32_t local, uint32_t* global) const;
+  bool LookupString(int proc, uint32_t local, uint32_t* global) const {
+    if (local == 0) {
+      *global = 0;
+      return true;
+    }
+    // (inline: the process's own dense ids, the last process looked up; else the full rule)
+    if (proc == last_string_proc_ && proc >= 0) {
+      const ProcessIds& ps = *last_string_ids_;
+      uint32_t k = local - ps.dense_base;
+      if (ps.has_base && local >= ps.dense_base && k < ps.dense.size() && ps.dense[k] != 0) {
+        *global = ps.dense[k] - 1;
+        return true;
+      }
+    }
+    return LookupStringInAncestry(proc, local, global);
+  }
 
   // Global index of a local domain id of process `proc` (0 = default domain), created
   // unnamed on first use.
@@ -77,6 +92,10 @@ class Tables {
   // CreateDomain maps a local id anew.
   int last_proc_ = -1;
   uint32_t last_local_ = 0, last_global_ = 0;
+  // The last process LookupString looked up, and its ids (a deque's elements stay where they are).
+  bool LookupStringInAncestry(int proc, uint32_t local, uint32_t* global) const;
+  mutable int last_string_proc_ = -1;
+  mutable const ProcessIds* last_string_ids_ = nullptr;
   std::map<std::pair<int64_t, uint64_t>, int> proc_index_;  // (pid, identity) -> procs_
 };
 
