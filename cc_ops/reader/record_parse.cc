@@ -19,15 +19,12 @@ inline bool HasTimestamp(uint8_t kind) {
 
 }  // namespace
 
-uint64_t RecordLength(const uint8_t* p, uint64_t remaining) {
+uint64_t FullRecordLength(const uint8_t* p, uint64_t remaining) {
   uint64_t w0 = Load64(p);
   uint8_t kind = KindOf(w0);
   uint8_t flags = FlagsOf(w0);
   uint64_t len = 0;
-  if (IsCompactEventKind(kind)) {
-    const uint8_t full = kind - kCompactKindOffset;
-    len = full == kRangeStart || full == kRangeEnd ? 16 : 8;
-  } else if (IsFullEventKind(kind)) {
+  if (IsFullEventKind(kind)) {
     uint8_t payload_type = PayloadTypeOf(flags);
     if (payload_type > kPayloadExt) return 0;
     bool has_range_id = kind == kRangeStart || kind == kRangeEnd;

@@ -57,9 +57,19 @@ struct Record {
   int64_t tid = 0;        // kThreadName
 };
 
+// RecordLength of a record that is not a compact event.
+uint64_t FullRecordLength(const uint8_t* p, uint64_t remaining);
+
 // Length of the record at p (`remaining` bytes available, at least 8); 0 when it is
 // damaged (unknown kind or payload type, or longer than what is available).
-uint64_t RecordLength(const uint8_t* p, uint64_t remaining);
+inline uint64_t RecordLength(const uint8_t* p, uint64_t remaining) {
+  using namespace nvtx_record;
+  uint8_t kind = p[0];  // (word 0's low byte)
+  if (!IsCompactEventKind(kind)) return FullRecordLength(p, remaining);
+  const uint8_t full = kind - kCompactKindOffset;
+  uint64_t len = full == kRangeStart || full == kRangeEnd ? 16 : 8;
+  return len <= remaining ? len : 0;
+}
 
 // ParseRecord of a record that is not a compact event.
 Record ParseFullRecord(const uint8_t* p, ChunkClock* clock);
