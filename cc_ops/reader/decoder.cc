@@ -178,7 +178,9 @@ bool Decoder::StepRanges(RangeColumns* out) {
     return true;
   }
   const ChunkRef& chunk = cursor_.chunk();
-  std::vector<OpenPush>& s = PushStack((chunk.thread_key << 16) | r.domain);
+  const uint64_t key = (chunk.thread_key << 16) | r.domain;
+  std::vector<OpenPush>& s =
+      last_stack_ && proc_ == last_stack_proc_ && key == last_stack_key_ ? *last_stack_ : PushStack(key);
   if (r.kind == kRangePop) {
     if (s.empty()) {
       stats_.unmatched_pops++;
@@ -191,7 +193,7 @@ bool Decoder::StepRanges(RangeColumns* out) {
   }
   bool unknown = false;
   OpenPush o{r.ts, cursor_.info().pid, chunk.tid, EventMessage(r, &unknown), tables_.Domain(proc_, r.domain)};
-  EventPayload(r);  // (the same strings in the tables as Next's)
+  if (r.payload_type == kPayloadExt) EventPayload(r);  // (the same strings in the tables as Next's)
   s.push_back(o);
   return false;
 }

@@ -83,9 +83,7 @@ bool Tables::LookupStringInAncestry(int proc, uint32_t local, uint32_t* global) 
   return false;
 }
 
-uint32_t Tables::Domain(int proc, uint32_t local) {
-  if (local == 0) return 0;
-  if (proc == last_proc_ && local == last_local_) return last_global_;
+uint32_t Tables::LookupDomain(int proc, uint32_t local) {
   ProcessIds& ps = procs_[static_cast<size_t>(proc)];
   auto it = ps.local_domains.find(local);
   if (it != ps.local_domains.end()) {

@@ -53,7 +53,11 @@ class Tables {
 
   // Global index of a local domain id of process `proc` (0 = default domain), created
   // unnamed on first use.
-  uint32_t Domain(int proc, uint32_t local);
+  uint32_t Domain(int proc, uint32_t local) {
+    if (local == 0) return 0;
+    if (proc == last_proc_ && local == last_local_) return last_global_;  // (inline: the last one)
+    return LookupDomain(proc, local);
+  }
   // kDomainCreate: names the domain (a second name for the same local id means the id
   // was reused for another domain: a new global domain) and notes its creation time.
   void CreateDomain(int proc, uint32_t local, bool named, uint32_t name, uint64_t ts);
@@ -94,6 +98,7 @@ class Tables {
   uint32_t last_local_ = 0, last_global_ = 0;
   // The last process LookupString looked up, and its ids (a deque's elements stay where they are).
   bool LookupStringInAncestry(int proc, uint32_t local, uint32_t* global) const;
+  uint32_t LookupDomain(int proc, uint32_t local);  // (Domain of another than the last one)
   mutable int last_string_proc_ = -1;
   mutable const ProcessIds* last_string_ids_ = nullptr;
   std::map<std::pair<int64_t, uint64_t>, int> proc_index_;  // (pid, identity) -> procs_
