@@ -44,10 +44,10 @@ for i in range({steps}):
 """.format(steps=STEPS, slow=SLOW)
 
 
-def nvtx_tf(*args) -> subprocess.CompletedProcess:
+def nvtx_tf(*args, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "nvtx_plugins_tf", *map(str, args)],
-        env=_child_env(), capture_output=True, text=True, timeout=600,
+        env=_child_env(**(env or {})), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 
 
@@ -203,6 +203,26 @@ def test_an_unreadable_input_is_left_out_and_named(ranks, tmp_path):
     (warning,) = proc.stderr.strip().splitlines()
     assert warning.startswith(f"nvtx-tf: warning: left out: {broken}: ") and "NVTX_EVENTS" in warning
     assert "1 input(s) left out" in proc.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_a_recording_of_no_readable_segment_is_left_out_and_named(ranks, tmp_path, native):
+    """A recording whose only segment cannot be read (its header's chunk size is not one the
+    recorder writes) is left out with the reader's reason, not taken for a rank without
+    ranges; alone, it is an error naming it (the native and the numpy mappers alike)."""
+    bad = tmp_path / "bad.nvtxrec"
+    from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
+
+    SegmentWriter(pid=3, chunk_size=512).thread(3).string(1, "a").push(10, 1).pop(20).segment.write(bad)
+    env = dict(NVTX_TF_ANALYZE_NATIVE=native)
+    proc = nvtx_tf("analyze", ranks / "rank1.nvtxrec", bad, "-o", tmp_path / "out", env=env)
+    assert proc.returncode == 0, proc.stderr
+    (warning,) = proc.stderr.strip().splitlines()
+    assert warning.startswith(f"nvtx-tf: warning: left out: {bad}: no segment could be read: "), warning
+    assert "chunk size" in warning and "1 input(s) left out" in proc.stdout.splitlines()[0]
+    alone = nvtx_tf("analyze", bad, "-o", tmp_path / "out2", env=env)
+    assert alone.returncode != 0 and str(bad) in alone.stderr and "chunk size" in alone.stderr, alone.stderr
+    assert "no NVTX ranges" not in alone.stderr and "Traceback" not in alone.stderr
 
 
 def test_damaged_parquetdirs_are_left_out_and_named(ranks, tmp_path):

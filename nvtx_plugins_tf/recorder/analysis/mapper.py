@@ -141,11 +141,25 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
     (:mod:`._native`, unless ``NVTX_TF_ANALYZE_NATIVE=0``), an export (and a recording
     without it) by the numpy code below: the same values."""
     path = Path(path)
-    if _native.enabled() and not _is_export(path):
+    if _is_export(path):
+        ranges = load_ranges(path, row_ids=False)
+        _release_arrow_memory()
+        return map_ranges(path, ranges, step)
+    if _native.enabled():
         return _map_recording_native(path, step)
-    ranges = load_ranges(path, row_ids=False)
-    _release_arrow_memory()
+    from ..recording.reader import reading
+
+    with reading(path) as reader:
+        ranges = load_ranges(path, reader=reader, row_ids=False)
+        _check_readable(reader)
     return map_ranges(path, ranges, step)
+
+
+def _check_readable(reader) -> None:
+    """Raises ValueError (the first segment's error) when not one segment of the recording
+    could be read: the input is then left out and named, not taken for one without ranges."""
+    if not reader.processes and reader.errors:
+        raise ValueError(f"no segment could be read: {reader.errors[0]}")
 
 
 def _release_arrow_memory() -> None:
@@ -165,6 +179,7 @@ def _map_recording_native(path: Path, step: StepSpec | None) -> list[RankResult]
     with reading(path) as reader:
         native.reserve(reader.total_bytes() // 32)  # (two 16-byte events a range)
         reader.collect(native)
+        _check_readable(reader)
         lowest, highest, rows, _ = native.bounds()
         strings = reader.strings()
         _, shift, _ = session_times(reader, lowest, highest, rows)
