@@ -60,8 +60,13 @@ class Decoder {
   // and payload (kPayloadExt: the interned JSON text's index).
   uint32_t EventMessage(const Record& r, bool* unknown);
   uint64_t EventPayload(const Record& r);
-  // NextRanges' step: as Step, the push/pop ranges matched on push_stacks_.
+  // NextRanges' step: as Step, the push/pop ranges matched on push_stacks_ (RangeEvent).
   bool StepRanges(RangeColumns* out);
+  bool RangeEvent(const Record& r, RangeColumns* out);
+  template <class OnEvent>
+  bool DecodeRecord(OnEvent on_event);
+  template <class StepFn, class FlushFn>
+  int64_t Drain(int64_t capacity, StepFn step, FlushFn flush);
 
   // A push/pop range still open, as NextRanges keeps it.
   struct OpenPush {
@@ -70,7 +75,11 @@ class Decoder {
   };
   // The stack of a (thread, domain) of the open segment's process (the last one remembered:
   // a thread's events come in runs of one stack).
-  std::vector<OpenPush>& PushStack(uint64_t stack);
+  std::vector<OpenPush>& PushStack(uint64_t stack) {
+    if (last_stack_ && proc_ == last_stack_proc_ && stack == last_stack_key_) return *last_stack_;
+    return FindPushStack(stack);
+  }
+  std::vector<OpenPush>& FindPushStack(uint64_t stack);
   void ApplyDefinition(const Record& r);
 
   NvtxrStats stats_{};
