@@ -40,13 +40,8 @@ void RangeColumns::AddRows(const NvtxrRow* r, int64_t n) {
     if (row.kind == kNvtxrMark) continue;
     if (!open) highest = std::max(highest, row.end_ns);
     if (row.kind != kNvtxrPushPop && row.kind != kNvtxrStartEnd) continue;
-    start.push_back(row.start_ns);
-    end.push_back(row.end_ns);
-    pid.push_back(row.pid);
-    tid.push_back(row.tid);
-    message.push_back(row.message);
-    domain.push_back(row.domain);
-    flags.push_back(static_cast<uint8_t>((open ? kOpen : 0) | (row.kind == kNvtxrPushPop ? kPushPop : 0)));
+    Append(row.start_ns, row.end_ns, row.pid, row.tid, row.message, row.domain,
+           static_cast<uint8_t>((open ? kOpen : 0) | (row.kind == kNvtxrPushPop ? kPushPop : 0)));
   }
   rows += n;
 }

@@ -44,13 +44,17 @@ struct RangeColumns {
     rows++;
     lowest = std::min(lowest, s);
     highest = std::max(highest, std::max(s, e));
+    Append(s, e, p, t, msg, dom, kPushPop);
+  }
+  // One range's columns (AddRows, AddPushPop).
+  void Append(int64_t s, int64_t e, int64_t p, int64_t t, uint32_t msg, uint32_t dom, uint8_t f) {
     start.push_back(s);
     end.push_back(e);
     pid.push_back(p);
     tid.push_back(t);
     message.push_back(msg);
     domain.push_back(dom);
-    flags.push_back(kPushPop);
+    flags.push_back(f);
   }
   // Decodes up to capacity rows of the decoder into the columns; returns how many (0: the
   // segment, or after Finish the open ranges, are done).
