@@ -18,6 +18,25 @@ SEGMENT_SUFFIX = ".nvtxseg"
 PACKED_SEGMENT_SUFFIX = ".nvtxsegz"
 
 
+#: Bytes the writers of an output add to its name for their temporary files, at most:
+#: ``.NAME.XXXXXXXX.events`` (``recorder/exports/_output.py`` and its users).
+TEMP_NAME_EXTRA = len(".") + len(".XXXXXXXX") + len(".events")
+#: What the outputs of a PREFIX add to its name (``record``, ``merge``, ``export``)
+OUTPUT_SUFFIXES = (RECORDING_SUFFIX, ".json", ".sqlite", ".png", "_pqtdir", ".arrow")
+
+
+def longest_output_name(prefix_name: str) -> int:
+    """Bytes of the longest file name the outputs of a prefix named ``prefix_name`` need (their
+    temporary files' included): more than the file system's limit (255) cannot be written.
+
+    >>> longest_output_name("run")
+    28
+    """
+    import os
+
+    return len(os.fsencode(prefix_name)) + max(len(s) for s in OUTPUT_SUFFIXES) + TEMP_NAME_EXTRA
+
+
 def recording_path(value) -> Path:
     """The recording a user names: the path itself, or ``PREFIX.nvtxrec`` when only that exists.
 
@@ -38,3 +57,23 @@ def recording_stem(path) -> str:
     """
     name = Path(path).name
     return name[: -len(RECORDING_SUFFIX)] if name.endswith(RECORDING_SUFFIX) else name
+
+
+def native_path(path) -> bytes:
+    """``path`` as the bytes the kernel knows it by, for native code and pyarrow: a name that
+    is no UTF-8 (Python holds its bytes as surrogates, ``os.fsdecode``) passes unchanged.
+
+    >>> native_path("run_\\udcff.sqlite")
+    b'run_\\xff.sqlite'
+    """
+    import os
+
+    return os.fsencode(path)
+
+
+def arrow_file(path, mode: str = "rb"):
+    """``pyarrow.OSFile`` of ``path`` (opened by its bytes: pyarrow encodes a ``str`` path as
+    UTF-8, which a non-UTF-8 name is not)."""
+    import pyarrow as pa
+
+    return pa.OSFile(native_path(path), mode)

@@ -94,8 +94,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _printable_paths() -> None:
+    """A file name that is no UTF-8 (held as surrogates) printed as ``\\udcff`` escapes,
+    never a UnicodeEncodeError: stdout is strict under a UTF-8 locale (stderr already
+    escapes)."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
+        _printable_paths()
         terminate_by_exception()
         parser = build_parser()
         args = parser.parse_args(argv)

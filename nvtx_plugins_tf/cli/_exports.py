@@ -5,17 +5,25 @@ the types of ``--export``; PREFIX.png on request) and the summary on stdout; ``m
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 from ._common import EXIT_OUTPUT_NOT_WRITABLE, CliError, warn
+
+_NOT_WRITABLE = (
+    errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.ENOENT, errno.EDQUOT, errno.EISDIR, errno.ENOTDIR,
+    errno.EEXIST, errno.EFBIG, errno.ENAMETOOLONG,
+)  # fmt: skip
 
 # SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN (primary result codes)
 _SQLITE_WRITE_ERRORS = (8, 10, 13, 14)
 
 
 def damaged_line(recording, damage) -> str:
-    """The line ``record``, ``merge`` and ``export`` print for a damaged recording whose intact
-    events were exported (exit code EXIT_DAMAGED)."""
+    """The line ``record``, ``merge`` and ``export`` print for a damaged recording (exit code
+    EXIT_DAMAGED): its intact events were exported, or it has none and nothing was."""
+    if damage.events == 0:
+        return f"damaged recording {recording}: {damage.describe()}; no intact event in it: nothing exported"
     return f"damaged recording {recording}: {damage.describe()}; intact events were exported"
 
 
@@ -38,6 +46,7 @@ def write_exports(
     import sqlite3
 
     from .._export_types import DEFAULT_RECORD_TYPES
+    from ..recorder.exports._output import public_name
     from ..recorder.outputs import output_paths, write_outputs
 
     sqlite_path = (targets or {}).get("sqlite", output_paths(prefix)["sqlite"])
@@ -52,25 +61,17 @@ def write_exports(
             summary=summary,
             remove_stale=targets is None,
         )
-    except PermissionError as exc:
-        raise CliError(f"cannot write {exc.filename or prefix}: permission denied", EXIT_OUTPUT_NOT_WRITABLE) from exc
     except sqlite3.Error as exc:
         # The SQLite file is written along with the others: it can be the first to find the disk full.
         if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _SQLITE_WRITE_ERRORS:
             raise CliError(f"cannot write {sqlite_path}: {exc}", EXIT_OUTPUT_NOT_WRITABLE) from exc
         raise
     except OSError as exc:
-        if exc.errno in (
-            errno.EACCES,
-            errno.EROFS,
-            errno.ENOSPC,
-            errno.ENOENT,
-            errno.EDQUOT,
-            errno.EISDIR,
-            errno.ENOTDIR,
-            errno.EEXIST,
-        ):
-            raise CliError(f"cannot write {exc.filename or prefix}: {exc.strerror}", EXIT_OUTPUT_NOT_WRITABLE) from exc
+        if exc.errno in _NOT_WRITABLE:
+            # (named as the output, never its hidden temporary file; pyarrow's errors name no file)
+            outputs = list((targets or {}).values()) or [prefix]
+            where = public_name(exc.filename) if exc.filename else (outputs[0] if len(outputs) == 1 else prefix.parent)
+            raise CliError(f"cannot write {where}: {os.strerror(exc.errno)}", EXIT_OUTPUT_NOT_WRITABLE) from exc
         raise
     damage = out.damage
     if damage.events == 0:

@@ -4,9 +4,10 @@ PREFIX.sqlite), PREFIX.png on request, and the range summary.
 
 Every writer is a sink of :mod:`.exports.one_pass`; with two cores or more, a large
 recording's SQLite file is written by a child process and its other exports by threads,
-while the recording is decoded. On a terminal, stderr shows how far the export is. A
-recording without events writes nothing and removes the exports of an older run at PREFIX
-(they would no longer match PREFIX.nvtxrec).
+while the recording is decoded. On a terminal, stderr shows how far the export is. The
+exports of an older run at PREFIX that this run does not write again go (they would no
+longer match PREFIX.nvtxrec: ``record --export arrow`` removes an older PREFIX.json); a
+recording without events writes nothing and removes them all.
 
 This module sits above the other packages (it feeds the exports, the summary and the
 timeline from one pass); the command line maps its errors to exit codes and prints.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._export_types import DEFAULT_RECORD_TYPES, TYPES, output_path
+from .exports._output import signals_deferred
 from .exports.one_pass import Progress, feed
 from .exports.remote import ChildSink, ThreadSink
 from .recording.model import DamageReport
@@ -77,9 +79,9 @@ def write_outputs(
     """Write the export ``types`` of ``recording`` (at PREFIX + each type's suffix, or at
     ``targets``: type -> path), PREFIX.png if ``png`` (the steps ``png_window``), and
     summarize it (``summary``), from one decode. A file left unfinished (an error, no
-    events) is removed; with ``remove_stale``, a recording without events also removes
-    the exports of an older run at PREFIX. Errors are raised as they come (``OSError``,
-    ``sqlite3.Error``)."""
+    events) is removed; with ``remove_stale``, the exports of an older run at PREFIX that
+    this one did not write again go (all of them for a recording without events). Errors
+    are raised as they come (``OSError``, ``sqlite3.Error``)."""
     prefix = Path(prefix)
     targets = dict(targets) if targets is not None else {t: output_path(prefix, t) for t in types}
     png_path = output_paths(prefix)["png"]
@@ -92,8 +94,9 @@ def write_outputs(
             # GIL) in a child process, the others in threads (native formatting, pyarrow and
             # writes: they release the GIL), while this thread decodes.
             remote = (ChildSink if name == "sqlite" else ThreadSink) if parallel else None
-            sink = remote(reader, cls, targets[name]) if remote else cls(reader, targets[name])
-            sinks[name] = unfinished.enter_context(sink)
+            with signals_deferred():  # (made, its thread or child started, and owned by `unfinished` in one step)
+                sink = remote(reader, cls, targets[name]) if remote else cls(reader, targets[name])
+                sinks[name] = unfinished.enter_context(sink)
         summary_sink = RecordingSummary(reader) if summary else None
         every = [*sinks.values(), *([summary_sink] if summary_sink else [])]
         timeline = png_error = None
@@ -134,4 +137,7 @@ def write_outputs(
                     out.written.append(targets[name])
             if timeline is not None:
                 out.written.append(png_path)
+    if remove_stale:  # an older run's exports of another type (or its picture) no longer match the recording
+        for stale in set(every_output_path(prefix)) - set(out.written):
+            _remove(stale)
     return out

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from ..._paths import arrow_file
 from ..exports._arrays import array
 from ..reports.names import range_label
 from . import sketch
@@ -212,8 +213,10 @@ def write_tables(tables: Tables, outdir) -> list[Path]:
         written = []
         for name in ("all_stats", "rank_stats", "pace", "stragglers"):
             t = getattr(tables, name)
-            pq.write_table(t, outdir / f"{name}.parquet")
-            pacsv.write_csv(t, outdir / f"{name}.csv")
+            with arrow_file(outdir / f"{name}.parquet", "wb") as out:  # (any file name: by its bytes)
+                pq.write_table(t, out)
+            with arrow_file(outdir / f"{name}.csv", "wb") as out:
+                pacsv.write_csv(t, out)
             written += [outdir / f"{name}.parquet", outdir / f"{name}.csv"]
         if heatmap is not None:
             written.append(heatmap.result())

@@ -5,28 +5,88 @@ unpredictable name, created with ``O_CREAT | O_EXCL`` and mode 0600, so a file o
 symbolic link planted in advance under any name is never followed or overwritten, and
 ``os.replace`` onto the output stays on one filesystem (atomic). The output keeps mode
 0600: exports hold the recorded command lines.
+
+Signals: Python runs its signal handlers (Ctrl-C's KeyboardInterrupt, the CLI's SIGTERM and
+SIGHUP) in the main thread, between two bytecodes, wherever it is. One landing between the
+creation of a temporary file (or the start of the thread that creates one) and the moment
+its cleanup owns it would leave the file behind. :func:`signals_deferred` holds such
+signals over that window and delivers them as soon as it ends, when the cleanup is in
+place.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import signal
 import tempfile
+import threading
 from pathlib import Path
+
+__all__ = ["atomic_output", "signals_deferred", "public_name", "DEFERRED_SIGNALS"]
+
+#: The signals :func:`signals_deferred` holds (those the CLI ends a command with).
+DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+# ".NAME.XXXXXXXX.tmp" (atomic_output), ".NAME.XXXXXXXX.events" (the Arrow export's spool),
+# ".NAME.XXXXXXXX" and ".NAME.XXXXXXXX.old" (the parquetdir export's folders)
+_TEMP_NAME = re.compile(r"\.(?P<name>.+)\.[A-Za-z0-9_]{8}(?:\.(?:tmp|events|old))?")
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """Hold SIGINT, SIGTERM and SIGHUP (their Python handlers) while the block runs, then
+    deliver those that came, once, to the handlers as they were. In a thread other than
+    the main one (where no Python handler runs) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    saved = {}
+    try:
+        for signo in DEFERRED_SIGNALS:
+            handler = signal.getsignal(signo)
+            if callable(handler):  # (SIG_IGN, SIG_DFL and C handlers stay as they are)
+                saved[signo] = signal.signal(signo, lambda n, _frame: arrived.append(n))
+        yield
+    finally:
+        for signo, handler in saved.items():
+            signal.signal(signo, handler)
+        for signo in dict.fromkeys(arrived):
+            signal.raise_signal(signo)  # (the handler runs before the next bytecode)
+
+
+def public_name(path) -> Path:
+    """The output a temporary file of this module stands for (``.run.json.k2x9_q1a.tmp`` ->
+    ``run.json``), or ``path`` itself: errors name the output, never the hidden file.
+
+    >>> str(public_name("out/.run.json.k2x9_q1a.tmp")), str(public_name("out/run.json"))
+    ('out/run.json', 'out/run.json')
+    """
+    path = Path(path)
+    match = _TEMP_NAME.fullmatch(path.name)
+    return path.with_name(match["name"]) if match else path
 
 
 @contextlib.contextmanager
 def atomic_output(output):
     """Yields the temporary path to write; on success it replaces ``output``, on any
-    error it is removed and ``output`` is left as it was."""
+    error (a signal included, wherever it lands) it is removed and ``output`` is left as
+    it was."""
     output = Path(output)
-    fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(name)
+    tmp = None  # the temporary file, once made: the except clause removes it
     try:
+        with signals_deferred():  # (made and owned in one step)
+            fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+            tmp = Path(name)
+            os.close(fd)
         yield tmp
-        os.replace(tmp, output)
+        with signals_deferred():  # (renamed, and no longer ours to remove, in one step)
+            os.replace(tmp, output)
+            tmp = None
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise

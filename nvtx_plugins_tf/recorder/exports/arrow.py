@@ -24,8 +24,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from ..._paths import arrow_file
 from ..recording.model import DamageReport
 from ..recording.reader import RecordingReader, reading
+from ._output import signals_deferred
 from .arrow_tables import ARROW_SCHEMAS, EVENTS_SCHEMA, EventTables, shifted, table_of_rows
 from .one_pass import OutputFile, Sink, feed
 
@@ -39,7 +41,7 @@ def _named(schema: pa.Schema, table: str) -> pa.Schema:
 def read_arrow_tables(path) -> dict[str, pa.Table]:
     """Every table of an ``--type arrow`` file (ours or nsys's), by name."""
     out = {}
-    with pa.OSFile(os.fspath(path)) as source:
+    with arrow_file(path) as source:
         size = source.size()
         while source.tell() < size:
             table = ipc.open_stream(source).read_all()
@@ -61,13 +63,18 @@ class ArrowSink(Sink):
         self.reader = reader
         self.output = Path(output)
         self._file = OutputFile(self.output)
-        fd, spool = tempfile.mkstemp(prefix=f".{self.output.name}.", suffix=".events", dir=self._file.tmp.parent)
-        os.close(fd)
-        self._spool = Path(spool)
+        self._spool = None
         try:
-            self._events = ipc.new_stream(str(self._spool), _named(EVENTS_SCHEMA, "NVTX_EVENTS"))
+            with signals_deferred():  # (made and owned in one step; see _output)
+                folder = self._file.tmp.parent
+                fd, spool = tempfile.mkstemp(prefix=f".{self.output.name}.", suffix=".events", dir=folder)
+                self._spool = Path(spool)
+                os.close(fd)
+            self._spool_file = arrow_file(self._spool, "wb")
+            self._events = ipc.new_stream(self._spool_file, _named(EVENTS_SCHEMA, "NVTX_EVENTS"))
         except BaseException:
-            self._spool.unlink(missing_ok=True)
+            if self._spool is not None:
+                self._spool.unlink(missing_ok=True)
             self._file.discard()
             raise
         self._tables = EventTables(reader)
@@ -80,6 +87,9 @@ class ArrowSink(Sink):
     def _abort(self) -> None:
         try:
             self._events.close()
+            self._spool_file.close()
+        except (OSError, ValueError):  # (a full disk: the spool is discarded all the same)
+            pass
         finally:
             self._spool.unlink(missing_ok=True)
             self._file.discard()
@@ -89,6 +99,7 @@ class ArrowSink(Sink):
         if definitions is not None:
             self._events.write_table(definitions)
         self._events.close()
+        self._spool_file.close()
         damage = self.reader.damage()
         tables = self._tables.other_tables(self.output, damage)
         with open(self._file.tmp, "wb") as out:
@@ -105,9 +116,9 @@ class ArrowSink(Sink):
 
     def _copy_events(self, out, shift: int) -> None:
         if not shift:
-            with open(self._spool, "rb") as spool:
+            with open(self._spool, "rb") as spool:  # (Python's open: any file name)
                 shutil.copyfileobj(spool, out, 1 << 20)
             return
-        with pa.OSFile(str(self._spool)) as source, ipc.new_stream(out, _named(EVENTS_SCHEMA, "NVTX_EVENTS")) as w:
+        with arrow_file(self._spool) as source, ipc.new_stream(out, _named(EVENTS_SCHEMA, "NVTX_EVENTS")) as w:
             for batch in ipc.open_stream(source):
                 w.write_table(shifted(pa.Table.from_batches([batch]), shift))

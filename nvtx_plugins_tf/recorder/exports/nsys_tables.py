@@ -208,6 +208,12 @@ def _platform() -> tuple[str, str]:
     return (f"{system}-desktop" if arch == "x64" else f"{system}-{arch}"), arch
 
 
+def _text(path) -> str:
+    """A path as text a table can hold (UTF-8): a name that is no UTF-8 with U+FFFD for
+    the bytes that are not."""
+    return os.fsencode(path).decode("utf-8", errors="replace")
+
+
 def export_metadata(
     reader: RecordingReader, output: Path, damage: DamageReport, seconds: float, origin: int, overwrite: bool = True
 ) -> list[tuple[str, str]]:
@@ -226,12 +232,12 @@ def export_metadata(
             "EXPORT_TIME_LOCAL": now.strftime("%Y-%m-%dT%H:%M:%S %z %Z"),
             "EXPORT_HOST": socket.gethostname(),
             "EXPORT_USER": os.environ.get("USER", ""),
-            "EXPORT_PARAM_INPUT_FILE": source.name,
-            "EXPORT_PARAM_OUTUPT_FILE": output.name,
-            "EXPORT_PARAM_INPUT_PATH": str(source),
-            "EXPORT_PARAM_OUTUPT_PATH": str(output),
-            "EXPORT_PARAM_INPUT_PATH_ABS": str(source.absolute()),
-            "EXPORT_PARAM_OUTUPT_PATH_ABS": str(output.absolute()),
+            "EXPORT_PARAM_INPUT_FILE": _text(source.name),
+            "EXPORT_PARAM_OUTUPT_FILE": _text(output.name),
+            "EXPORT_PARAM_INPUT_PATH": _text(str(source)),
+            "EXPORT_PARAM_OUTUPT_PATH": _text(str(output)),
+            "EXPORT_PARAM_INPUT_PATH_ABS": _text(str(source.absolute())),
+            "EXPORT_PARAM_OUTUPT_PATH_ABS": _text(str(output.absolute())),
             "EXPORT_PARAM_OVERWRITE": "true" if overwrite else "false",
             "EXPORT_PARAM_APPEND": "false",
             "EXPORT_PARAM_LAZY": "false",  # every table of the schema is created
@@ -246,7 +252,7 @@ def export_metadata(
     meta = [(k, values[k]) for k in _nsys_schema.META_KEYS if k in values]
     meta += [
         ("exporter", f"nvtx_plugins_tf {version}".strip()),
-        ("source", str(source)),
+        ("source", _text(source)),
         ("timeOrigin_ns", str(origin)),
         ("clock", "CLOCK_MONOTONIC"),
         ("damagedChunks", str(damage.damaged_chunks)),

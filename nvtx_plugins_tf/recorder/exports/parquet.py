@@ -25,8 +25,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ..._paths import arrow_file
 from ..recording.model import DamageReport
 from ..recording.reader import RecordingReader, reading
+from ._output import signals_deferred
 from .arrow_tables import ARROW_SCHEMAS, EVENTS_SCHEMA, EventTables, shifted, table_of_rows
 from .one_pass import Sink, feed
 
@@ -42,7 +44,8 @@ def parquet_dir_for(prefix) -> Path:
 
 def _write(path: Path, table: str, rows: list) -> None:
     """``rows`` (tuples in the table's column order) as ``path/TABLE.parquet``."""
-    pq.write_table(table_of_rows(table, rows), path / f"{table}.parquet", store_schema=False)
+    with arrow_file(path / f"{table}.parquet", "wb") as out:
+        pq.write_table(table_of_rows(table, rows), out, store_schema=False)
 
 
 def export_parquetdir(recording, output, *, reader: RecordingReader | None = None) -> DamageReport:
@@ -62,11 +65,15 @@ class ParquetSink(Sink):
         self.reader = reader
         self.output = Path(output)
         self.output.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.output.name}.", dir=self.output.parent))
+        self._tmp = None
         try:
-            self._events = pq.ParquetWriter(self._tmp / "NVTX_EVENTS.parquet", EVENTS_SCHEMA, store_schema=False)
+            with signals_deferred():  # (the folder made and owned in one step; see _output)
+                self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.output.name}.", dir=self.output.parent))
+            self._events_file = arrow_file(self._tmp / "NVTX_EVENTS.parquet", "wb")
+            self._events = pq.ParquetWriter(self._events_file, EVENTS_SCHEMA, store_schema=False)
         except BaseException:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
             raise
         self._tables = EventTables(reader)
 
@@ -78,6 +85,9 @@ class ParquetSink(Sink):
     def _abort(self) -> None:
         try:
             self._events.close()
+            self._events_file.close()
+        except (OSError, ValueError):  # (a full disk: the folder is discarded all the same)
+            pass
         finally:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
@@ -87,6 +97,7 @@ class ParquetSink(Sink):
         if definitions is not None:
             self._events.write_table(definitions)
         self._events.close()
+        self._events_file.close()
         if self._tables.earliest < 0:  # no time before 0, as in nsys and our SQLite: shift everything
             self._shift_events(-self._tables.earliest)
         damage = self.reader.damage()
@@ -94,12 +105,14 @@ class ParquetSink(Sink):
         for table in ARROW_SCHEMAS:
             if table != "NVTX_EVENTS":
                 _write(tmp, table, tables.get(table, []))
-        # Replace an older export: moved aside, the new one renamed into place, the old removed.
+        # Replace an older export: moved aside, the new one renamed into place, the old removed
+        # (no signal between the two renames: the output is there, old or new).
         old = None
-        if self.output.exists() or self.output.is_symlink():
-            old = tmp.with_name(tmp.name + ".old")
-            self.output.rename(old)
-        tmp.rename(self.output)
+        with signals_deferred():
+            if self.output.exists() or self.output.is_symlink():
+                old = tmp.with_name(tmp.name + ".old")
+                self.output.rename(old)
+            tmp.rename(self.output)
         if old is not None:
             if old.is_dir() and not old.is_symlink():
                 shutil.rmtree(old, ignore_errors=True)
@@ -110,8 +123,9 @@ class ParquetSink(Sink):
     def _shift_events(self, shift: int) -> None:
         path = self._tmp / "NVTX_EVENTS.parquet"
         moved = path.with_name("NVTX_EVENTS.shifted")
-        with pq.ParquetWriter(moved, EVENTS_SCHEMA, store_schema=False) as out:
-            source = pq.ParquetFile(path)
-            for g in range(source.num_row_groups):
-                out.write_table(shifted(source.read_row_group(g), shift))
+        with arrow_file(moved, "wb") as sink, arrow_file(path) as data:
+            with pq.ParquetWriter(sink, EVENTS_SCHEMA, store_schema=False) as out:
+                source = pq.ParquetFile(data)
+                for g in range(source.num_row_groups):
+                    out.write_table(shifted(source.read_row_group(g), shift))
         moved.replace(path)

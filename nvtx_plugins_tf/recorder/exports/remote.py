@@ -105,28 +105,32 @@ def _serve(tables: _Tables, factory, args, kwargs, get, reply, reply_error) -> N
         return
     reply(("ok", None))
     error = None
-    with sink:  # left unfinished (the caller aborted or went away, an error): discarded
-        try:
-            while True:
-                message = get()
-                if message is None or message[0] not in ("add", "finish"):
-                    return
-                op, payload, strings, domains, categories = message
-                tables._strings.extend(strings)
-                if domains is not None:
-                    tables._domains, tables._domain_names = domains
-                if categories is not None:
-                    tables._categories = categories
-                if op == "add":
-                    sink.add(payload)
-                else:
-                    tables._final = payload
-                    result = sink.finish()
-                    reply(("ok", result))
-                    return
-        except BaseException as exc:  # noqa: BLE001 - the caller raises it
-            error = exc
-    reply_error(error)  # (once the partial output is gone)
+    try:
+        with sink:  # left unfinished (the caller aborted or went away, an error): discarded
+            try:
+                while True:
+                    message = get()
+                    if message is None or message[0] not in ("add", "finish"):
+                        return
+                    op, payload, strings, domains, categories = message
+                    tables._strings.extend(strings)
+                    if domains is not None:
+                        tables._domains, tables._domain_names = domains
+                    if categories is not None:
+                        tables._categories = categories
+                    if op == "add":
+                        sink.add(payload)
+                    else:
+                        tables._final = payload
+                        result = sink.finish()
+                        reply(("ok", result))
+                        return
+            except BaseException as exc:  # noqa: BLE001 - the caller raises it
+                error = exc
+    except BaseException as exc:  # noqa: BLE001 - discarding failed too (a full disk): the first error counts
+        error = error or exc
+    if error is not None:
+        reply_error(error)  # (once the partial output is gone)
 
 
 def _child_main(conn, path, origin_ns, estimated_events, factory, args, kwargs) -> None:

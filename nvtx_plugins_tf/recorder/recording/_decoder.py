@@ -8,6 +8,7 @@ import threading
 import numpy as np
 
 from ..._native_libs import native_library
+from ..._paths import native_path
 
 ABI_VERSION = 10
 
@@ -204,7 +205,7 @@ def peek_segment(path) -> SegmentInfo | None:
     """Header of a segment file (pid, ppid, start_ns, ...) without decoding it; None when
     the file cannot be read or is no segment (see ``nvtxr_peek_segment``)."""
     info = SegmentInfo()
-    if library().nvtxr_peek_segment(str(path).encode(), ctypes.byref(info)) != 0:
+    if library().nvtxr_peek_segment(native_path(path), ctypes.byref(info)) != 0:
         return None
     return info
 
@@ -219,9 +220,9 @@ def read_segment_header(path) -> SegmentInfo | None:
     segment. Raises :class:`SegmentReadError` when the file cannot be read."""
     info = SegmentInfo()
     err = ctypes.create_string_buffer(512)
-    rc = library().nvtxr_read_segment_header(str(path).encode(), ctypes.byref(info), err, len(err))
+    rc = library().nvtxr_read_segment_header(native_path(path), ctypes.byref(info), err, len(err))
     if rc == -1:
-        raise SegmentReadError(err.value.decode(errors="replace") or f"cannot read {path}")
+        raise SegmentReadError(err.value.decode(errors="surrogateescape") or f"cannot read {path}")
     return info if rc == 0 else None
 
 
@@ -300,8 +301,8 @@ class Decoder:
 
     def open_segment(self, path: str) -> tuple[int, str]:
         err = ctypes.create_string_buffer(512)
-        rc = self._lib.nvtxr_open_segment(self._ctx, str(path).encode(), err, len(err))
-        return rc, err.value.decode(errors="replace")
+        rc = self._lib.nvtxr_open_segment(self._ctx, native_path(path), err, len(err))
+        return rc, err.value.decode(errors="surrogateescape")
 
     def segment_info(self) -> SegmentInfo | None:
         info = SegmentInfo()
