@@ -5,8 +5,11 @@ A failure prints one line ``nvtx-tf: error: ...`` on stderr, never a traceback.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+
+from .._printable import printable
 
 PROG = "nvtx-tf"
 
@@ -74,9 +77,40 @@ def export_types(value: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def reason(exc: BaseException, *paths) -> str:
+    """``exc``'s message without a leading ``PATH: `` naming one of ``paths``, for a line
+    that names the path itself (``cannot read X: why``, not ``cannot read X: X: why``)."""
+    text = str(exc)
+    for path in paths:
+        for prefix in (f"{path}: ", f"{os.fspath(path)}: "):
+            if text.startswith(prefix):
+                return text[len(prefix) :]
+    return text
+
+
+def distinct_inputs(values, paths, what: str = "RECORDING") -> None:
+    """A usage error (exit 2) naming an input given twice (``paths``: the inputs as paths,
+    ``values``: as typed), by the file it is (two spellings, a symbolic link): it would
+    count twice."""
+    seen: dict = {}
+    for value, path in zip(values, paths):
+        try:
+            st = os.stat(path)
+            key = (st.st_dev, st.st_ino)
+        except OSError:
+            key = os.path.realpath(path)
+        if key in seen:
+            raise CliError(
+                f"{what} {value!r}: the same recording as {seen[key]!r}; give each recording once", EXIT_USAGE
+            )
+        seen[key] = value
+
+
 def error(message: str) -> None:
-    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    """``nvtx-tf: error: MESSAGE`` on stderr, one line (control characters escaped)."""
+    print(f"{PROG}: error: {printable(message)}", file=sys.stderr, flush=True)
 
 
 def warn(message: str) -> None:
-    print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)
+    """``nvtx-tf: warning: MESSAGE`` on stderr, one line (control characters escaped)."""
+    print(f"{PROG}: warning: {printable(message)}", file=sys.stderr, flush=True)

@@ -13,6 +13,7 @@ from ._common import (
     EXIT_OUTPUT_NOT_WRITABLE,
     EXIT_USAGE,
     CliError,
+    distinct_inputs,
 )
 
 
@@ -29,6 +30,7 @@ def cmd_merge(args) -> int:
             raise CliError(f"--label: {len(inputs)} names needed (one per recording), got {len(labels)}", EXIT_USAGE)
         if len(set(labels)) != len(labels):
             raise CliError("--label: the names must differ", EXIT_USAGE)
+    distinct_inputs(args.recordings, inputs)
     prefix = _output_prefix(args.output)
     raw_dir = prefix.with_name(prefix.name + RECORDING_SUFFIX)
     try:

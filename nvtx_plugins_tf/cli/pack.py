@@ -14,7 +14,7 @@ _NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQ
 def cmd_pack(args) -> int:
     from .._paths import RECORDING_SUFFIX, recording_path
     from ..recorder.recording.packed import pack_recording
-    from ..recorder.recording.reader import segment_files
+    from ..recorder.recording.reader import is_segment, segment_files
 
     folders = []
     for value in args.recordings:
@@ -25,8 +25,15 @@ def cmd_pack(args) -> int:
             what = "no such recording" if not path.exists() else f"not a {RECORDING_SUFFIX} recording folder"
             raise CliError(f"{value}: {what}", EXIT_INPUT_NOT_FOUND)
         try:
-            if not segment_files(path):
+            files = segment_files(path)
+            if not files:
                 raise CliError(f"{value}: no segment files in it: not a recording", EXIT_INPUT_NOT_FOUND)
+            if not any(is_segment(f) for f in files):
+                raise CliError(
+                    f"{value}: none of its {len(files)} segment file(s) has a recorder's segment header: "
+                    "not a recording",
+                    EXIT_INPUT_NOT_FOUND,
+                )
         except PermissionError as exc:
             raise CliError(f"cannot read {path}: permission denied", EXIT_INPUT_NOT_FOUND) from exc
         folders.append(path)

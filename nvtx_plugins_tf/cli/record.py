@@ -20,7 +20,7 @@ from .._native_libs import (
     RECORD_DIR_ENV,
     TF_OP_RANGES_ENV,
 )
-from .._paths import PACKED_SEGMENT_SUFFIX, RECORDING_SUFFIX, SEGMENT_SUFFIX, recording_stem
+from .._paths import PACKED_SEGMENT_SUFFIX, RECORDING_SUFFIX, SEGMENT_SUFFIX, longest_output_name, recording_stem
 from ._child import _resolve_command, _run_forwarding_signals
 from ._common import (
     EXIT_DAMAGED,
@@ -44,7 +44,27 @@ def _output_prefix(value: str) -> Path:
     name = recording_stem(prefix)
     if not value or value.endswith(("/", os.sep)) or name in ("", ".", ".."):
         raise CliError(f"-o {value!r}: PREFIX must name the output files, e.g. -o out/run", EXIT_USAGE)
+    limit = _name_max(prefix.parent)
+    if longest_output_name(name) > limit:
+        room = limit - (longest_output_name(name) - len(os.fsencode(name)))
+        raise CliError(
+            f"-o: the name {name[:24]!r}... ({len(os.fsencode(name))} bytes) is too long for the files made from it; "
+            f"at most {room} bytes here",
+            EXIT_USAGE,
+        )
     return prefix.with_name(name)
+
+
+def _name_max(directory: Path) -> int:
+    """The longest file name the file system of ``directory`` (or of its nearest existing
+    parent) takes; 255 when it cannot be told."""
+    existing = directory if str(directory) else Path(".")
+    while not os.path.isdir(existing) and existing != existing.parent:
+        existing = existing.parent
+    try:
+        return os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 def _prepare_output_dir(directory: Path) -> None:

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from .._paths import PACKED_SEGMENT_SUFFIX, RECORDING_SUFFIX, SEGMENT_SUFFIX, recording_path
+from .._printable import printable
 from ._common import (
     EXIT_DAMAGED,
     EXIT_INPUT_NOT_FOUND,
@@ -16,6 +17,8 @@ from ._common import (
     EXIT_OK,
     EXIT_USAGE,
     CliError,
+    distinct_inputs,
+    reason,
 )
 
 _STYLE_WORDS = {
@@ -82,12 +85,18 @@ def _check_combinations(args) -> str:
 def _merged(values: list[str], tmp: Path) -> str:
     """Several recordings (hosts) merged as ``nvtx-tf merge`` does, into ``tmp``."""
     from ..recorder.merge import MergeError, merge
+    from ..recorder.reports._nsys_parquet import is_parquetdir
     from ..recorder.reports.summary import is_sqlite
 
     paths = [recording_path(v) for v in values]
     for value, path in zip(values, paths):
-        if path.is_file() and is_sqlite(path):
-            raise CliError(f"{value}: several paths are recordings to merge, not SQLite files", EXIT_USAGE)
+        if (path.is_file() and is_sqlite(path)) or (path.is_dir() and is_parquetdir(path)):
+            raise CliError(
+                f"{value}: an export (SQLite or parquetdir); several paths are recordings to merge, "
+                "report an export one at a time",
+                EXIT_USAGE,
+            )
+    distinct_inputs(values, paths, "PATH")
     try:
         merge(paths, tmp / ("merged" + RECORDING_SUFFIX))
     except MergeError as exc:
@@ -98,6 +107,7 @@ def _merged(values: list[str], tmp: Path) -> str:
 def _report_parquetdir(args, path: Path) -> int:
     """A parquetdir export: its tables copied into an SQLite file, reported as that file;
     messages name the directory."""
+    import sqlite3
     import tempfile
 
     from ..recorder.reports._nsys_parquet import parquetdir_to_sqlite
@@ -106,8 +116,8 @@ def _report_parquetdir(args, path: Path) -> int:
         copy = Path(tmp) / (path.name + ".sqlite")
         try:
             parquetdir_to_sqlite(path, copy)
-        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            raise CliError(f"cannot read {path}: {exc}", EXIT_INPUT_NOT_FOUND) from exc
+        except (OSError, ValueError, sqlite3.Error) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise CliError(f"cannot read {path}: {reason(exc, path)}", EXIT_INPUT_NOT_FOUND) from exc
         try:
             return _report(args, str(copy))
         except CliError as exc:
@@ -119,7 +129,12 @@ def cmd_report(args) -> int:
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="nvtx-tf-report-") as tmp:
-            return _report(args, _merged(args.path, Path(tmp)))
+            merged = _merged(args.path, Path(tmp))
+            try:
+                return _report(args, merged)
+            except CliError as exc:  # named as the user gave them, not by the temporary folder
+                text = str(exc).replace(merged + os.sep, "").replace(merged, f"{' + '.join(args.path)} (merged)")
+                raise CliError(text, exc.code) from exc
     return _report(args, args.path[0])
 
 
@@ -158,7 +173,7 @@ def _report(args, value: str) -> int:
             if report_type == "sum":
                 summary = summarize(path, by_process=args.by_process, group=not args.keep_numbered, domains=domains)
         except (sqlite3.Error, ValueError) as exc:
-            raise CliError(f"cannot read {path}: {exc}", EXIT_INPUT_NOT_FOUND) from exc
+            raise CliError(f"cannot read {path}: {reason(exc, path)}", EXIT_INPUT_NOT_FOUND) from exc
         if report_type != "sum":
             return _print_nsys_report(ranges, report_type, domains, args, path)
         if not summary.rows and not summary.open_ranges:
@@ -208,7 +223,15 @@ def _print_summary(summary, fmt: str, top: int | None = None) -> None:
     ``top``: its first N rows (of each process with ``--by-process``)."""
     if top is not None:
         summary = summary.top(top)
-    print(summary.to_csv() if fmt == "csv" else summary.format(), end="" if fmt == "csv" else "\n")
+    print(_csv_text(summary.to_csv()) if fmt == "csv" else summary.format(), end="" if fmt == "csv" else "\n")
+
+
+def _csv_text(text: str) -> str:
+    """CSV as it is for a file or a pipe; on a terminal, the control characters of its
+    names escaped (the table's are always)."""
+    import sys
+
+    return printable(text, keep="\n") if sys.stdout.isatty() else text
 
 
 def _print_nsys_report(ranges, report_type: str, domains, args, path: Path) -> int:
@@ -225,7 +248,10 @@ def _print_nsys_report(ranges, report_type: str, domains, args, path: Path) -> i
         raise CliError(f"no {_STYLE_WORDS[report_type]} in {path}{_in_domains(domains)}", EXIT_NO_EVENTS)
     if args.top is not None:
         report = report.top(args.top)
-    print(report.to_csv() if args.format == "csv" else report.format(), end="" if args.format == "csv" else "\n")
+    print(
+        _csv_text(report.to_csv()) if args.format == "csv" else report.format(),
+        end="" if args.format == "csv" else "\n",
+    )
     return EXIT_OK
 
 
@@ -243,7 +269,7 @@ def _report_pairs(path: Path) -> int:
         except NoRangeIds as exc:
             raise CliError(str(exc), EXIT_NO_RANGE_IDS) from exc
         except (sqlite3.Error, ValueError) as exc:
-            raise CliError(f"cannot read {path}: {exc}", EXIT_INPUT_NOT_FOUND) from exc
+            raise CliError(f"cannot read {path}: {reason(exc, path)}", EXIT_INPUT_NOT_FOUND) from exc
         print(format_pairs(pair_rows(ranges)))
         return EXIT_OK
     recording = load(path)

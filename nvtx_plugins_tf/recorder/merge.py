@@ -52,14 +52,14 @@ from .._paths import PACKED_SEGMENT_SUFFIX, SEGMENT_SUFFIX, recording_stem
 from .recording import _decoder
 from .recording.model import SAME_CLOCK_NS
 from .recording.packed import unpacked
-from .recording.reader import segment_files
+from .recording.reader import CARRIED_DAMAGE, carried_damage, segment_files, segment_key
 
 __all__ = ["MergeError", "NotARecording", "Source", "merge", "SAME_CLOCK_NS", "FIRST_NEW_PID"]
 
 #: Replacement pids start above Linux's PID_MAX_LIMIT (2**22) and stay below 2**24.
 FIRST_NEW_PID = 1 << 22
 _LAST_PID = (1 << 24) - 1
-MANIFEST = "merge.json"
+MANIFEST = CARRIED_DAMAGE  # (one file: what was done, and the damage carried)
 # The recording format is known only to the native reader (cc_ops/reader/decode.h): it
 # reads each segment header and rewrites headers and chunks; this module plans the merge.
 
@@ -104,6 +104,8 @@ class Source:
     #: clock offset (realtime - monotonic, ns) of each process, and the shift its timestamps get
     offsets: dict[tuple[int, int], int] = field(default_factory=dict)
     shifts: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: damage the recording carries from an earlier merge, by segment file name
+    carried: dict[str, dict] = field(default_factory=dict)
 
 
 def _read_header(path: Path) -> _Segment:
@@ -171,7 +173,10 @@ def open_sources(paths, labels=None) -> list[Source]:
         segment_lists.append(segments)
     if labels is None:
         labels = _host_labels(segment_lists) or _default_labels(paths)
-    return [Source(path, label, segments) for path, label, segments in zip(paths, labels, segment_lists)]
+    return [
+        Source(path, label, segments, carried=carried_damage(path))
+        for path, label, segments in zip(paths, labels, segment_lists)
+    ]
 
 
 def _plan(sources: list[Source]) -> int:
@@ -225,33 +230,44 @@ def _rewrite_header(head: bytearray, seg: _Segment, src: Source, shift: int) -> 
     )
 
 
-def _copy_segment(seg: _Segment, src: Source, out_dir: Path, used_names: set[str]) -> str:
+def _copy_segment(seg: _Segment, src: Source, out_dir: Path, used_names: set[str], carried: dict) -> str:
+    """Copy one segment into ``out_dir``; returns its new name. The damage that copying
+    cannot keep (frames of a packed segment that do not unpack: the copy holds them as
+    never-written chunks; damage its source carried from an earlier merge) goes into
+    ``carried`` under that name, for the reader to report (:func:`.recording.reader.carried_damage`)."""
+    inherited = src.carried.get(segment_key(seg.path.name))
+    errors = [str(e) for e in inherited.get("errors", [])] if isinstance(inherited, dict) else []
+    chunks = int(inherited.get("damaged_chunks", 0)) if isinstance(inherited, dict) else 0
     if not seg.valid:  # copied as it is: the reader reports the damage
         name = f"{src.label}-{seg.path.name}".replace(os.sep, "_")
         if not name.endswith((SEGMENT_SUFFIX, PACKED_SEGMENT_SUFFIX)):
             name += SEGMENT_SUFFIX
         _write_verbatim(seg.path, out_dir / name)
-        return name
-    shift = src.shifts.get(seg.process, 0)
-    new_pid = src.pid_map.get(seg.pid, seg.pid)
-    name = f"{new_pid}-{seg.start_ns + shift}{SEGMENT_SUFFIX}"
-    n = 1
-    while name in used_names:  # (two segments opened in the same nanosecond)
-        n += 1
-        name = f"{new_pid}-{seg.start_ns + shift}.{n}{SEGMENT_SUFFIX}"
-    used_names.add(name)
-    fd = os.open(out_dir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with unpacked(seg.path) as raw, open(raw.path, "rb") as fin, os.fdopen(fd, "wb") as fout:
-        head = bytearray(fin.read(seg.info.header_size))
-        _rewrite_header(head, seg, src, shift)
-        fout.write(head)
-        chunk = bytearray(seg.info.chunk_size)
-        while size := fin.readinto(chunk):
-            part = memoryview(chunk)[:size]
-            # a chunk never published or ending at damage is copied as it is from there:
-            # the reader skips it or reports the damage
-            _decoder.rewrite_chunk(part, shift, seg.pid, new_pid)
-            fout.write(part)
+    else:
+        shift = src.shifts.get(seg.process, 0)
+        new_pid = src.pid_map.get(seg.pid, seg.pid)
+        name = f"{new_pid}-{seg.start_ns + shift}{SEGMENT_SUFFIX}"
+        n = 1
+        while name in used_names:  # (two segments opened in the same nanosecond)
+            n += 1
+            name = f"{new_pid}-{seg.start_ns + shift}.{n}{SEGMENT_SUFFIX}"
+        used_names.add(name)
+        fd = os.open(out_dir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with unpacked(seg.path) as raw, open(raw.path, "rb") as fin, os.fdopen(fd, "wb") as fout:
+            errors += raw.errors
+            chunks += raw.damaged_chunks
+            head = bytearray(fin.read(seg.info.header_size))
+            _rewrite_header(head, seg, src, shift)
+            fout.write(head)
+            chunk = bytearray(seg.info.chunk_size)
+            while size := fin.readinto(chunk):
+                part = memoryview(chunk)[:size]
+                # a chunk never published or ending at damage is copied as it is from there:
+                # the reader skips it or reports the damage
+                _decoder.rewrite_chunk(part, shift, seg.pid, new_pid)
+                fout.write(part)
+    if errors or chunks:
+        carried[segment_key(name)] = {"damaged_chunks": chunks, "errors": errors}
     return name
 
 
@@ -287,8 +303,9 @@ def merge(inputs, out_dir, labels=None) -> dict:
         "accuracy": "across hosts: that of their wall clocks (NTP: about 1 ms on a LAN); one clock: exact",
         "sources": [],
     }
+    carried: dict[str, dict] = {}
     for src in sources:
-        files = [_copy_segment(seg, src, out_dir, used) for seg in src.segments]
+        files = [_copy_segment(seg, src, out_dir, used, carried) for seg in src.segments]
         shifts = sorted(set(src.shifts.values()))
         manifest["sources"].append(
             {
@@ -300,5 +317,7 @@ def merge(inputs, out_dir, labels=None) -> dict:
                 "segments": files,
             }
         )
+    if carried:
+        manifest["carried_damage"] = carried
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest

@@ -36,7 +36,8 @@ def _safe_map(path: str, step: StepSpec | None) -> tuple[list[RankResult], str |
     try:
         return map_input(path, step), None
     except (OSError, ValueError, sqlite3.Error) as exc:
-        return [], f"{path}: {exc}"
+        text = str(exc)  # (named once: the loaders' messages often start with the path)
+        return [], text if text.startswith(f"{path}: ") else f"{path}: {text}"
 
 
 def _client(workers: int | None, scheduler: str | None):

@@ -29,7 +29,11 @@ from .packed import is_packed, raw_size, unpacked
 
 __all__ = [
     "ROW_DTYPE",
+    "CARRIED_DAMAGE",
     "RecordingReader",
+    "carried_damage",
+    "segment_key",
+    "is_segment",
     "iter_batches",
     "load",
     "reading",
@@ -37,6 +41,38 @@ __all__ = [
 ]
 
 DEFAULT_BATCH = 65536
+
+#: A merged recording's file (written by ``merge`` beside its segments) whose ``carried_damage``
+#: holds, per segment file, the damage its source had that copying could not keep (frames of a
+#: packed segment that did not unpack: the copy reads them as never written).
+CARRIED_DAMAGE = "merge.json"
+
+
+def segment_key(name: str) -> str:
+    """A segment file's name without its suffix: the same for its raw and packed forms.
+
+    >>> segment_key("12-345.nvtxsegz"), segment_key("12-345.nvtxseg")
+    ('12-345', '12-345')
+    """
+    for suffix in (PACKED_SEGMENT_SUFFIX, SEGMENT_SUFFIX):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def carried_damage(path) -> dict[str, dict]:
+    """:func:`segment_key` of a segment file -> ``{"damaged_chunks": N, "errors": [...]}`` of the damage a merged
+    recording carries from its inputs (empty for any other recording, or when the file
+    cannot be read: the segments are then read as they are)."""
+    import json
+
+    path = Path(path)
+    try:
+        manifest = json.loads((path / CARRIED_DAMAGE).read_text()) if path.is_dir() else {}
+    except (OSError, ValueError):
+        return {}
+    carried = manifest.get("carried_damage") if isinstance(manifest, dict) else None
+    return carried if isinstance(carried, dict) else {}
 
 
 def segment_files(path) -> list[Path]:
@@ -70,6 +106,11 @@ def _peek_start_ns(path: Path) -> int | None:
     return None if info is None else info.start_ns
 
 
+def is_segment(path) -> bool:
+    """Whether the file ``path`` (raw or packed) starts with a segment header the decoder reads."""
+    return _peek_start_ns(Path(path)) is not None
+
+
 @contextlib.contextmanager
 def reading(recording, reader: "RecordingReader | None" = None):
     """``reader`` as given (left open), or a new reader of ``recording`` closed on exit."""
@@ -101,6 +142,7 @@ class RecordingReader:
         self._decoder = _decoder.Decoder()
         self._domain_names: list[str] = []
         self._unpack_damage = {"segments": 0, "chunks": 0}  # packed segments' frames that did not unpack
+        self._carried = carried_damage(self.path)  # (a merged recording: its inputs' damage)
         starts = [s for s in (_peek_start_ns(p) for p in self.segments) if s is not None]
         #: CLOCK_MONOTONIC of the earliest segment (time origin for exports), 0 if none.
         self.origin_ns = min(starts) if starts else 0
@@ -144,6 +186,10 @@ class RecordingReader:
         """The rows of one segment (``raw``: its raw bytes, see :func:`.packed.unpacked`)."""
         self.errors.extend(raw.errors)
         self._unpack_damage["chunks"] += raw.damaged_chunks
+        carried = self._carried.get(segment_key(seg.name))
+        if isinstance(carried, dict):
+            self.errors.extend(str(e) for e in carried.get("errors", []))
+            self._unpack_damage["chunks"] += int(carried.get("damaged_chunks", 0))
         if raw.unreadable:
             self._unpack_damage["segments"] += 1
             return

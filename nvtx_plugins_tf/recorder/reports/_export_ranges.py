@@ -16,8 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..._paths import arrow_file
 from ..recording.model import EVENT_DOMAIN_CREATE, EVENT_PUSH_POP, EVENT_START_END
-from ._nsys_sqlite import open_nsys_sqlite, pid_sql
+from ._nsys_parquet import events_columns
+from ._nsys_sqlite import MISSING_STRINGS, open_nsys_sqlite, pid_sql
 from .names import range_label
 
 __all__ = ["RANGE_TYPES", "sqlite_columns", "parquetdir_columns", "unique_inverse"]
@@ -67,12 +69,9 @@ def parquetdir_columns(directory: Path) -> dict:
     if not events.is_file():
         raise ValueError(f"{directory}: no NVTX_EVENTS.parquet (not a parquetdir export?)")
     wanted = ("start", "end", "eventType", "globalTid", "text", "textId", "domainId")
-    present = set(pq.read_schema(events).names)
-    missing = [c for c in ("start", "eventType") if c not in present]
-    if missing:
-        raise ValueError(f"{directory}: NVTX_EVENTS.parquet has no {missing[0]!r} column (not an nsys export?)")
+    present = events_columns(directory)
     # the messages as Parquet stores them, dictionary-encoded (no string per row)
-    table = pq.read_table(events, columns=[c for c in wanted if c in present], read_dictionary=["text"])
+    table = pq.read_table(arrow_file(events), columns=[c for c in wanted if c in present], read_dictionary=["text"])
     n = table.num_rows
 
     def column(name, default=None):
@@ -89,9 +88,11 @@ def parquetdir_columns(directory: Path) -> dict:
     domain_id = pc.fill_null(column("domainId"), 0).to_numpy().astype(np.uint64).view(np.int64)
     text = _dictionary(column("text", pa.string()))
     strings = directory / "StringIds.parquet"
+    if "textId" in present and column("textId").null_count < n and not strings.is_file():
+        raise ValueError(f"{directory}: {MISSING_STRINGS.format(table='StringIds.parquet')}")
     if "textId" in present and strings.is_file() and column("textId").null_count < n:
         # a registered string wins over ``text``: its index past the text dictionary's
-        ids = pq.read_table(strings, columns=["id", "value"])
+        ids = pq.read_table(arrow_file(strings), columns=["id", "value"])
         found = pc.index_in(column("textId"), value_set=ids.column("id"))
         index = pc.if_else(pc.is_valid(found), pc.add(pc.cast(found, pa.int32()), len(text.dictionary)), text.indices)
         values = pa.concat_arrays([text.dictionary, ids.column("value").combine_chunks().cast(pa.string())])
@@ -108,7 +109,7 @@ def parquetdir_columns(directory: Path) -> dict:
     epoch = None
     session = directory / "TARGET_INFO_SESSION_START_TIME.parquet"
     if session.is_file():
-        values = pq.read_table(session, columns=["utcEpochNs"]).column(0).to_pylist()
+        values = pq.read_table(arrow_file(session), columns=["utcEpochNs"]).column(0).to_pylist()
         epoch = values[0] if values else None
     return _assemble(
         keep.astype(np.int64) + 1, start[keep], end[keep], etype[keep], gtid[keep],

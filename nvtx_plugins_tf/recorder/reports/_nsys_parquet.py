@@ -9,9 +9,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from ..._paths import arrow_file
 from ..exports import _nsys_schema
 
-__all__ = ["is_parquetdir", "parquetdir_to_sqlite", "TABLES_READ"]
+__all__ = ["is_parquetdir", "events_columns", "parquetdir_to_sqlite", "REQUIRED_COLUMNS", "TABLES_READ"]
 
 #: the tables the reports read (those a parquetdir lacks are left out)
 TABLES_READ = ("NVTX_EVENTS", "StringIds", "ThreadNames", "PROCESSES", "TARGET_INFO_SESSION_START_TIME")
@@ -21,6 +22,27 @@ _BATCH = 65536
 def is_parquetdir(path) -> bool:
     """Whether ``path`` is a directory holding ``NVTX_EVENTS.parquet``."""
     return Path(path, "NVTX_EVENTS.parquet").is_file()
+
+
+#: The columns of NVTX_EVENTS.parquet without which its rows are no ranges.
+REQUIRED_COLUMNS = ("start", "eventType")
+
+
+def events_columns(directory) -> set[str]:
+    """The columns of ``directory``'s NVTX_EVENTS.parquet; ValueError naming the directory
+    when the file is missing or lacks one of :data:`REQUIRED_COLUMNS` (pyarrow's own, a
+    ValueError too, when it is no Parquet file)."""
+    import pyarrow.parquet as pq
+
+    directory = Path(directory)
+    if not is_parquetdir(directory):
+        raise ValueError(f"{directory}: no NVTX_EVENTS.parquet (not a parquetdir export?)")
+    with arrow_file(directory / "NVTX_EVENTS.parquet") as source:
+        present = set(pq.read_schema(source).names)
+    missing = [c for c in REQUIRED_COLUMNS if c not in present]
+    if missing:
+        raise ValueError(f"{directory}: NVTX_EVENTS.parquet has no {missing[0]!r} column (not an nsys export?)")
+    return present
 
 
 def _signed(value):
@@ -35,8 +57,7 @@ def parquetdir_to_sqlite(directory, output) -> Path:
     import pyarrow.parquet as pq
 
     directory, output = Path(directory), Path(output)
-    if not is_parquetdir(directory):
-        raise ValueError(f"{directory}: no NVTX_EVENTS.parquet (not a parquetdir export?)")
+    events_columns(directory)
     ddl = dict(_nsys_schema.TABLES)
     con = sqlite3.connect(output, isolation_level=None)
     try:
@@ -53,13 +74,14 @@ def parquetdir_to_sqlite(directory, output) -> Path:
             target = "temp.stage" if table == "NVTX_EVENTS" else table
             if table == "NVTX_EVENTS":
                 con.execute("CREATE TEMP TABLE stage AS SELECT * FROM main.NVTX_EVENTS WHERE 0")
-            source = pq.ParquetFile(path)
-            known = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
-            columns = [c for c in source.schema_arrow.names if c in known]
-            sql = f"INSERT INTO {target} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-            for batch in source.iter_batches(batch_size=_BATCH, columns=columns):
-                values = [batch.column(i).to_pylist() for i in range(len(columns))]
-                con.executemany(sql, ([_signed(v) for v in row] for row in zip(*values)))
+            with arrow_file(path) as data:
+                source = pq.ParquetFile(data)
+                known = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+                columns = [c for c in source.schema_arrow.names if c in known]
+                sql = f"INSERT INTO {target} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+                for batch in source.iter_batches(batch_size=_BATCH, columns=columns) if columns else ():
+                    values = [batch.column(i).to_pylist() for i in range(len(columns))]
+                    con.executemany(sql, ([_signed(v) for v in row] for row in zip(*values)))
             if table == "NVTX_EVENTS":
                 con.execute("INSERT INTO main.NVTX_EVENTS SELECT * FROM temp.stage ORDER BY start, end DESC")
                 con.execute("DROP TABLE temp.stage")

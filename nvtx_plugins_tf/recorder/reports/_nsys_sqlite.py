@@ -33,6 +33,7 @@ __all__ = [
     "DomainNames",
     "NsysFile",
     "open_nsys_sqlite",
+    "MISSING_STRINGS",
     "pid_sql",
     "tid_sql",
     "split_gtid",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 _ID_MASK = 0xFFFFFF  # 24 bits of pid, 24 bits of tid in a globalTid
+
+#: Why an export whose rows name registered strings but that has no table of them is refused.
+MISSING_STRINGS = "no {table}, which NVTX_EVENTS' textId column refers to (an incomplete export?)"
 
 #: A row's message, ``e`` being the NVTX_EVENTS row and ``s`` its :data:`STRINGS_JOIN` row.
 TEXT_SQL = "coalesce(s.value, e.text)"
@@ -105,7 +109,8 @@ class NsysFile:
 @contextmanager
 def open_nsys_sqlite(path) -> Iterator[NsysFile]:
     """``path`` opened read-only as an nsys-schema file; ValueError naming ``path`` when it
-    has no ``NVTX_EVENTS`` table (sqlite3.Error when it is no SQLite database)."""
+    has no ``NVTX_EVENTS`` table, or rows naming registered strings (``textId``) but no
+    ``StringIds`` table (sqlite3.Error when it is no SQLite database)."""
     path = Path(path)
     con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
     try:
@@ -113,6 +118,10 @@ def open_nsys_sqlite(path) -> Iterator[NsysFile]:
         if not columns:
             raise ValueError(f"{path}: no NVTX_EVENTS table (not an Nsight Systems export?)")
         has_strings = con.execute("SELECT 1 FROM sqlite_master WHERE name='StringIds'").fetchone() is not None
+        if not has_strings and "textId" in columns:
+            named = con.execute("SELECT 1 FROM NVTX_EVENTS WHERE textId IS NOT NULL LIMIT 1").fetchone()
+            if named is not None:  # (else every such range would be named "")
+                raise ValueError(f"{path}: {MISSING_STRINGS.format(table='StringIds table')}")
         joined = has_strings and "textId" in columns
         yield NsysFile(path, con, columns, TEXT_SQL if joined else "e.text", STRINGS_JOIN if joined else "")
     finally:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..._printable import printable
 from ..recording._decoder import FLAG_UNCLOSED, KIND_PUSH_POP, KIND_START_END
 from ..recording.model import EVENT_PUSH_POP, EVENT_START_END
 from ._nsys_sqlite import is_sqlite, open_nsys_sqlite, pid_sql
@@ -113,7 +114,7 @@ class Summary:
             width = max(len(f"{o.count:,}") for o in self.open_ranges)
             for o in self.open_ranges:
                 pid = f"  PID {self._process(o.pid)}" if self.by_process else ""
-                lines.append(f"  {o.count:>{width},}  {o.style:<8}{pid}  {shorten(o.range)}")
+                lines.append(printable(f"  {o.count:>{width},}  {o.style:<8}{pid}  {shorten(o.range)}"))
             text += "\n\n" + "\n".join(lines)
         return text
 
