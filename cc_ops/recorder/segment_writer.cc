@@ -44,9 +44,10 @@ uint64_t g_process_start_ns = 0;
 int64_t g_parent_pid = 0;
 uint64_t g_parent_process_start_ns = 0;
 uint32_t g_inherited_ids = 0;
-// Drop counting: the current segment's SegmentHeader::dropped_events (a shared mapping
-// that is never unmapped, so a thread racing a segment switch still writes valid
-// memory), or g_pending_drops while no segment is open (carried into the next one).
+// Drop counting: the SegmentHeader::dropped_events of the process's last segment (the
+// current one, or the one closed last while no other could be opened: a shared mapping
+// that is never unmapped, so a thread racing a segment switch still writes valid memory),
+// or g_pending_drops while the process has none yet (carried into its first one).
 // g_drop_writers: CountDrop calls that may hold the slot; the header page is mapped anew
 // only once the slot is cleared and they are done (QuiesceDropSlotLocked), so a drop is
 // counted in the segment it was dropped from, never into the page as it is replaced.
@@ -108,9 +109,10 @@ void DetachHeaderLocked() {
 }
 
 void CloseSegmentLocked() {
-  g_drop_slot.store(nullptr, std::memory_order_release);
   if (g_seg.fd >= 0) close(g_seg.fd);
-  // The header page stays mapped until the next segment's header replaces it.
+  // The header page stays mapped until the next segment's header replaces it, and drops
+  // go on being counted into it (g_drop_slot) until then: when no new segment can be
+  // opened (full disk), the last segment's header is where the reader finds them.
   g_seg = Segment();
 }
 
@@ -142,11 +144,10 @@ void FillSegmentHeader(SegmentHeader* h) {
   h->inherited_string_ids = g_inherited_ids;
 }
 
-// Creates <dir>/<pid>-<start_ns>.nvtxseg (0600: it holds the command line); start_ns
-// is moved forward when the name is taken. -1 on failure.
-int CreateSegmentFile(const char* dir, SegmentHeader* h) {
+// Creates <dir>/<pid>-<start_ns>.nvtxseg (0600: it holds the command line) as `path`;
+// start_ns is moved forward when the name is taken. -1 on failure.
+int CreateSegmentFile(const char* dir, SegmentHeader* h, char (&path)[PATH_MAX]) {
   for (int attempt = 0; attempt < 100; ++attempt) {
-    char path[PATH_MAX];
     int len = snprintf(path, sizeof(path), "%s/%lld-%llu%s", dir, (long long)h->pid,
                        (unsigned long long)(h->start_ns + attempt), kSegmentSuffix);
     if (len <= 0 || len >= int(sizeof(path))) return -1;
@@ -170,9 +171,13 @@ bool OpenSegmentLocked(uint32_t epoch) {
   SegmentHeader* h = reinterpret_cast<SegmentHeader*>(buf);
   FillSegmentHeader(h);
   if (!FileLimitAllows(kSegmentHeaderSize)) return false;
-  ScopedFd fd(CreateSegmentFile(dir, h));
+  static char path[PATH_MAX];
+  ScopedFd fd(CreateSegmentFile(dir, h, path));
   if (fd.get() < 0) return false;
-  if (!PwriteAll(fd.get(), buf, kSegmentHeaderSize, 0)) return false;
+  if (!PwriteAll(fd.get(), buf, kSegmentHeaderSize, 0)) {
+    unlink(path);  // (full disk: no half-made segment left behind)
+    return false;
+  }
   g_seg.fd = fd.release();
   g_seg.epoch = epoch;
   g_seg.file_size = kSegmentHeaderSize;
@@ -316,7 +321,12 @@ void SealAndUnmapChunk(ThreadState* ts) {
   uint64_t end = ts->pos < kChunkHeaderSize ? kChunkHeaderSize : ts->pos;
   ChunkSums(ts->chunk, end, &h->sum1, &h->sum2);
   __atomic_store_n(&h->sealed_end, end, __ATOMIC_RELEASE);
-  munmap(ts->chunk, ts->chunk_end);
+  UnmapChunk(ts);
+}
+
+void UnmapChunk(ThreadState* ts) {
+  if (!ts->chunk) return;
+  munmap(ts->chunk, g_chunk_size);
   ts->chunk = nullptr;
 }
 
