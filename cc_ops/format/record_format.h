@@ -21,7 +21,10 @@
 // Crash safety: the file is written through MAP_SHARED mappings. Every write lands in
 // the page cache at once, so a SIGKILL loses nothing already written. The writer
 // stores the first word of a record (kind != 0) last, with release order; the first
-// zero word in a chunk ends that chunk's data. A chunk whose magic is not kChunkMagic
+// zero word in a chunk ends that chunk's data when only zeros follow it, and in an
+// unsealed chunk also when what follows it, up to its last non-zero byte, fits in the
+// body of the one record that starts there (the record the writer was killed in, or is
+// still writing) -- anything else after a zero word is damage. A chunk whose magic is not kChunkMagic
 // was never published and is skipped. Unknown record kinds end the chunk (damage).
 //
 // Every record starts with one 8-byte word and is a multiple of 8 bytes long:

@@ -249,6 +249,34 @@ uint64_t SegmentCursor::LastNonZeroEnd(uint64_t from, uint64_t to) const {
   return to;
 }
 
+uint64_t SegmentCursor::TornRecordEnd(uint64_t at) const {
+  // (the body's words as the writers store them: record_format.h; a word not yet stored is 0)
+  auto word = [&](uint64_t off) { return at + off + 8 <= end_ ? Load64(buf_.data() + at + off) : 0; };
+  auto pad8 = [](uint64_t v) { return (v + 7) & ~uint64_t(7); };
+  uint64_t longest = kLostEventBytes;  // an event record without a payload block, or a short definition
+  // kStringDef, kPayloadSchema: u32 byte length, u32 0, then the bytes.
+  const uint64_t w1 = word(8);
+  if (w1 >> 32 == 0) longest = std::max(longest, 16 + pad8(w1));
+  // An event with an extended payload: its block's length in its last fixed word (after the
+  // timestamp, and a range id and color/category or not), the block after it.
+  for (uint64_t off = 16; off <= 32; off += 8) {
+    const uint64_t block = word(off);
+    if (block <= kMaxExtPayloadBytes) longest = std::max(longest, off + 8 + pad8(block));
+  }
+  return at + longest;
+}
+
+bool SegmentCursor::IsEndOfData(uint64_t at) const { return LastNonZeroEnd(at, end_) <= TornRecordEnd(at); }
+
+void SegmentCursor::Reread(uint64_t from) {
+  int64_t got = ReadFully(fd_.get(), buf_.data() + from, end_ - from, chunk_->offset + from);
+  const uint64_t n = got < 0 ? 0 : static_cast<uint64_t>(got);
+  if (from + n < end_) {  // (cut meanwhile: what was read is what there is)
+    end_ = from + n;
+    whole_ = false;
+  }
+}
+
 uint64_t SegmentCursor::ResyncFrom(uint64_t from) const {
   for (uint64_t q = from; q + 8 <= end_; q += 8) {
     const uint8_t* r = buf_.data() + q;
@@ -268,6 +296,7 @@ bool SegmentCursor::NextChunk() {
   end_ = RecordsEnd(*chunk_, got);
   whole_ = sealed ? got >= sealed : got >= info_.chunk_size;
   damaged_ = false;
+  rereads_ = 0;
   bool mismatch = chunk_->bad_seal;
   if (sealed && whole_) {
     uint64_t sum1, sum2;
@@ -309,12 +338,34 @@ SegmentCursor::Step SegmentCursor::NextRecord(const uint8_t** p, uint64_t* len) 
   }
   const uint8_t* r = buf_.data() + pos_;
   uint64_t n = Load64(r) == 0 ? 0 : RecordLength(r, end_ - pos_);
+  if (n == 0 && Load64(r) == 0 && !chunk_->sealed_end) {
+    // The end of an unsealed chunk's data (record_format.h, "End of data"): zeros, or the
+    // body of the one record the writer was writing (stored before its first word) and
+    // then zeros: a writer killed there, or one still writing when it was read.
+    if (IsEndOfData(pos_)) {
+      in_chunk_ = false;
+      return kChunkEnd;
+    }
+    // More than that after the zero word: a live writer may have written on while the
+    // chunk was read (its first word read before it was stored, the records after it
+    // read after). The rest is read again; records once published never change.
+    while (rereads_ < kMaxRereads && Load64(r) == 0) {
+      rereads_++;
+      Reread(pos_);
+      if (IsEndOfData(pos_)) {
+        in_chunk_ = false;
+        return kChunkEnd;
+      }
+    }
+    n = Load64(r) == 0 ? 0 : RecordLength(r, end_ - pos_);
+  }
   if (n == 0) {
     // A zero word ends the chunk's records when only zeros follow (the writer had not got
-    // there, or was killed). Anything else is damage: bytes zeroed among the records, or a
-    // record that cannot be one. The walk resumes at the next word that starts a valid
-    // record, so what follows the damage is still read; the bytes skipped count as lost
-    // events (a lower bound: each skipped event held at most kMaxEventRecordBytes).
+    // there, or was killed; in an unsealed chunk, see above). Anything else is damage:
+    // bytes zeroed among the records, or a record that cannot be one. The walk resumes at
+    // the next word that starts a valid record, so what follows the damage is still read;
+    // the bytes skipped count as lost events (a lower bound: each skipped event held at
+    // most kMaxEventRecordBytes).
     uint64_t next = ResyncFrom(pos_ + 8);
     if (Load64(r) == 0 && next >= end_ && AllZero(pos_, end_)) {
       in_chunk_ = false;

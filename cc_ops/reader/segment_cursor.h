@@ -125,6 +125,15 @@ class SegmentCursor {
   uint64_t ResyncFrom(uint64_t from) const;
   uint64_t LastNonZeroEnd(uint64_t from, uint64_t to) const;  // end of the last non-zero byte (from if none)
   static constexpr uint64_t kLostEventBytes = 40;             // the largest event record without a payload block
+  // The end of data of an unsealed chunk at `at`, a zero word (record_format.h): what
+  // follows it, up to its last non-zero byte, fits in the record that starts there, as
+  // long as its body's words say it can be (TornRecordEnd: the furthest it can end).
+  bool IsEndOfData(uint64_t at) const;
+  uint64_t TornRecordEnd(uint64_t at) const;
+  // Reads buf_[from, end_) of the current chunk again (a live writer's chunk).
+  void Reread(uint64_t from);
+  static constexpr int kMaxRereads = 16;  // per chunk
+  int rereads_ = 0;
 };
 
 template <class F>

@@ -235,7 +235,7 @@ __attribute__((noinline)) int GatedPush(ThreadState* ts, uint16_t domain, const 
   uint64_t now = 0;
   bool write = true;
   if (CaptureRangeSet()) {
-    const WindowOpener opener{ts, domain, d, 0, ev.msg_kind, ev.msg};
+    const WindowOpener opener{ts->serial + 1, domain, d, 0, ev.msg_kind, ev.msg};
     write = DecideWritten(ts, &now, &opener);
   } else {
     now = NowNsOrdered(ts);
@@ -259,7 +259,7 @@ __attribute__((noinline)) int GatedPop(ThreadState* ts, uint16_t domain) {
       const Unwritten fate = TakeUnwritten(ts, domain, top);
       write = fate == kWritten;
       if (fate == kDropped) CountDrop();  // the pop of a dropped push is lost with it
-      if (CaptureRangeSet()) ClosePushWindowIfOpener(ts, domain, top);
+      if (CaptureRangeSet()) ClosePushWindowIfOpener(ts->serial + 1, domain, top);
       now = NowNsOrdered(ts);
     } else {
       // A pop without push (recorded as an error, as on the ungated path): written
@@ -280,7 +280,7 @@ __attribute__((noinline)) nvtxRangeId_t GatedStart(ThreadState* ts, uint16_t dom
   if (DomainDisabled(domain)) return id | kSkippedRangeBit;
   uint64_t now = 0;
   if (CaptureRangeSet()) {
-    const WindowOpener opener{ts, domain, 0, id, ev.msg_kind, ev.msg};
+    const WindowOpener opener{ts->serial + 1, domain, 0, id, ev.msg_kind, ev.msg};
     if (!DecideWritten(ts, &now, &opener)) return id | kSkippedRangeBit;
   } else {
     now = NowNsOrdered(ts);

@@ -45,7 +45,7 @@ std::atomic<uint64_t> g_window{0};
 // The range that opened the current window (written under the recorder mutex; read
 // without it only as a first filter, then checked again under it).
 std::atomic<int> g_win_kind{0};
-std::atomic<void*> g_win_thread{nullptr};
+std::atomic<uint64_t> g_win_thread{0};  // WindowOpener::thread
 std::atomic<uint32_t> g_win_domain{0};
 std::atomic<int32_t> g_win_depth{0};
 std::atomic<uint64_t> g_win_range_id{0};
@@ -308,7 +308,7 @@ bool DecideWritten(ThreadState* ts, uint64_t* now, const WindowOpener* opener) {
   return false;  // the window kept changing under this event: counted as outside
 }
 
-void ClosePushWindowIfOpener(void* thread, uint16_t domain, int32_t depth) {
+void ClosePushWindowIfOpener(uint64_t thread, uint16_t domain, int32_t depth) {
   auto matches = [&] {
     return g_win_kind.load(std::memory_order_relaxed) == kWindowPush &&
            g_win_thread.load(std::memory_order_relaxed) == thread &&

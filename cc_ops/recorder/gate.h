@@ -90,7 +90,7 @@ void GateNoteRegisteredString(uint16_t domain, uint32_t id, const char* text, si
 // or opening one (a push / start, `opener` non-null, whose message names the window).
 // May re-read *now (an event that finds a window opened meanwhile is stamped after it).
 struct WindowOpener {
-  void* thread;
+  uint64_t thread;  // the thread's serial + 1 (ThreadState::serial: never reused, unlike its address)
   uint16_t domain;
   int32_t depth;      // push windows
   uint64_t range_id;  // start windows (0 for a push)
@@ -100,8 +100,8 @@ struct WindowOpener {
 bool DecideWritten(ThreadState* ts, uint64_t* now, const WindowOpener* opener);
 
 // The pop of (thread, domain, depth) / the end of range_id: closes the window it opened.
-// Call before the clock is read for that pop / end.
-void ClosePushWindowIfOpener(void* thread, uint16_t domain, int32_t depth);
+// Call before the clock is read for that pop / end. `thread` as in WindowOpener.
+void ClosePushWindowIfOpener(uint64_t thread, uint16_t domain, int32_t depth);
 void CloseStartWindowIfOpener(uint64_t range_id);
 
 // The thread's fate bits (segment_writer.h's FateTable). MarkUnwritten: the push at

@@ -46,7 +46,8 @@ uint64_t g_parent_process_start_ns = 0;
 uint32_t g_inherited_ids = 0;
 // Drop counting: the current segment's SegmentHeader::dropped_events (a shared mapping
 // that is never unmapped, so a thread racing a segment switch still writes valid
-// memory), or g_pending_drops while no segment is open (carried into the next one).
+// memory), or g_pending_drops while no segment is open (carried into the next one; when
+// the next one cannot be opened, into the last one's: CountDropsInLastSegmentLocked).
 // g_drop_writers: CountDrop calls that may hold the slot; the header page is mapped anew
 // only once the slot is cleared and they are done (QuiesceDropSlotLocked), so a drop is
 // counted in the segment it was dropped from, never into the page as it is replaced.
@@ -76,6 +77,7 @@ bool FailEpoch(uint32_t epoch) {
 // such mapping however many segments it opens (before: one leaked 4 KiB mapping per
 // segment, each keeping its file's disk space after the file was deleted).
 uint8_t* g_header_page = nullptr;  // under RecorderMutex(); never unmapped
+bool g_header_is_file = false;     // g_header_page maps a segment of this process
 
 // No CountDrop holds the header page's slot any more (its writers are few and brief: a
 // drop; seq_cst pairs with CountDrop's increment and load, store then load on each side).
@@ -89,8 +91,12 @@ SegmentHeader* MapHeaderLocked(int fd) {
   void* want = g_header_page;
   const int fixed = want ? MAP_FIXED : 0;
   void* m = mmap(want, kSegmentHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED | fixed, fd, 0);
-  if (m == MAP_FAILED) return nullptr;
+  if (m == MAP_FAILED) {
+    g_header_is_file = false;  // (MAP_FIXED may have unmapped the previous header)
+    return nullptr;
+  }
   g_header_page = static_cast<uint8_t*>(m);
+  g_header_is_file = true;
   return static_cast<SegmentHeader*>(m);
 }
 
@@ -99,6 +105,7 @@ SegmentHeader* MapHeaderLocked(int fd) {
 void DetachHeaderLocked() {
   if (!g_header_page) return;
   QuiesceDropSlotLocked();
+  g_header_is_file = false;
   void* m =
       mmap(g_header_page, kSegmentHeaderSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
   if (m == MAP_FAILED) {  // keep the address reserved at least
@@ -112,6 +119,19 @@ void CloseSegmentLocked() {
   if (g_seg.fd >= 0) close(g_seg.fd);
   // The header page stays mapped until the next segment's header replaces it.
   g_seg = Segment();
+}
+
+// No new segment could be opened (full disk, ...): the drops pending for it, and those to
+// come until one is, are counted in the header of the process's last segment, where the
+// reader finds them (none in a forked child before its own: they stay pending).
+void CountDropsInLastSegmentLocked() {
+  if (!g_header_page || !g_header_is_file) return;
+  uint64_t* slot = &reinterpret_cast<SegmentHeader*>(g_header_page)->dropped_events;
+  g_drop_slot.store(slot, std::memory_order_seq_cst);
+  // A CountDrop that read no slot is done (its drop is pending) before the pending ones move.
+  while (g_drop_writers.load(std::memory_order_seq_cst) != 0) sched_yield();
+  uint64_t pending = g_pending_drops.exchange(0, std::memory_order_relaxed);
+  if (pending) __atomic_fetch_add(slot, pending, __ATOMIC_RELAXED);
 }
 
 // The header of a new segment of this process, opened now.
@@ -142,11 +162,10 @@ void FillSegmentHeader(SegmentHeader* h) {
   h->inherited_string_ids = g_inherited_ids;
 }
 
-// Creates <dir>/<pid>-<start_ns>.nvtxseg (0600: it holds the command line); start_ns
-// is moved forward when the name is taken. -1 on failure.
-int CreateSegmentFile(const char* dir, SegmentHeader* h) {
+// Creates <dir>/<pid>-<start_ns>.nvtxseg (0600: it holds the command line) as `path`;
+// start_ns is moved forward when the name is taken. -1 on failure.
+int CreateSegmentFile(const char* dir, SegmentHeader* h, char (&path)[PATH_MAX]) {
   for (int attempt = 0; attempt < 100; ++attempt) {
-    char path[PATH_MAX];
     int len = snprintf(path, sizeof(path), "%s/%lld-%llu%s", dir, (long long)h->pid,
                        (unsigned long long)(h->start_ns + attempt), kSegmentSuffix);
     if (len <= 0 || len >= int(sizeof(path))) return -1;
@@ -170,9 +189,13 @@ bool OpenSegmentLocked(uint32_t epoch) {
   SegmentHeader* h = reinterpret_cast<SegmentHeader*>(buf);
   FillSegmentHeader(h);
   if (!FileLimitAllows(kSegmentHeaderSize)) return false;
-  ScopedFd fd(CreateSegmentFile(dir, h));
+  static char path[PATH_MAX];
+  ScopedFd fd(CreateSegmentFile(dir, h, path));
   if (fd.get() < 0) return false;
-  if (!PwriteAll(fd.get(), buf, kSegmentHeaderSize, 0)) return false;
+  if (!PwriteAll(fd.get(), buf, kSegmentHeaderSize, 0)) {
+    unlink(path);  // (full disk: no half-made segment left behind)
+    return false;
+  }
   g_seg.fd = fd.release();
   g_seg.epoch = epoch;
   g_seg.file_size = kSegmentHeaderSize;
@@ -256,7 +279,10 @@ void WriteOwnThreadNameLocked(ThreadState* ts) {
 
 bool ClaimChunkLocked(ThreadState* ts) {
   uint32_t cur = ts->epoch;
-  if (g_seg.epoch != cur && !OpenSegmentLocked(cur)) return FailEpoch(cur);
+  if (g_seg.epoch != cur && !OpenSegmentLocked(cur)) {
+    CountDropsInLastSegmentLocked();
+    return FailEpoch(cur);
+  }
   uint64_t cs = g_chunk_size;
   uint64_t off = kSegmentHeaderSize + g_seg.next_chunk * cs;
   if (off + cs > g_seg.file_size) {
@@ -316,7 +342,12 @@ void SealAndUnmapChunk(ThreadState* ts) {
   uint64_t end = ts->pos < kChunkHeaderSize ? kChunkHeaderSize : ts->pos;
   ChunkSums(ts->chunk, end, &h->sum1, &h->sum2);
   __atomic_store_n(&h->sealed_end, end, __ATOMIC_RELEASE);
-  munmap(ts->chunk, ts->chunk_end);
+  UnmapChunk(ts);
+}
+
+void UnmapChunk(ThreadState* ts) {
+  if (!ts->chunk) return;
+  munmap(ts->chunk, g_chunk_size);
   ts->chunk = nullptr;
 }
 

@@ -209,6 +209,9 @@ uint8_t* ReserveSlow(ThreadState* ts, uint32_t n);
 // and unmaps it. Only the owning thread, leaving the chunk for good, in the process that
 // claimed it (never a forked child: the chunk is its parent's).
 void SealAndUnmapChunk(ThreadState* ts);
+// Unmaps the thread's chunk, all g_chunk_size bytes of its mapping (chunk_end may be lower:
+// Prefault lowers it to what could be backed), without sealing; ts->chunk becomes null.
+void UnmapChunk(ThreadState* ts);
 inline uint8_t* Reserve(ThreadState* ts, uint32_t n) {
   if (NVTXREC_LIKELY(ts->epoch == g_epoch.load(std::memory_order_relaxed) && ts->pos + n <= ts->limit)) {
     return ts->chunk + ts->pos;

@@ -69,8 +69,7 @@ void AtForkChild() {
   for (ThreadState* ts = g_threads; ts;) {
     ThreadState* next = ts->next;
     if (ts->chunk) {
-      munmap(ts->chunk, ts->chunk_end);
-      ts->chunk = nullptr;
+      UnmapChunk(ts);
       ts->pos = ts->limit = ts->chunk_end = 0;
     }
     ts = next;

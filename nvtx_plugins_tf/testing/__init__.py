@@ -117,6 +117,8 @@ def recorder_library():
         if env_path and ours and _same_file(env_path, ours) and os.environ.get(RECORD_DIR_ENV):
             _lib = _bind(ctypes.CDLL(env_path, mode=ctypes.RTLD_GLOBAL, use_errno=True))
             return _lib
+        if env_path and ours and not _same_file(env_path, ours):
+            raise RecorderNotAttached(_another_copy_message(env_path, ours))
         # (Without a recording folder the recorder declines NVTX's initialization, so a
         # capture would silently hold nothing: say so instead.)
         raise RecorderNotAttached(
@@ -128,6 +130,23 @@ def recorder_library():
             "run under `python -m nvtx_plugins_tf record -o PREFIX -- COMMAND`, or set both from "
             "nvtx_plugins_tf.recorder.environment(FOLDER) before starting Python."
         )
+
+
+def _another_copy_message(env_path: str, ours: str) -> str:
+    """Why a capture cannot use the recorder ``NVTX_INJECTION64_PATH`` names: it is not the
+    copy this package attaches (and checked before loading it)."""
+    try:
+        ctypes.CDLL(env_path, mode=os.RTLD_NOLOAD)
+        state = "loaded by NVTX but not recording"
+    except OSError:
+        state = "not loaded: no NVTX call so far" if os.path.exists(env_path) else "no such file"
+    return (
+        f"the NVTX recorder is not attached to this process: {INJECTION_ENV} names {env_path} "
+        f"({state}), another copy of the recorder than the one this package attaches ({ours}). "
+        f"Set {INJECTION_ENV}={ours} (nvtx_plugins_tf.recorder.environment(FOLDER) gives it, with "
+        f"{RECORD_DIR_ENV}) before starting Python, or run under "
+        "`python -m nvtx_plugins_tf record -o PREFIX -- COMMAND`."
+    )
 
 
 def recorder_attached() -> bool:

@@ -243,7 +243,10 @@ def decode_dir(path: Path) -> list[Segment]:
 #     the seal's sums is damage (its records are read all the same); one cut before
 #     sealed_end is cut short (below);
 #   * in a chunk, records follow the header up to a zero word that only zero bytes follow;
-#     a zero word with anything non-zero after it, a record of an unknown kind or payload
+#     in an unsealed chunk also up to a zero word followed by what one record's body can
+#     hold and then zeros (the end of data: a record whose body was stored, its first word
+#     not yet, issue 32; see ``torn_record_end``);
+#     a zero word with anything else non-zero after it, a record of an unknown kind or payload
 #     type, or one that does not fit in the bytes of the chunk present, is damage, and the
 #     records resume at the next 8-byte word that starts a valid record in full form (issue
 #     21.4; compact events, format 2, are skipped there as they could not be dated; before,
@@ -306,6 +309,26 @@ def record_length(data: bytes, pos: int, end: int) -> int:
     else:
         return 0
     return n if pos + n <= end else 0
+
+
+MAX_EXT_PAYLOAD_BYTES = 4096  # kMaxExtPayloadBytes: one event's payload block
+MAX_EVENT_BYTES = 40  # the longest event record without a payload block
+
+
+def torn_record_end(data: bytes, pos: int, end: int) -> int:
+    """The furthest the record at ``pos`` (its first word still 0) can end, judged by the
+    words of its body the writer may have stored: an event without a payload block (40
+    bytes); a definition (u32 byte length, u32 0 in its second word); an event with an
+    extended payload (the block's length in its third, fourth or fifth word)."""
+
+    def word(k: int) -> int:
+        return struct.unpack_from("<Q", data, pos + k)[0] if pos + k + 8 <= end else 0
+
+    ends = [MAX_EVENT_BYTES]
+    if word(8) < 2**32:
+        ends.append(16 + (word(8) + 7) // 8 * 8)
+    ends += [k + 8 + (word(k) + 7) // 8 * 8 for k in (16, 24, 32) if word(k) <= MAX_EXT_PAYLOAD_BYTES]
+    return pos + max(ends)
 
 
 def _resync(data: bytes, pos: int, end: int) -> int:
@@ -378,8 +401,10 @@ def scan_segment(data: bytes) -> Scan:
         clock = None
         whole = present >= chunk_size
         sealed_end, sum1, sum2 = chunk_seal(data, off)
+        unsealed = not sealed_end
         if sealed_end and not (CHUNK_HEADER_SIZE <= sealed_end <= chunk_size and sealed_end % 8 == 0):
             scan.damage.append(f"chunk {k}: bad seal {sealed_end}")
+            unsealed = True
         elif sealed_end:
             whole = present >= sealed_end
             end = min(end, off + sealed_end)
@@ -396,6 +421,8 @@ def scan_segment(data: bytes) -> Scan:
                 resume = _resync(data, pos + 8, end)
                 if word0 == 0 and not any(data[pos:end]):
                     break  # the end of the chunk's records
+                if word0 == 0 and unsealed and not any(data[torn_record_end(data, pos, end) : end]):
+                    break  # the end of an unsealed chunk's data: a record's body without its first word
                 scan.damage.append(f"chunk {k}: bad record at {pos - off}")
                 if resume >= end:
                     break

@@ -6,7 +6,9 @@
  *   - a signal thread sends SIGUSR1 to the workers; the handler marks "sig" with a text new
  *     to the thread on most calls;
  *   - the main thread starts new segments (rotation) and, with "windows", sets and clears a
- *     capture range "W" (repeat) and opens and closes windows.
+ *     capture range "W" (repeat) and opens and closes windows, paced by the workers' progress
+ *     (a round every 1/64 of their iterations, whatever the machine's load: paced by wall time,
+ *     a loaded machine made ten times as many segments, each a slow path for every thread).
  *
  *   stress [plain|windows] [WORKERS] [ITERATIONS]   (defaults plain 3 20000)
  *
@@ -33,6 +35,7 @@ static atomic_int running;
 static atomic_int stop_signals;
 static _Atomic unsigned long long mailbox[MAX_WORKERS];
 static atomic_long pushes, starts, marks, handled;
+static atomic_long progress; /* iterations done, all workers */
 static pthread_t worker_threads[MAX_WORKERS];
 static nvtxDomainHandle_t domain;
 
@@ -83,6 +86,7 @@ static void* worker(void* arg) {
       end_mail(me);
     }
     end_mail(me);
+    atomic_fetch_add_explicit(&progress, 1, memory_order_relaxed);
   }
   atomic_fetch_sub(&running, 1);
   while (atomic_load(&running) > 0) end_mail(me);
@@ -125,7 +129,11 @@ int main(int argc, char** argv) {
   pthread_t s;
   pthread_create(&s, NULL, signaller, NULL);
   long segments = 0;
+  const long step = iterations * workers / 64 + 1;
+  long next = 0;
   for (int round = 0; atomic_load(&running) > 0; ++round) {
+    while (atomic_load(&running) > 0 && atomic_load_explicit(&progress, memory_order_relaxed) < next) usleep(100);
+    next = atomic_load_explicit(&progress, memory_order_relaxed) + step;
     if (round % 4 == 0) {
       new_segment();
       segments++;
@@ -137,7 +145,6 @@ int main(int argc, char** argv) {
       nvtxRangePop();
       if (round % 8 == 7) set_range(NULL, NULL);
     }
-    usleep(300);
   }
   for (int t = 0; t < workers; ++t) pthread_join(worker_threads[t], NULL);
   atomic_store(&stop_signals, 1);

@@ -103,15 +103,24 @@ class PackResult:
 
 
 def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie does not write: not alive)."""
+    """Whether process ``pid`` runs: any of its threads is not a zombie. (A process whose
+    main thread called ``pthread_exit`` shows state Z while its other threads record on; a
+    process all of whose threads are zombies writes nothing more.)"""
     if pid <= 0:
         return False
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
         return False
-    return state not in (b"Z", b"X")
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # (the thread ended meanwhile)
+        if state not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def pack_segment(path, level: int = LEVEL, keep_raw: bool = False) -> Path | None:
