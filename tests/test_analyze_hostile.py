@@ -221,6 +221,18 @@ SIGNAL_POINTS = {
             return _orig(*a, **k)
         os.replace = replace
     """,
+    "while committing, the signal reaching another thread (held back too)": """
+        import threading
+        _other = threading.Thread(target=threading.Event().wait, daemon=True)
+        _other.start()
+        _orig, _n = os.replace, []
+        def replace(*a, **k):
+            _n.append(1)
+            if len(_n) == 2:
+                signal.pthread_kill(_other.ident, signal.{sig})
+            return _orig(*a, **k)
+        os.replace = replace
+    """,
 }
 
 
@@ -229,12 +241,14 @@ SIGNAL_POINTS = {
 def test_r2_a_signal_leaves_outdir_as_it_was(corpus, tmp_path, sig, point):
     out = _earlier(corpus, tmp_path)
     before = snapshot(out)
-    proc = patched(KILL.format(sig=sig) + textwrap.dedent(SIGNAL_POINTS[point]), "analyze", corpus / "runs", "-o", out)
+    script = KILL.format(sig=sig) + textwrap.dedent(SIGNAL_POINTS[point]).replace("{sig}", sig)
+    proc = patched(script, "analyze", corpus / "runs", "-o", out)
     assert proc.returncode == 128 + getattr(signal, sig), proc.stderr
     assert one_error(proc).startswith(f"nvtx-tf: error: {'interrupted' if sig == 'SIGINT' else 'terminated'}")
     after = snapshot(out)
     if point.startswith("while committing"):  # this run's outputs, whole
-        assert sorted(after) == sorted(before) and all(after[k] != before[k] for k in after if k.endswith(".csv"))
+        assert sorted(after) == sorted(before), (sorted(after), proc.stderr)
+        assert not [k for k in after if k.endswith(".csv") and after[k] == before[k]]
         assert {r["RankName"] for r in pq.read_table(out / "rank_stats.parquet").to_pylist()} == {
             f"rank{r}" for r in range(4)
         }
@@ -472,7 +486,7 @@ def test_r16_the_heatmap_counts_steps_on_its_axis_and_shows_missing_cells(tmp_pa
         fig.canvas.draw()
         pixels = np.asarray(fig.canvas.buffer_rgba())[:, :, :3]
         grey = np.round(np.array(matplotlib.colors.to_rgb(MISSING_COLOR)) * 255).astype(np.uint8)
-        assert (pixels == grey).all(axis=2).sum() > 10_000
+        assert (np.abs(pixels.astype(int) - grey) <= 2).all(axis=2).sum() > 10_000  # (rounded either way)
     finally:
         plt.close(fig)
     whole = figure([[1, 2, 3], [1, 2, 3]], ["a", "b"], "t")

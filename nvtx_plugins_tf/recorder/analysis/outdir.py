@@ -2,7 +2,7 @@
 
 Every output is written into a fresh hidden folder (inside OUTDIR when it exists, else next
 to it), then moved in by renames on one filesystem, with SIGINT, SIGTERM and SIGHUP held
-back meanwhile; the outputs of an earlier run that this one does not write again (its
+back meanwhile (handled once the outputs are in); the outputs of an earlier run that this one does not write again (its
 ``heatmap.png`` when this run has no steps) are removed at that moment too. An error, a full
 disk or a signal before that point removes the hidden folder and leaves OUTDIR as it was
 (not made at all when it did not exist, nor the parents made for it).
@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,13 +55,26 @@ def check_outdir(outdir: Path) -> None:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP held back (delivered when it ends): a rename sequence or a
-    cleanup is never cut in the middle."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    """SIGINT, SIGTERM and SIGHUP held back, then handled as before once it ends (the first
+    one that came): a rename sequence or a cleanup is never cut in the middle. Python runs
+    signal handlers in the main thread whichever thread the signal reached (a mask would
+    hold it for one thread only), so the handlers are swapped there; elsewhere nothing is
+    held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    old = {signo: signal.signal(signo, lambda signo, _frame: caught.append(signo)) for signo in _HELD}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for signo, handler in old.items():
+            signal.signal(signo, handler)
+        for signo in caught[:1]:
+            if callable(old[signo]):
+                old[signo](signo, None)
+            elif old[signo] == signal.SIG_DFL:
+                os.kill(os.getpid(), signo)
 
 
 def _fresh_folder(parent: Path, prefix: str) -> Path:
