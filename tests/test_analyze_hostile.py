@@ -559,18 +559,30 @@ def test_r19_many_local_workers_shut_down_quietly(corpus, tmp_path):
     assert "straggler: rank2" in proc.stdout
 
 
-def test_r19_sigint_with_workers_is_one_line(corpus, tmp_path):
-    pytest.importorskip("distributed", reason="the 'dask' extra")
-    script = """
-        import os, signal
-        import distributed
+DASK_SIGNAL_POINTS = {
+    "while the tasks run": """
         _orig = distributed.Client.map
         def map(self, *a, **k):
             futures = _orig(self, *a, **k)
             os.kill(os.getpid(), signal.SIGINT)
             return futures
         distributed.Client.map = map
-    """
+    """,
+    "while the cluster starts its workers": """
+        import distributed.nanny
+        _orig = distributed.nanny.Nanny.start_unsafe
+        async def start_unsafe(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            return await _orig(self)
+        distributed.nanny.Nanny.start_unsafe = start_unsafe
+    """,
+}
+
+
+@pytest.mark.parametrize("point", list(DASK_SIGNAL_POINTS))
+def test_r19_sigint_with_workers_is_one_line(corpus, tmp_path, point):
+    pytest.importorskip("distributed", reason="the 'dask' extra")
+    script = "import os, signal\nimport distributed\n" + textwrap.dedent(DASK_SIGNAL_POINTS[point])
     proc = patched(script, "analyze", corpus / "runs", "-o", tmp_path / "out", "--workers", "2", timeout=300)
     assert proc.returncode == 130, proc.stderr
     assert one_error(proc) == "nvtx-tf: error: interrupted (SIGINT); partial outputs removed"

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ._signals import held
 from .mapper import RankResult, StepSpec, map_input
 
 __all__ = ["EngineUnavailable", "check_scheduler_address", "run_mappers", "embedded_threads"]
@@ -180,18 +181,21 @@ def _on_dask(paths: list[str], step: StepSpec | None, workers: int | None, sched
     early (a signal), the tasks not done are cancelled and the cluster closed quietly."""
     from distributed import as_completed
 
-    client, cluster = _client(workers, scheduler)
+    client = cluster = None
     futures = []
     try:
+        with held():  # (a signal while Dask is imported or starts: handled once it can be closed quietly)
+            client, cluster = _client(workers, scheduler)
         futures = client.map(_safe_map, paths, step=step, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         for future in as_completed(futures):
             yield index[future.key], future.result()
     finally:
-        with contextlib.suppress(Exception):
-            client.cancel([f for f in futures if not f.done()])
-        with contextlib.suppress(Exception):
-            client.close()
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.cancel([f for f in futures if not f.done()])
+            with contextlib.suppress(Exception):
+                client.close()
         if cluster is not None:
             with contextlib.suppress(Exception):
                 cluster.close()

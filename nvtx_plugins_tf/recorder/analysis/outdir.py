@@ -14,10 +14,10 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+from ._signals import held
 
 __all__ = ["TABLES", "OUTPUTS", "OutdirError", "check_outdir", "staged"]
 
@@ -25,8 +25,6 @@ __all__ = ["TABLES", "OUTPUTS", "OutdirError", "check_outdir", "staged"]
 TABLES = ("all_stats", "rank_stats", "pace", "stragglers")
 #: Every file ``analyze`` may write into OUTDIR (the only ones it replaces or removes there).
 OUTPUTS = (*(f"{table}.{suffix}" for table in TABLES for suffix in ("parquet", "csv")), "heatmap.png")
-
-_HELD = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 class OutdirError(OSError):
@@ -51,30 +49,6 @@ def check_outdir(outdir: Path) -> None:
     # (tried, not os.access: root passes os.access on /sys, /proc and read-only mounts)
     if not os.access(existing, os.W_OK | os.X_OK) or not is_writable(existing):
         raise OutdirError(f"output directory {outdir} is not writable; choose another -o OUTDIR")
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP held back, then handled as before once it ends (the first
-    one that came): a rename sequence or a cleanup is never cut in the middle. Python runs
-    signal handlers in the main thread whichever thread the signal reached (a mask would
-    hold it for one thread only), so the handlers are swapped there; elsewhere nothing is
-    held."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    old = {signo: signal.signal(signo, lambda signo, _frame: caught.append(signo)) for signo in _HELD}
-    try:
-        yield
-    finally:
-        for signo, handler in old.items():
-            signal.signal(signo, handler)
-        for signo in caught[:1]:
-            if callable(old[signo]):
-                old[signo](signo, None)
-            elif old[signo] == signal.SIG_DFL:
-                os.kill(os.getpid(), signo)
 
 
 def _fresh_folder(parent: Path, prefix: str) -> Path:
@@ -114,7 +88,7 @@ class _Staging:
 
     def commit(self, names: list[str]) -> None:
         assert self.folder is not None
-        with _signals_held():
+        with held():
             if not os.path.lexists(self.outdir):
                 os.rename(self.folder, self.outdir)
             else:
@@ -127,7 +101,7 @@ class _Staging:
             self.done = True
 
     def discard(self) -> None:
-        with _signals_held():
+        with held():
             if self.folder is not None:
                 shutil.rmtree(self.folder, ignore_errors=True)
             for path in reversed(self.made):
