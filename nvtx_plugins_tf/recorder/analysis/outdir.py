@@ -2,8 +2,9 @@
 
 Every output is written into a fresh hidden folder (inside OUTDIR when it exists, else next
 to it), then moved in by renames on one filesystem, with SIGINT, SIGTERM and SIGHUP held
-back meanwhile (handled once the outputs are in); the outputs of an earlier run that this one does not write again (its
-``heatmap.png`` when this run has no steps) are removed at that moment too. An error, a full
+back meanwhile (:func:`._signals.held`: handled once the outputs are in); the outputs of an
+earlier run that this one does not write again (its ``heatmap.png`` when this run has no
+steps) are removed at that moment too. An error, a full
 disk or a signal before that point removes the hidden folder and leaves OUTDIR as it was
 (not made at all when it did not exist, nor the parents made for it).
 """
@@ -14,7 +15,7 @@ import contextlib
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ._signals import held
@@ -110,7 +111,7 @@ class _Staging:
 
 
 @contextlib.contextmanager
-def staged(outdir) -> Iterator[tuple[Path, callable]]:
+def staged(outdir) -> Iterator[tuple[Path, Callable[[list[str]], None]]]:
     """``(folder, commit)``: write the outputs into ``folder``, then ``commit(names)`` moves
     them into OUTDIR at once (and removes the other :data:`OUTPUTS` of an earlier run there).
     Leaving without a commit (an error, a signal) removes the folder and what was made for it.
