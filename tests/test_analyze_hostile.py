@@ -32,6 +32,9 @@ from conftest import _child_env
 from nvtx_plugins_tf import cli
 from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 
+# (the test's own LocalCluster warns when another one holds Dask's HTTP port)
+pytestmark = pytest.mark.filterwarnings("ignore:Port .* is already in use:UserWarning")
+
 PY = sys.executable
 EPOCH = 1_700_000_000_000_000_000
 NO_PID = 3_999_000  # (pids above any this machine hands out: `pack` packs a segment of a dead process)
