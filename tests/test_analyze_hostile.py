@@ -461,6 +461,18 @@ def test_r7_no_straggler_without_excess_and_none_in_a_tie(tmp_path, slow):
     assert any(line.startswith("no straggler") for line in proc.stdout.splitlines()), proc.stdout
 
 
+def test_r12_an_outdir_whose_name_is_not_utf8_works(corpus, tmp_path):
+    """(analyze's part of row 12) Linux paths are bytes: OUTDIR an_\\xff is made and written."""
+    out = os.fsencode(tmp_path) + b"/an_\xff"
+    proc = subprocess.run([PY, "-m", "nvtx_plugins_tf", "analyze", os.fsencode(corpus / "runs"), b"-o", out],
+                          env=_child_env(), capture_output=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.fsdecode(n) for n in os.listdir(out)) == sorted(
+        [f"{t}.{s}" for t in ("all_stats", "rank_stats", "pace", "stragglers") for s in ("parquet", "csv")]
+        + ["heatmap.png"]
+    )
+
+
 def test_r7_one_slow_rank_is_still_named(corpus, tmp_path):
     proc = nvtx_tf("analyze", corpus / "runs", "-o", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr

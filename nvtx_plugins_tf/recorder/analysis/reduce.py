@@ -231,7 +231,10 @@ def write_tables(tables: Tables, outdir) -> list[Path]:
                     t = getattr(tables, name)
                     for suffix, write in (("parquet", pq.write_table), ("csv", pacsv.write_csv)):
                         names.append(f"{name}.{suffix}")
-                        write(t, folder / names[-1])
+                        # (a file of Python's: a path of any bytes, as Linux has them; pyarrow's
+                        # own opening wants UTF-8)
+                        with open(folder / names[-1], "wb") as file:
+                            write(t, file)
                 if heatmap is not None:
                     names.append("heatmap.png")
                     heatmap.result()
