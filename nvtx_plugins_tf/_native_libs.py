@@ -79,12 +79,11 @@ def cache_dir() -> Path:
 def is_writable(folder: Path) -> bool:
     """True when a file can be created in ``folder`` (tried, not guessed: root ignores modes
     but not a read-only mount)."""
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".write_probe", dir=folder)
+    try:  # (unnamed where the filesystem can, O_TMPFILE: a signal meanwhile leaves no file behind)
+        with tempfile.TemporaryFile(prefix=".write_probe", dir=folder):
+            pass
     except OSError:
         return False
-    os.close(fd)
-    os.unlink(probe)
     return True
 
 

@@ -1,15 +1,27 @@
 """``analyze``: many ranks' recordings or exports (ours or nsys's) at once: per-range statistics
 per rank and over all ranks, the steps of every rank on one clock, and the slowest rank. The
-work is :func:`nvtx_plugins_tf.recorder.analysis.analyze`'s; here, flags and exit codes."""
+work is :mod:`nvtx_plugins_tf.recorder.analysis`'s; here, flags and exit codes.
+
+Nothing is made before the inputs are read and found to hold ranges (a bad input, a bad
+scheduler, no ranges: OUTDIR untouched, not even created); then every output appears in OUTDIR
+at once, or, on an error, a full disk or a signal, none does. A damaged recording counts with
+its intact events and ends the command with exit 6 after the outputs are written (as
+``record``, ``export`` and ``report`` do), one line per damaged input.
+"""
 
 from __future__ import annotations
 
+import os
+
 from ._common import (
+    EXIT_DAMAGED,
     EXIT_DASK_UNAVAILABLE,
     EXIT_INPUT_NOT_FOUND,
     EXIT_NO_EVENTS,
+    EXIT_OUTPUT_NOT_WRITABLE,
     EXIT_USAGE,
     CliError,
+    error,
     warn,
 )
 
@@ -22,62 +34,106 @@ def _workers(value: str) -> int:
     return int(value)
 
 
-def cmd_analyze(args) -> int:
-    from ..recorder.analysis import EngineUnavailable, InputError, analyze, terminal_progress
-    from .record import _prepare_output_dir
+def _check_flags(args) -> None:
+    """The usage errors (exit 2), before anything is read or made."""
+    from ..recorder.analysis import check_scheduler_address
 
-    if args.workers is not None and args.scheduler:
+    if args.workers is not None and args.scheduler is not None:
         raise CliError("--workers starts a local cluster, --scheduler uses a running one: give one", EXIT_USAGE)
     if args.step is not None and not args.step.partition("@")[0].strip():
         raise CliError(f"--step {args.step!r}: give the step range's name, NAME or NAME@DOMAIN", EXIT_USAGE)
+    if not args.output or os.path.abspath(args.output) == "/":
+        raise CliError(f"-o {args.output!r}: OUTDIR must name a folder for the tables, e.g. -o analysis", EXIT_USAGE)
+    if args.scheduler is not None:
+        try:
+            check_scheduler_address(args.scheduler)
+        except ValueError as exc:
+            raise CliError(f"--scheduler {exc}", EXIT_USAGE) from None
+
+
+def cmd_analyze(args) -> int:
     from pathlib import Path
 
-    _prepare_output_dir(Path(args.output))
+    from ..recorder.analysis import (
+        EngineUnavailable,
+        InputError,
+        NothingToAnalyze,
+        OutdirError,
+        StepNotFound,
+        check_outdir,
+        compute,
+        terminal_progress,
+    )
+
+    _check_flags(args)
+    outdir = Path(args.output)
     try:
-        result = analyze(
-            args.inputs,
-            args.output,
-            step=args.step,
-            workers=args.workers,
-            scheduler=args.scheduler,
-            progress=terminal_progress(),
+        check_outdir(outdir)
+        analysis = compute(
+            args.inputs, step=args.step, workers=args.workers, scheduler=args.scheduler, progress=terminal_progress()
         )
+        for line in analysis.tables.left_out:
+            warn(f"left out: {line}")
+        for line in analysis.counted_once:
+            warn(line)
+        analysis.check()
+        analysis.write(outdir)
     except InputError as exc:
         raise CliError(str(exc), EXIT_INPUT_NOT_FOUND) from exc
     except EngineUnavailable as exc:
         raise CliError(str(exc), EXIT_DASK_UNAVAILABLE) from exc
-    for line in result.tables.left_out:
-        warn(f"left out: {line}")
-    if not result.tables.ranks or not any(r.events for r in result.tables.ranks):
-        raise CliError("no NVTX ranges in the inputs: nothing to analyze", EXIT_NO_EVENTS)
-    for line in result.summary:
+    except NothingToAnalyze as exc:
+        raise CliError(str(exc), EXIT_NO_EVENTS) from exc
+    except StepNotFound as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    except OutdirError as exc:
+        raise CliError(str(exc), EXIT_OUTPUT_NOT_WRITABLE) from exc
+    for line in analysis.summary:
         print(line)
-    shown = [str(p) for p in result.written if p.suffix in (".parquet", ".png")]
-    print(f"wrote {', '.join(shown)} (and the tables as .csv)")
+    shown = [str(p) for p in analysis.written if p.suffix in (".parquet", ".png")]
+    print(f"wrote {', '.join(shown)} (and the tables as .csv)", flush=True)
+    for i, line in enumerate(analysis.damaged):
+        message = f"damaged recording {line}; the tables count its intact events"
+        if i + 1 < len(analysis.damaged):
+            error(message)
+        else:
+            raise CliError(message, EXIT_DAMAGED)
     return 0
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "analyze",
-        help="many ranks at once: statistics per rank and overall, the steps of every rank, the slowest rank",
+        help="many ranks at once: statistics per rank and overall, the steps of every rank, the stragglers",
         description=(
             "Analyze recordings (PREFIX.nvtxrec) and exports (SQLite or parquetdir, ours or Nsight Systems') of "
             "several ranks. Each input is one rank per process; a directory stands for every recording and export "
             "in it (DIR:n: the first n), a recording standing for its exports next to it (PREFIX.sqlite, "
-            "PREFIX_pqtdir). Writes OUTDIR/all_stats, rank_stats (the nvtx_sum recipe's columns) and "
-            "pace (the steps of every rank on one clock), each as .parquet and .csv, and prints a summary naming "
+            "PREFIX_pqtdir); a rank given twice (two paths, a recording and its export) counts once. Writes into "
+            "the folder OUTDIR: all_stats, rank_stats (the nvtx_sum recipe's columns), pace (the steps of every "
+            "rank on one clock) and stragglers (per step, the rank the others waited for), each as .parquet and "
+            ".csv, and heatmap.png (ranks x steps; with matplotlib), all at once or none; prints a summary naming "
             "the slowest rank. Runs in this process by default; --workers N or --scheduler ADDRESS run one task "
-            "per input on Dask (the 'dask' extra)."
+            "per input on Dask (the 'dask' extra). A damaged recording counts with its intact events: exit 6."
         ),
     )
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="recordings, exports, or directories of them")
-    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="the directory of the tables")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="OUTDIR",
+        help="the folder of the tables and heatmap.png (created if needed; its other files are left alone)",
+    )
     p.add_argument(
         "--step",
         metavar="NAME[@DOMAIN]",
         help="the step ranges: message NAME or 'NAME N' (default: the Keras callback's 'batch N', else 'step N')",
     )
     p.add_argument("--workers", type=_workers, metavar="N", help="run on a local Dask cluster of N worker processes")
-    p.add_argument("--scheduler", metavar="ADDRESS", help="run on a running Dask cluster (tcp://HOST:PORT)")
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on a running Dask cluster (tcp://HOST:PORT); waits a bounded time for its first worker",
+    )
     p.set_defaults(func=cmd_analyze)

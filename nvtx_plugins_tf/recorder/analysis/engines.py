@@ -8,18 +8,21 @@ An input that cannot be read is left out with one line naming it; the others sti
 
 from __future__ import annotations
 
-import concurrent.futures
+import contextlib
 import os
+import queue
+import re
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ._signals import held
 from .mapper import RankResult, StepSpec, map_input
 
-__all__ = ["EngineUnavailable", "run_mappers", "embedded_threads"]
+__all__ = ["EngineUnavailable", "check_scheduler_address", "run_mappers", "embedded_threads"]
 
 
 def embedded_threads() -> int:
@@ -27,29 +30,89 @@ def embedded_threads() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
+#: Seconds ``--scheduler`` waits for a first worker (``NVTX_TF_ANALYZE_WORKER_WAIT`` sets it).
+WORKER_WAIT_ENV = "NVTX_TF_ANALYZE_WORKER_WAIT"
+WORKER_WAIT_S = 60.0
+
+_ADDRESS = re.compile(r"(?:(?:tcp|tls|ws|wss|ucx)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
+
+
 class EngineUnavailable(RuntimeError):
-    """The Dask engine cannot be had: the extra is missing or the scheduler cannot be reached."""
+    """The Dask engine cannot be had: the extra is missing, the scheduler cannot be reached
+    or has no worker."""
+
+
+def check_scheduler_address(address: str) -> None:
+    """Raises ValueError (why, in words) unless ``address`` is a Dask scheduler's address
+    another process can reach: ``[tcp|tls|ws|wss|ucx://]HOST:PORT``."""
+    match = _ADDRESS.fullmatch(address)
+    if not match or not 1 <= int(match[2]) <= 65535:
+        raise ValueError(f"{address!r}: a Dask scheduler's address is tcp://HOST:PORT (PORT 1 to 65535)")
+
+
+def _worker_wait() -> float:
+    try:
+        return max(0.0, float(os.environ.get(WORKER_WAIT_ENV, WORKER_WAIT_S)))
+    except ValueError:
+        return WORKER_WAIT_S
 
 
 def _safe_map(path: str, step: StepSpec | None) -> tuple[list[RankResult], str | None]:
-    """map_input, its failure as a line instead of an exception (across processes too)."""
+    """map_input, its failure as a line instead of an exception (across processes too); on a
+    Dask worker, the line names the worker (it may see other files than this host)."""
     try:
         return map_input(path, step), None
     except (OSError, ValueError, sqlite3.Error) as exc:
         text = str(exc)  # (named once: the loaders' messages often start with the path)
-        return [], text if text.startswith(f"{path}: ") else f"{path}: {text}"
+        named = text if text.startswith(f"{path}: ") else f"{path}: {text}"
+        return [], named + _on_worker()
+
+
+def _on_worker() -> str:
+    if "distributed" not in sys.modules:
+        return ""
+    from distributed import get_worker
+
+    try:
+        return f" (on the Dask worker {get_worker().address})"
+    except ValueError:  # (not in a worker)
+        return ""
+
+
+def _quiet_dask() -> None:
+    """Dask's own log lines (heartbeats of starved workers, a worker killed at shutdown, a
+    task cancelled by a signal) and its warning that the port of the scheduler's HTTP server
+    is taken (another cluster's: it picks another) are not the user's business: critical
+    only, here and in the LocalCluster's worker processes (they read the environment when
+    they import Dask)."""
+    import logging
+    import warnings
+
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "critical")
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
 
 
 def _client(workers: int | None, scheduler: str | None):
+    _quiet_dask()
     try:
         from distributed import Client, LocalCluster
     except ImportError as exc:
         raise EngineUnavailable("the Dask engine needs the 'dask' extra: pip install 'nvtx_plugins_tf[dask]'") from exc
-    if scheduler:
+    _quiet_dask()
+    if scheduler is not None:
+        check_scheduler_address(scheduler)
         try:
-            return Client(scheduler, timeout="10s"), None
+            client = Client(scheduler, timeout="10s")
         except (OSError, TimeoutError) as exc:
             raise EngineUnavailable(f"cannot reach the Dask scheduler {scheduler}: {exc}") from exc
+        wait = _worker_wait()
+        try:
+            client.wait_for_workers(1, timeout=wait)
+        except TimeoutError:
+            client.close()
+            raise EngineUnavailable(f"no workers at {scheduler} after {wait:g} s") from None
+        return client, None
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
     return Client(cluster), cluster
 
@@ -62,8 +125,9 @@ def run_mappers(
     scheduler: str | None = None,
     progress: Callable[[int, int, int], None] | None = None,
 ) -> tuple[list[RankResult], list[str]]:
-    """(every rank's results in input order, the lines of the inputs left out)."""
-    paths = [str(p) for p in inputs]
+    """(every rank's results in input order, the lines of the inputs left out). Inputs are
+    given to the workers as absolute paths."""
+    paths = [os.path.abspath(p) for p in inputs]
     results: list[tuple[list[RankResult], str | None] | None] = [None] * len(paths)
     done = events = 0
     local = workers is None and scheduler is None
@@ -82,27 +146,61 @@ def _in_threads(paths: list[str], step: StepSpec | None):
     """(input index, its result) as each is done, mapped by threads of this process: the
     reading (native decoder, pyarrow) and numpy's sorts release the GIL, so two cores give
     1.7x one's ranges/s (benchmarks/bench_analyze.py); memory is that of as many inputs as
-    threads."""
-    with ThreadPoolExecutor(max_workers=embedded_threads()) as pool:
-        futures = {pool.submit(_safe_map, path, step): i for i, path in enumerate(paths)}
-        for future in concurrent.futures.as_completed(futures):
-            yield futures[future], future.result()
+    threads. The threads are daemons taking inputs from a queue: when the caller stops (a
+    signal), no queued input is started and the process need not wait for the ones being
+    read (they only read)."""
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    for item in enumerate(paths):
+        todo.put(item)
+    stop = threading.Event()
+
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                i, path = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                done.put((i, _safe_map(path, step), None))
+            except BaseException as exc:  # noqa: BLE001 - raised again by the caller's thread
+                done.put((i, None, exc))
+
+    for k in range(min(embedded_threads(), len(paths))):
+        threading.Thread(target=work, name=f"nvtx-tf-analyze-{k}", daemon=True).start()
+    try:
+        for _ in paths:
+            i, result, exc = done.get()
+            if exc is not None:
+                raise exc
+            yield i, result
+    finally:
+        stop.set()
 
 
 def _on_dask(paths: list[str], step: StepSpec | None, workers: int | None, scheduler: str | None):
-    """(input index, its result) as each is done, mapped by one Dask task each."""
+    """(input index, its result) as each is done, mapped by one Dask task each; on leaving
+    early (a signal), the tasks not done are cancelled and the cluster closed quietly."""
     from distributed import as_completed
 
-    client, cluster = _client(workers, scheduler)
+    client = cluster = None
+    futures = []
     try:
+        with held():  # (a signal while Dask is imported or starts: handled once it can be closed quietly)
+            client, cluster = _client(workers, scheduler)
         futures = client.map(_safe_map, paths, step=step, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         for future in as_completed(futures):
             yield index[future.key], future.result()
     finally:
-        client.close()
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.cancel([f for f in futures if not f.done()])
+            with contextlib.suppress(Exception):
+                client.close()
         if cluster is not None:
-            cluster.close()
+            with contextlib.suppress(Exception):
+                cluster.close()
 
 
 def terminal_progress(stream=sys.stderr) -> Callable[[int, int, int], None] | None:

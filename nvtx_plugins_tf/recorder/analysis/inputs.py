@@ -9,6 +9,7 @@ DIR/PREFIX`` writes), ``PREFIX_pqtdir`` next to ``PREFIX.sqlite`` (nsys's two ex
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -50,8 +51,10 @@ def _one_per_rank(found: list[Path]) -> list[Path]:
 
 
 def expand_inputs(values: list[str]) -> list[Path]:
-    """The inputs the command-line values stand for, each once, in order."""
+    """The inputs the command-line values stand for, each once (one file by two paths or a
+    symlink: once), in order, as absolute paths (what a Dask worker started elsewhere reads)."""
     out: list[Path] = []
+    seen: set[Path] = set()
     for value in values:
         limit = None
         match = re.fullmatch(r"(.*):(\d+)", value)
@@ -70,5 +73,8 @@ def expand_inputs(values: list[str]) -> list[Path]:
                 raise InputError(f"{value}: no recording (.nvtxrec), SQLite or parquetdir export in it")
         else:
             raise InputError(f"{value}: not a recording, an SQLite file in Nsight Systems' schema or a parquetdir")
-        out += [p for p in found if p not in out]
+        for p in found:
+            if p.resolve() not in seen:
+                seen.add(p.resolve())
+                out.append(Path(os.path.abspath(p)))
     return out

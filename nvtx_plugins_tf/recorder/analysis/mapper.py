@@ -105,6 +105,7 @@ class RankResult:
     step_end: np.ndarray = field(default_factory=lambda: _I64)
     work_rows: np.ndarray = field(default_factory=lambda: _I64)
     step_work: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    damage: str = ""  #: the input's damage (a recording's reader's description), "" when intact
 
     @property
     def n_steps(self) -> int:
@@ -152,7 +153,11 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
     with reading(path) as reader:
         ranges = load_ranges(path, reader=reader, row_ids=False)
         _check_readable(reader)
-    return map_ranges(path, ranges, step)
+        damage = _damage(reader)
+    out = map_ranges(path, ranges, step)
+    for result in out:
+        result.damage = damage
+    return out
 
 
 def _check_readable(reader) -> None:
@@ -160,6 +165,12 @@ def _check_readable(reader) -> None:
     could be read: the input is then left out and named, not taken for one without ranges."""
     if not reader.processes and reader.errors:
         raise ValueError(f"no segment could be read: {reader.errors[0]}")
+
+
+def _damage(reader) -> str:
+    """The recording's damage in words ("" when intact), as ``report`` says it."""
+    damage = reader.damage()
+    return damage.describe() if damage.damaged else ""
 
 
 def _release_arrow_memory() -> None:
@@ -196,12 +207,13 @@ def _map_recording_native(path: Path, step: StepSpec | None) -> list[RankResult]
         origin = reader.origin_ns
         epoch = session_start_utc(reader, origin + shift) if processes else None
         clock_shift = _clock_shifts(reader) if processes else {}
+        damage = _damage(reader)
     stem = _stem(path)
     out = []
     for p in processes:
         pid = p["pid"]
         name = stem if len(processes) == 1 else f"{stem}:{pid}"
-        result = RankResult(name, str(path), pid, p["events"], p["open_ranges"])
+        result = RankResult(name, str(path), pid, p["events"], p["open_ranges"], damage=damage)
         result.names = [(name_domain[n], name_message[n]) for n in p["rows"].tolist()]
         for f in ("count", "sum", "min", "max", "m2", "q1", "median", "q3", "sketch_row", "sketch_key", "sketch_count"):
             setattr(result, f, p[f])

@@ -18,11 +18,15 @@ tables, written as Parquet and CSV with pyarrow, and the summary.
   straggler; its work can: for each range name, the part of the step its ranges cover on
   each rank (any thread), against the median of the ranks; a rank's
   ``Excess`` is the sum of what it spends above those medians, and the straggler is the rank
-  with the largest excess. ``TopRanges``: the three ranges that account for most of it.
+  with the largest excess. ``TopRanges``: the three ranges that account for most of it. No
+  rank is named (``Rank``, ``RankName``, ``StepDuration`` and ``Excess`` null) when no rank
+  has an excess (identical ranks) or two share the largest: a tie names nobody.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import statistics
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,11 +37,11 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..._paths import arrow_file
 from ..exports._arrays import array
 from ..reports.names import range_label
 from . import sketch
 from .mapper import RankResult
+from .outdir import TABLES, OutdirError, staged
 
 __all__ = ["Tables", "reduce_results", "write_tables", "summary_lines"]
 
@@ -187,7 +191,15 @@ def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
         w = work[present, step, :]
         above = w - np.median(w, axis=0)
         excess = np.where(above > 0, above, 0).sum(axis=1)
-        best = int(np.argmax(excess))  # (the first of equals)
+        best = int(np.argmax(excess))
+        if excess[best] <= 0 or np.count_nonzero(excess == excess[best]) > 1:
+            # no rank above the others (identical ranks), or a tie: nobody is named
+            for key, value in (
+                ("Step", step), ("Ranks", len(present)), ("Rank", None), ("RankName", None), ("StepDuration", None),
+                ("MedianStepDuration", int(np.median(durations[present, step]))), ("Excess", None), ("TopRanges", ""),
+            ):  # fmt: skip
+                out[key].append(value)
+            continue
         index = int(present[best])
         top = sorted(
             ((float(v), keys[int(used[j])]) for j, v in enumerate(above[best].tolist()) if v > 0), reverse=True
@@ -204,23 +216,42 @@ def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
 
 def write_tables(tables: Tables, outdir) -> list[Path]:
     """OUTDIR/{all_stats,rank_stats,pace,stragglers}.{parquet,csv} and heatmap.png (with
-    matplotlib, when there are steps); returns the files written. The heatmap is drawn in a
-    thread while the tables are written (pyarrow's writers leave the GIL free)."""
+    matplotlib, when there are steps), all at once (:mod:`.outdir`: an error, a full disk or a
+    signal leaves OUTDIR as it was; an earlier run's heatmap.png goes when this one draws
+    none); returns the files written. The heatmap is drawn in a thread while the tables are
+    written (pyarrow's writers leave the GIL free). Raises :class:`.outdir.OutdirError`
+    naming the output that could not be written."""
     outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvtx-tf-heatmap") as pool:
-        heatmap = _draw_heatmap(pool, tables, outdir / "heatmap.png")
-        written = []
-        for name in ("all_stats", "rank_stats", "pace", "stragglers"):
-            t = getattr(tables, name)
-            with arrow_file(outdir / f"{name}.parquet", "wb") as out:  # (any file name: by its bytes)
-                pq.write_table(t, out)
-            with arrow_file(outdir / f"{name}.csv", "wb") as out:
-                pacsv.write_csv(t, out)
-            written += [outdir / f"{name}.parquet", outdir / f"{name}.csv"]
-        if heatmap is not None:
-            written.append(heatmap.result())
-    return written
+    with staged(outdir) as (folder, commit):
+        names = []
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvtx-tf-heatmap") as pool:
+            heatmap = _draw_heatmap(pool, tables, folder / "heatmap.png")
+            try:
+                for name in TABLES:
+                    t = getattr(tables, name)
+                    for suffix, write in (("parquet", pq.write_table), ("csv", pacsv.write_csv)):
+                        names.append(f"{name}.{suffix}")
+                        # (a file of Python's: a path of any bytes, as Linux has them; pyarrow's
+                        # own opening wants UTF-8)
+                        with open(folder / names[-1], "wb") as file:
+                            write(t, file)
+                if heatmap is not None:
+                    names.append("heatmap.png")
+                    heatmap.result()
+            except OSError as exc:
+                raise OutdirError(f"cannot write {outdir / names[-1]}: {_reason(exc)}") from exc
+            finally:
+                if heatmap is not None:
+                    heatmap.cancel()
+        commit(names)
+    return [outdir / name for name in names]
+
+
+def _reason(exc: OSError) -> str:
+    """An OSError's reason in the system's words (pyarrow's carry the errno in their text)."""
+    found = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
+    number = exc.errno or (int(found[1]) if found else None)
+    return os.strerror(number) if number else str(exc)
 
 
 def _draw_heatmap(pool: ThreadPoolExecutor, tables: Tables, output: Path) -> Future | None:
@@ -266,8 +297,20 @@ def summary_lines(tables: Tables) -> list[str]:
         return lines
     counts: dict[int, int] = {}
     for rank in st["Rank"]:
-        counts[rank] = counts.get(rank, 0) + 1
-    worst = max(counts, key=counts.get)
+        if rank is not None:
+            counts[rank] = counts.get(rank, 0) + 1
+    if not counts:
+        lines.append(f"no straggler: in none of {len(st['Step'])} steps was one rank's work above the others'")
+        return lines
+    most = max(counts.values())
+    tied = [rank for rank, n in counts.items() if n == most]
+    if len(tied) > 1:
+        names = ", ".join(st["RankName"][st["Rank"].index(rank)] for rank in tied)
+        lines.append(
+            f"no single straggler: {names} each the rank the others waited for in {most} of {len(st['Step'])} steps"
+        )
+        return lines
+    worst = tied[0]
     name = st["RankName"][st["Rank"].index(worst)]
     mine = [i for i, rank in enumerate(st["Rank"]) if rank == worst]
     excess = statistics.median(st["Excess"][i] for i in mine)
