@@ -1,7 +1,7 @@
 """`nvtx-tf export` and the Parquet / Arrow exports (issue 23.2, 23.3).
 
 * Every type from one decode; the Parquet directory and the Arrow file hold nsys's tables with
-  nsys's columns and Arrow types (:data:`_nsys_schema.PARQUET`, generated from nsys 2023.4.4's
+  nsys's columns and Arrow types (:data:`_nsys_schema.PARQUET`, generated from nsys 2024.2.3's
   own parquetdir export) and the same rows as our SQLite file, table by table, for a
   recording with every kind of event, payload, string and thread crossing.
 * Parquet is streamed: a recording read in several batches gives several row groups.
@@ -99,14 +99,22 @@ def test_every_type_from_one_decode_holds_nsys_tables_and_the_sqlite_rows(tmp_pa
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == ["run.arrow", "run.json", "run.sqlite", "run_pqtdir"]
     pqt = out / "run_pqtdir"
-    assert sorted(p.stem for p in pqt.iterdir()) == sorted(_nsys_schema.PARQUET)
+    # nsys's tables, the empty ones its recipes read, and our own (nsys's stay nsys's).
+    parquet = {**_nsys_schema.PARQUET, **_nsys_schema.RECIPE_PARQUET}
+    assert sorted(p.stem for p in pqt.iterdir()) == sorted([*parquet, "NVTX_TF_META_DATA"])
     arrow = read_arrow_tables(out / "run.arrow")
-    assert sorted(arrow) == sorted(_nsys_schema.PARQUET)
-    for table, columns in _nsys_schema.PARQUET.items():
+    assert sorted(arrow) == sorted([*_nsys_schema.ARROW, "NVTX_TF_META_DATA"])
+    for table, columns in parquet.items():
         schema = pq.read_schema(pqt / f"{table}.parquet")
         assert [(f.name, str(f.type), f.nullable) for f in schema] == list(columns), table
-        assert [(f.name, str(f.type), f.nullable) for f in arrow[table].schema] == list(columns), table
+    for table, (desc, columns) in _nsys_schema.ARROW.items():  # nsys's --type arrow types and metadata
+        schema = arrow[table].schema
+        assert [(f.name, str(f.type), f.nullable, (f.metadata or {}).get(b"field_desc", b"").decode() or None)
+                for f in schema] == list(columns), table  # fmt: skip
+        assert schema.metadata.get(b"table_desc", b"").decode() == (desc or ""), table
         assert arrow[table].num_rows == pq.read_metadata(pqt / f"{table}.parquet").num_rows, table
+    for table in ("META_DATA_CAPTURE", "NVTX_TF_META_DATA"):
+        assert pq.read_metadata(pqt / f"{table}.parquet").num_rows > 0, table
     for table in ROWS_COMPARED:
         _assert_rows_match(table, pq.read_table(pqt / f"{table}.parquet"), out / "run.sqlite")
         _assert_rows_match(table, arrow[table], out / "run.sqlite")
@@ -116,7 +124,7 @@ def test_every_type_from_one_decode_holds_nsys_tables_and_the_sqlite_rows(tmp_pa
     assert len(crossed) == 1 and crossed[0]["endGlobalTid"] != crossed[0]["globalTid"]
     assert [e["uint64Value"] for e in events if e["uint64Value"] is not None] == [2**63 + 5]
     names = {r["name"]: r["value"] for r in pq.read_table(pqt / "META_DATA_EXPORT.parquet").to_pylist()}
-    assert names["EXPORT_SCHEMA_VERSION"] == "3.7.2" and names["EXPORT_PARAM_OUTUPT_FILE"] == "run_pqtdir"
+    assert names["EXPORT_SCHEMA_VERSION"] == "3.11.1" and names["EXPORT_PARAM_OUTUPT_FILE"] == "run_pqtdir"
     assert not [p for p in out.rglob(".*")], "a temporary file was left behind"
 
 

@@ -1,7 +1,7 @@
 """The rows of Nsight Systems' export tables for a recording: what the SQLite file
 (:mod:`.sqlite`) and the Parquet directory (:mod:`.parquet`) both hold, computed once here.
-The schema is nsys 2023.4.4's (``EXPORT_SCHEMA_VERSION`` 3.7.2, :mod:`._nsys_schema`,
-generated from a real export).
+The schema is nsys 2024.2.3's (``EXPORT_SCHEMA_VERSION`` 3.11.1, :mod:`._nsys_schema`,
+generated from a real export); nsys 2023.4's and 2022.4's reports and recipes read it too.
 
 * ``NVTX_EVENTS``: one row per event (the writers turn the decoded rows into columns; the
   values are those below). ``eventType``: 34 mark, 59 push/pop range, 60 start/end range,
@@ -18,15 +18,15 @@ generated from a real export).
   ``PROCESSES`` (name = the process name of the recording, where nsys writes the
   executable's path for the profiled process), ``ANALYSIS_DETAILS``,
   ``TARGET_INFO_SESSION_START_TIME``: :func:`small_tables`.
-* ``META_DATA_EXPORT`` (:func:`export_metadata`) and, in SQLite, ``META_DATA_CAPTURE``
-  (:func:`capture_metadata`).
+* ``META_DATA_EXPORT`` (:func:`export_metadata`), ``META_DATA_CAPTURE``
+  (:func:`capture_metadata`) and our own ``NVTX_TF_META_DATA`` (:func:`provenance`).
 
 **Times** are nanoseconds relative to the session start, as in nsys: 0 is the start of the
 earliest segment of the recording (the first process that loaded the recorder), whose
 wall-clock time is ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (from the CLOCK_REALTIME
 anchor each segment header holds next to its CLOCK_MONOTONIC start; NULL when the recording
 has none); no time is below 0 (the writers shift everything when an event precedes its
-segment's header). The recorder's CLOCK_MONOTONIC value of 0 is ``META_DATA_EXPORT``
+segment's header). The recorder's CLOCK_MONOTONIC value of 0 is ``NVTX_TF_META_DATA``
 ``timeOrigin_ns``. ``ANALYSIS_DETAILS``: ``startTime`` 0, ``stopTime`` = ``duration`` =
 the last timestamp of the file.
 
@@ -41,9 +41,10 @@ nsys whose schema this is for the ones that describe nsys and its schema
 (``EXPORT_PRODUCT_VERSION`` 2023.4.4.54, ``EXPORT_SCHEMA_VERSION`` 3.7.2 and its
 ``_MAJOR``/``_MINOR``/``_MICRO``/``_CKSUM``: tools read them to know the schema), this
 export's values for the others (platform, time, host, user, input and output files --
-nsys's own spelling ``EXPORT_PARAM_OUTUPT_FILE`` included -- and parameters). Ours after
-them: ``exporter`` (``nvtx_plugins_tf``: who really wrote the file), ``source``,
-``timeOrigin_ns``, ``clock``, ``damagedChunks``, ``damagedSegments``.
+nsys's own spelling ``EXPORT_PARAM_OUTUPT_FILE`` included -- and parameters), and no other
+key: nsys's table stays nsys's. Ours are in a table of our own, ``NVTX_TF_META_DATA`` (name,
+value; last in each export): ``exporter`` (``nvtx_plugins_tf``: who really wrote the
+file), ``source``, ``timeOrigin_ns``, ``clock``, ``damagedChunks``, ``damagedSegments``.
 ``META_DATA_CAPTURE`` holds only those of nsys's keys whose value we know for the run:
 the event type, the device (the recording's host name), the first process's command,
 arguments and pid, and which traces were collected (NVTX only).
@@ -99,9 +100,16 @@ __all__ = [
     "small_tables",
     "export_metadata",
     "capture_metadata",
+    "provenance",
+    "PROVENANCE_TABLE",
+    "PROVENANCE_DDL",
     "session_start_utc",
     "anchor_process",
 ]
+
+#: Our own table (name, value): who wrote the export and from what; nsys's tables stay nsys's.
+PROVENANCE_TABLE = "NVTX_TF_META_DATA"
+PROVENANCE_DDL = f"CREATE TABLE {PROVENANCE_TABLE} (name TEXT NOT NULL, value TEXT)"
 
 SCHEMA_VERSION = _nsys_schema.SCHEMA_META["EXPORT_SCHEMA_VERSION"]
 NSYS_VERSION = _nsys_schema.SCHEMA_META["EXPORT_PRODUCT_VERSION"]
@@ -209,11 +217,9 @@ def _platform() -> tuple[str, str]:
 
 
 def export_metadata(
-    reader: RecordingReader, output: Path, damage: DamageReport, seconds: float, origin: int, overwrite: bool = True
+    reader: RecordingReader, output: Path, seconds: float, overwrite: bool = True
 ) -> list[tuple[str, str]]:
-    """``META_DATA_EXPORT`` rows: nsys's keys in its order, then ours (module docstring)."""
-    from ... import __version__ as version
-
+    """``META_DATA_EXPORT`` rows: nsys's keys in its order, nothing else (module docstring)."""
     now = datetime.datetime.now().astimezone()
     plat, arch = _platform()
     source, output = Path(reader.path), Path(output)
@@ -243,16 +249,21 @@ def export_metadata(
             "EXPORT_TIME": f"{seconds:.2f} sec",
         }
     )
-    meta = [(k, values[k]) for k in _nsys_schema.META_KEYS if k in values]
-    meta += [
+    return [(k, values[k]) for k in _nsys_schema.META_KEYS if k in values]
+
+
+def provenance(reader: RecordingReader, damage: DamageReport, origin: int) -> list[tuple[str, str]]:
+    """Rows of our own table :data:`PROVENANCE_TABLE` (module docstring)."""
+    from ... import __version__ as version
+
+    return [
         ("exporter", f"nvtx_plugins_tf {version}".strip()),
-        ("source", str(source)),
+        ("source", str(Path(reader.path))),
         ("timeOrigin_ns", str(origin)),
         ("clock", "CLOCK_MONOTONIC"),
         ("damagedChunks", str(damage.damaged_chunks)),
         ("damagedSegments", str(damage.damaged_segments)),
     ]
-    return meta
 
 
 def capture_metadata(reader: RecordingReader) -> list[tuple[str, str]]:

@@ -1,19 +1,22 @@
 """Export a recording as Nsight Systems writes ``nsys export --type parquetdir``: a directory
-with one ``TABLE.parquet`` per table of its export schema (nsys 2023.4.4), the same table
+with one ``TABLE.parquet`` per table of its export schema (nsys 2024.2.3), the same table
 names, column names and Arrow types (:data:`._nsys_schema.PARQUET`, generated from a real
 nsys export), so code written for nsys's Parquet (its recipes' ``DataService``, pandas,
-DuckDB, polars) reads ours unchanged.
+DuckDB, polars) reads ours unchanged. Also, empty, the CUDA tables 2024.2's ``nvtx_pace``
+recipe reads even from an NVTX-only report (:data:`._nsys_schema.RECIPE_PARQUET`: nsys's
+recipe loader exports them ``--lazy false``), and our own ``NVTX_TF_META_DATA.parquet``.
 
 The rows are those of the SQLite export (:mod:`.sqlite`; the values of both come from
 :mod:`.nsys_tables`): ``NVTX_EVENTS``, ``StringIds``, ``ThreadNames``, ``PROCESSES``,
-``ANALYSIS_DETAILS``, ``TARGET_INFO_SESSION_START_TIME``, ``META_DATA_EXPORT``, the
-``ENUM_*`` tables; the tables we have no data for are written empty, with their columns.
+``ANALYSIS_DETAILS``, ``TARGET_INFO_SESSION_START_TIME``, ``META_DATA_EXPORT``,
+``META_DATA_CAPTURE``, the ``ENUM_*`` tables; the tables we have no data for are written
+empty, with their columns.
 Differences from the SQLite file: ``NVTX_EVENTS`` rows come in the order the recording is
 read (each thread's events in time order, threads and processes one after the other, the
 definitions -- domains, categories, thread names -- last), not sorted by start: the file is
 written batch by batch, one row group per batch, so memory stays bounded whatever the size
-of the recording (nsys's recipes and the usual readers sort or group themselves); there is
-no ``META_DATA_CAPTURE`` (nsys's parquetdir has none either). Compression: Snappy (nsys
+of the recording (nsys's recipes and the usual readers sort or group themselves).
+Compression: Snappy (nsys
 writes uncompressed column chunks; readers do not care).
 """
 
