@@ -2,7 +2,7 @@
 99 ``matmul`` steps, each around an ``ncclAllReduce`` range of domain ``NCCL`` and a start/end
 range ``prefetch``, an ``ncclBroadcast`` every other step) profiled by nsys and recorded by us:
 
-* our SQLite, parquetdir and arrow exports against nsys 2024.2's exports of the same workload,
+* our SQLite, parquetdir, arrow and arrowdir exports against nsys 2024.2's exports of the same workload,
   table by table and type by type (every table nsys writes is in ours, with its columns,
   order, types, nullability; arrow: its ``table_name``, ``table_desc`` and ``field_desc``);
   what ours has beyond nsys's is named;
@@ -55,9 +55,10 @@ def runs(nsys, c_sample, tmp_path_factory):
     rep = run.sqlite.with_suffix(".nsys-rep")
     oracle.export_parquetdir(nsys, rep, theirs / "run_pqtdir")
     oracle.export(nsys, rep, theirs / "run.arrow", "arrow")
+    oracle.export(nsys, rep, theirs / "run_arwdir", "arrowdir")
     proc = subprocess.run(
         [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", str(ours / "run"),
-         "--export", "sqlite,parquetdir,arrow", "--", str(exe), *ARGV],
+         "--export", "sqlite,parquetdir,arrow,arrowdir", "--", str(exe), *ARGV],
         env=_child_env(), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -98,6 +99,15 @@ def test_arrow_streams_types_and_descriptions_are_nsys_2024s(runs):
         assert ours[table] == described, table
     assert ("eventType", "uint32", False, "REFERENCES ENUM_NSYS_EVENT_TYPE(id)") in ours["NVTX_EVENTS"][1]
     assert ours["StringIds"][0] == "Consolidation of repetitive string values."
+
+
+def test_arrowdir_files_types_and_descriptions_are_nsys_2024s(runs):
+    """Row 6 of issue 35: ``--type arrowdir`` (PREFIX_arwdir/TABLE.arrow) as nsys writes it."""
+    ours, theirs = (oracle.arrow_schemas(folder / "run_arwdir") for folder in runs)
+    assert sorted(p.stem for p in (runs[0] / "run_arwdir").iterdir()) == sorted(ours)
+    assert [t for t in theirs if t not in ours] == [] and [t for t in ours if t not in theirs] == [OURS_ONLY]
+    for table, described in theirs.items():
+        assert ours[table] == described, table
 
 
 def test_nvtx_rows_match_per_domain_message_and_style(runs):

@@ -22,16 +22,15 @@ writes uncompressed column chunks; readers do not care).
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from ..recording.model import DamageReport
 from ..recording.reader import RecordingReader, reading
-from .arrow_tables import ARROW_SCHEMAS, EVENTS_SCHEMA, EventTables, shifted, table_of_rows
-from .one_pass import Sink, feed
+from ._table_dir import TableDirSink
+from .arrow_tables import ARROW_SCHEMAS, EVENTS_SCHEMA, shifted
+from .one_pass import feed
 
 __all__ = ["export_parquetdir", "ParquetSink", "parquet_dir_for"]
 
@@ -43,11 +42,6 @@ def parquet_dir_for(prefix) -> Path:
     return prefix.with_name(prefix.name + "_pqtdir")
 
 
-def _write(path: Path, table: str, rows: list) -> None:
-    """``rows`` (tuples in the table's column order) as ``path/TABLE.parquet``."""
-    pq.write_table(table_of_rows(table, rows), path / f"{table}.parquet", store_schema=False)
-
-
 def export_parquetdir(recording, output, *, reader: RecordingReader | None = None) -> DamageReport:
     """Write ``recording`` as the directory ``output`` of nsys's parquetdir export (replaced
     if it exists); see the module docstring."""
@@ -56,62 +50,17 @@ def export_parquetdir(recording, output, *, reader: RecordingReader | None = Non
         return sink.finish()
 
 
-class ParquetSink(Sink):
-    """:func:`export_parquetdir` batch by batch (see :mod:`.one_pass`). The directory is
-    built beside ``output`` and renamed into place by ``finish()``, which returns the
-    :class:`DamageReport`; an aborted export leaves no trace."""
+class ParquetSink(TableDirSink):
+    """:func:`export_parquetdir` batch by batch (see :mod:`.one_pass` and :mod:`._table_dir`):
+    one row group per batch; ``finish()`` returns the :class:`DamageReport`."""
 
-    def __init__(self, reader: RecordingReader, output):
-        self.reader = reader
-        self.output = Path(output)
-        self.output.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.output.name}.", dir=self.output.parent))
-        try:
-            self._events = pq.ParquetWriter(self._tmp / "NVTX_EVENTS.parquet", EVENTS_SCHEMA, store_schema=False)
-        except BaseException:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            raise
-        self._tables = EventTables(reader)
+    suffix = ".parquet"
+    tables = tuple(ARROW_SCHEMAS)
 
-    def add(self, rows) -> None:
-        table = self._tables.add(rows)
-        if table is not None:
-            self._events.write_table(table)
+    def _open(self, path: Path, table: str):
+        return pq.ParquetWriter(path, ARROW_SCHEMAS[table], store_schema=False)
 
-    def _abort(self) -> None:
-        try:
-            self._events.close()
-        finally:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-
-    def _finish(self) -> DamageReport:
-        tmp = self._tmp
-        definitions = self._tables.definitions()
-        if definitions is not None:
-            self._events.write_table(definitions)
-        self._events.close()
-        if self._tables.earliest < 0:  # no time before 0, as in nsys and our SQLite: shift everything
-            self._shift_events(-self._tables.earliest)
-        damage = self.reader.damage()
-        tables = self._tables.other_tables(self.output, damage)
-        for table in ARROW_SCHEMAS:
-            if table != "NVTX_EVENTS":
-                _write(tmp, table, tables.get(table, []))
-        # Replace an older export: moved aside, the new one renamed into place, the old removed.
-        old = None
-        if self.output.exists() or self.output.is_symlink():
-            old = tmp.with_name(tmp.name + ".old")
-            self.output.rename(old)
-        tmp.rename(self.output)
-        if old is not None:
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                old.unlink()
-        return damage
-
-    def _shift_events(self, shift: int) -> None:
-        path = self._tmp / "NVTX_EVENTS.parquet"
+    def _shift_events(self, path: Path, shift: int) -> None:
         moved = path.with_name("NVTX_EVENTS.shifted")
         with pq.ParquetWriter(moved, EVENTS_SCHEMA, store_schema=False) as out:
             source = pq.ParquetFile(path)
