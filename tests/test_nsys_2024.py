@@ -110,6 +110,22 @@ def test_arrowdir_files_types_and_descriptions_are_nsys_2024s(runs):
         assert ours[table] == described, table
 
 
+def test_host_name_is_where_nsys_writes_it(runs):
+    """Row 5 of issue 35: TARGET_INFO_SYSTEM_ENV's Hostname (nsys2prv stops without it), and
+    META_DATA_CAPTURE's DEVICE_DISPLAY_NAME, as nsys writes them for the same machine."""
+    query = "SELECT devStateName, name, nameEnum, value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'"
+    rows = []
+    for folder in runs:
+        with closing(sqlite3.connect(folder / "run.sqlite")) as con:
+            rows.append(con.execute(query).fetchall())
+        assert oracle.capture_metadata(folder / "run.sqlite")["DEVICE_DISPLAY_NAME"] == rows[0][0][3]
+    assert rows[0] == rows[1] and len(rows[0]) == 1
+    import pyarrow.parquet as pq
+
+    env = pq.read_table(runs[0] / "run_pqtdir" / "TARGET_INFO_SYSTEM_ENV.parquet").to_pylist()
+    assert {r["name"]: r["value"] for r in env}["Hostname"] == rows[0][0][3]
+
+
 def test_nvtx_rows_match_per_domain_message_and_style(runs):
     ours, theirs = (oracle.load(folder / "run.sqlite") for folder in runs)
     diffs = oracle.compare(ours, theirs)

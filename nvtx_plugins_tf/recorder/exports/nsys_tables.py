@@ -17,7 +17,8 @@ generated from a real export); nsys 2023.4's and 2022.4's reports and recipes re
 * ``StringIds`` (every string of the recording), ``ThreadNames`` (priority 0),
   ``PROCESSES`` (name = the process name of the recording, where nsys writes the
   executable's path for the profiled process), ``ANALYSIS_DETAILS``,
-  ``TARGET_INFO_SESSION_START_TIME``: :func:`small_tables`.
+  ``TARGET_INFO_SESSION_START_TIME``, ``TARGET_INFO_SYSTEM_ENV`` (the host name only:
+  :func:`system_env`): :func:`small_tables`.
 * ``META_DATA_EXPORT`` (:func:`export_metadata`), ``META_DATA_CAPTURE``
   (:func:`capture_metadata`) and our own ``NVTX_TF_META_DATA`` (:func:`provenance`).
 
@@ -62,8 +63,8 @@ process's main thread), eventType 76 domain destruction rows, the time and threa
 category naming (33) and of ``nvtxNameOsThread`` (39) (we put them at the process's start
 on its main thread, resp. the named thread), nsys's small per-session ``rangeId`` numbers
 (ours are the recorder's ids), other processes of the system in ``PROCESSES``/
-``ThreadNames``, thread priorities, ``TARGET_INFO_SYSTEM_ENV``, ``ProcessStreams`` (the
-program's output), ``PROFILER_OVERHEAD`` (empty tables here).
+``ThreadNames``, thread priorities, ``TARGET_INFO_SYSTEM_ENV`` but the host name,
+``ProcessStreams`` (the program's output), ``PROFILER_OVERHEAD`` (empty tables here).
 """
 
 from __future__ import annotations
@@ -192,13 +193,32 @@ def session_start_utc(reader: RecordingReader, origin: int) -> int | None:
     return None if first is None else first.start_realtime_ns - (first.start_ns - origin)
 
 
+#: ``TARGET_INFO_SYSTEM_ENV``'s device state for a capture on the local machine, as nsys names it
+LOCAL_DEVICE = "Local (CLI)"
+
+
+def system_env(reader: RecordingReader) -> list[tuple]:
+    """``TARGET_INFO_SYSTEM_ENV`` rows of what the recording knows of its machine: its
+    ``Hostname`` (nsys's property 619; tools such as nsys2prv need it) and ``HasNvtxEvents``
+    (809); none when the recorder wrote no host name. nsys's other 80-odd properties (CPU,
+    OS, driver, its own capabilities) are not recorded."""
+    first = min(reader.processes.values(), key=lambda p: p.start_ns, default=None)
+    if first is None or not first.host:
+        return []
+    return [
+        (GLOBAL_VID, LOCAL_DEVICE, "Hostname", 619, first.host),
+        (GLOBAL_VID, LOCAL_DEVICE, "HasNvtxEvents", 809, "1"),
+    ]
+
+
 def small_tables(reader: RecordingReader, origin: int, stop_time: int) -> dict[str, list[tuple]]:
     """The rows (tuples in the table's column order) of ``StringIds``, ``ThreadNames``,
-    ``PROCESSES``, ``ANALYSIS_DETAILS`` and ``TARGET_INFO_SESSION_START_TIME``, where the
-    last timestamp of NVTX_EVENTS is ``stop_time``."""
+    ``PROCESSES``, ``ANALYSIS_DETAILS``, ``TARGET_INFO_SESSION_START_TIME`` and
+    ``TARGET_INFO_SYSTEM_ENV``, where the last timestamp of NVTX_EVENTS is ``stop_time``."""
     names, _ = _thread_names(reader)
     utc = session_start_utc(reader, origin)
     return {
+        "TARGET_INFO_SYSTEM_ENV": system_env(reader),
         "StringIds": list(enumerate(reader.strings())),
         "ThreadNames": [(name, 0, global_tid(pid, tid)) for (pid, tid), name in sorted(names.items())],
         "PROCESSES": [(global_pid(pid), pid, info.name) for pid, info in sorted(reader.processes.items())],
@@ -272,7 +292,7 @@ def capture_metadata(reader: RecordingReader) -> list[tuple[str, str]]:
     values = {"CAPTURE_EVENT_TYPE": "NvtxEvents", "DEVICE_TYPE": "Unix"}
     rows = []
     if first is not None:
-        host = getattr(first, "host_name", "") or ""
+        host = first.host
         if host:
             values["DEVICE_DISPLAY_NAME"] = host
         argv = (first.cmdline or "").split()
