@@ -167,6 +167,7 @@ def run_nsys(
         timeout=timeout,
     )
     _check(exp, "nsys export --type sqlite")
+    prefix.with_name(prefix.name + ".nsys.log").write_text(proc.stdout + proc.stderr)  # (to read after a failure)
     return Run(out, proc.stdout, time.monotonic() - t0)
 
 
@@ -253,6 +254,8 @@ def load(path: Path) -> Trace:
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
         schema = tables(con)
         strings = dict(con.execute("SELECT id, value FROM StringIds")) if "StringIds" in schema else {}
+        # nsys 2024.2 exports lazily: no NVTX_EVENTS table when the capture holds no NVTX event.
+        assert "NVTX_EVENTS" in schema, f"{path} has no NVTX_EVENTS table: no NVTX event was captured"
         cols = schema["NVTX_EVENTS"]
         rows = [dict(zip(cols, r)) for r in con.execute("SELECT * FROM NVTX_EVENTS ORDER BY start")]
 
