@@ -39,7 +39,7 @@ reports do: eventType 75 rows with the same ``domainId`` and pid).
 
 **Metadata**: ``META_DATA_EXPORT`` has nsys's keys in its order, with the values of the
 nsys whose schema this is for the ones that describe nsys and its schema
-(``EXPORT_PRODUCT_VERSION`` 2023.4.4.54, ``EXPORT_SCHEMA_VERSION`` 3.7.2 and its
+(``EXPORT_PRODUCT_VERSION`` 2024.2.3.38, ``EXPORT_SCHEMA_VERSION`` 3.11.1 and its
 ``_MAJOR``/``_MINOR``/``_MICRO``/``_CKSUM``: tools read them to know the schema), this
 export's values for the others (platform, time, host, user, input and output files --
 nsys's own spelling ``EXPORT_PARAM_OUTUPT_FILE`` included -- and parameters), and no other
