@@ -44,9 +44,10 @@ demo-ranks: $(NATIVE)
 	done
 	$(PY) -m nvtx_plugins_tf analyze out/ranks/*.nvtxrec -o out/ranks-analysis
 
-# Nsight Systems 2022.4.2 from Debian's archive into ~/.cache (nothing installed system-wide):
-# the outside judge of tests/test_nsys_oracle.py. `make test` tries it; with CI=true the
-# oracle tests fail instead of skipping when it could not be fetched.
+# Nsight Systems 2024.2.3 (the judge), 2023.4.4 and 2022.4.2 from Debian's archive (the one
+# apt's own sources name) into ~/.cache (nothing installed system-wide): the outside judges of
+# tests/test_nsys_*.py. `make test` tries it; with CI=true the oracle tests fail instead of
+# skipping when it could not be fetched.
 nsys:
 	$(PYTHON) build_tools/fetch_nsys.py
 

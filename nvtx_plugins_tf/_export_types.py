@@ -7,7 +7,7 @@ on use: the command line reads this module without loading the recorder). ``reco
 ====================  ===================  ==========================================
 type                  written to           what
 ====================  ===================  ==========================================
-``sqlite``            ``PREFIX.sqlite``    nsys 2023.4.4's SQLite export (``exports/sqlite.py``)
+``sqlite``            ``PREFIX.sqlite``    nsys 2024.2.3's SQLite export (``exports/sqlite.py``)
 ``json``              ``PREFIX.json``      Trace Event JSON for Perfetto / chrome://tracing
                                            (``exports/trace_json.py``; nsys's ``json`` is
                                            another, line-per-record format)
@@ -15,6 +15,8 @@ type                  written to           what
                                            (``exports/parquet.py``)
 ``arrow``             ``PREFIX.arrow``     nsys's Arrow file, a stream per table
                                            (``exports/arrow.py``)
+``arrowdir``          ``PREFIX_arwdir/``   nsys's Arrow directory, a stream file per
+                                           table (``exports/arrowdir.py``)
 ====================  ===================  ==========================================
 """
 
@@ -46,6 +48,7 @@ TYPES = {
         ExportType("json", ".json", "trace_json", "JsonSink"),
         ExportType("parquetdir", "_pqtdir", "parquet", "ParquetSink"),
         ExportType("arrow", ".arrow", "arrow", "ArrowSink"),
+        ExportType("arrowdir", "_arwdir", "arrowdir", "ArrowDirSink"),
     )
 }
 #: what ``record`` writes unless ``--export`` says otherwise

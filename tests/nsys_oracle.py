@@ -104,6 +104,19 @@ def nsys_env(nsys: Path, env: dict | None = None) -> dict:
     return fetch_nsys.run_env(release_of_nsys(nsys), env if env is not None else clean_env())
 
 
+def nsys_recipe(nsys: Path, *args, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``nsys recipe ARGS`` with the python its recipes need first on PATH (2024.2: the recipe
+    venv of build_tools/fetch_nsys.py, NumPy < 2; older: this Python); fails the test with
+    nsys's output unless it exits 0."""
+    proc = subprocess.run(
+        [str(nsys), "recipe", *map(str, args)],
+        env=fetch_nsys.recipe_env(release_of_nsys(nsys), clean_env()),
+        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+    )  # fmt: skip
+    _check(proc, f"nsys recipe {' '.join(map(str, args))}")
+    return proc
+
+
 def clean_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in _TOOL_ENV}
     env.update(extra)
@@ -154,6 +167,7 @@ def run_nsys(
         timeout=timeout,
     )
     _check(exp, "nsys export --type sqlite")
+    prefix.with_name(prefix.name + ".nsys.log").write_text(proc.stdout + proc.stderr)  # (to read after a failure)
     return Run(out, proc.stdout, time.monotonic() - t0)
 
 
@@ -240,6 +254,8 @@ def load(path: Path) -> Trace:
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
         schema = tables(con)
         strings = dict(con.execute("SELECT id, value FROM StringIds")) if "StringIds" in schema else {}
+        # nsys 2024.2 exports lazily: no NVTX_EVENTS table when the capture holds no NVTX event.
+        assert "NVTX_EVENTS" in schema, f"{path} has no NVTX_EVENTS table: no NVTX event was captured"
         cols = schema["NVTX_EVENTS"]
         rows = [dict(zip(cols, r)) for r in con.execute("SELECT * FROM NVTX_EVENTS ORDER BY start")]
 
@@ -506,13 +522,56 @@ def meta_table(con: sqlite3.Connection) -> str:
     return "META_DATA_EXPORT" if "META_DATA_EXPORT" in names else "EXPORT_META_DATA"
 
 
-def export_parquetdir(nsys: Path, rep: Path, out: Path, timeout: float = 300) -> Path:
-    """``nsys export --type parquetdir -o OUT REP``: one TABLE.parquet per table in ``out``."""
+#: Tables nsys's recipes read even from an NVTX-only report (2024.2's ``nvtx_pace`` reads
+#: the CUDA runtime, kernel, memcpy and memset tables; nsys's recipe loader exports them with
+#: ``--lazy false``, empty): shipped in the Parquet schema with the types nsys gives them.
+RECIPE_TABLES = (
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+)
+
+
+def export(nsys: Path, rep: Path, out: Path, kind: str, *args: str, timeout: float = 300) -> Path:
+    """``nsys export --type KIND [ARGS] -o OUT REP``."""
     proc = subprocess.run(
-        [str(nsys), "export", "--type", "parquetdir", "-f", "true", "-o", str(out), str(rep)],
+        [str(nsys), "export", "--type", kind, "-f", "true", *args, "-o", str(out), str(rep)],
         env=nsys_env(nsys), capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
-    _check(proc, "nsys export --type parquetdir")
+    _check(proc, f"nsys export --type {kind} {' '.join(args)}")
+    return out
+
+
+def export_parquetdir(nsys: Path, rep: Path, out: Path, timeout: float = 300) -> Path:
+    """``nsys export --type parquetdir -o OUT REP``: one TABLE.parquet per table in ``out``."""
+    return export(nsys, rep, out, "parquetdir", timeout=timeout)
+
+
+def arrow_schemas(path: Path) -> dict:
+    """table -> (table_desc or None, ((column, Arrow type, nullable, field_desc or None), ...))
+    of every stream of an ``--type arrow`` file, or of every TABLE.arrow of an arrowdir."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    def describe(schema):
+        meta = schema.metadata or {}
+        desc = meta.get(b"table_desc")
+        columns = tuple(
+            (f.name, str(f.type), f.nullable, (f.metadata or {}).get(b"field_desc", b"").decode() or None)
+            for f in schema
+        )
+        return meta[b"table_name"].decode(), (desc.decode() if desc is not None else None, columns)
+
+    out = {}
+    files = sorted(Path(path).glob("*.arrow")) if Path(path).is_dir() else [Path(path)]
+    for file in files:
+        with pa.OSFile(str(file)) as source:
+            while source.tell() < source.size():
+                stream = ipc.open_stream(source)
+                stream.read_all()  # (to the stream's end: the next one follows)
+                name, value = describe(stream.schema)
+                out[name] = value
     return out
 
 
@@ -526,10 +585,15 @@ def parquet_schemas(directory: Path) -> dict:
     }
 
 
-def real_schema(path: Path, parquet_dir: Path | None = None) -> dict:
+def real_schema(
+    path: Path, parquet_dir: Path | None = None, recipe_dir: Path | None = None, arrow: Path | None = None
+) -> dict:
     """What of a real nsys export our exporter ships: every table's DDL (in nsys's order),
-    the ENUM_* rows, the schema's metadata values, the metadata key orders and (from
-    ``parquet_dir``, nsys's parquetdir export of the same report) each Parquet table's columns."""
+    the ENUM_* rows, the schema's metadata values, the metadata key orders, (from
+    ``parquet_dir``, nsys's parquetdir export of the same report) each Parquet table's
+    columns, plus those of :data:`RECIPE_TABLES` (from ``recipe_dir``, its ``--lazy false``
+    parquetdir export), and (from ``arrow``, its ``--type arrow`` export) each Arrow table's
+    types and descriptions."""
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as con:
         tables = [
             (n, s) for n, s in con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid")
@@ -557,17 +621,23 @@ def real_schema(path: Path, parquet_dir: Path | None = None) -> dict:
         "meta_keys": [k for k, _ in meta],
         "capture_keys": list(dict.fromkeys(capture)),
         "parquet": parquet_schemas(parquet_dir) if parquet_dir else {},
+        "recipe_parquet": (
+            {t: c for t, c in parquet_schemas(recipe_dir).items() if t in RECIPE_TABLES} if recipe_dir else {}
+        ),
+        "arrow": arrow_schemas(arrow) if arrow else {},
     }
 
 
-def schema_module_source(path: Path, parquet_dir: Path | None = None) -> str:
+def schema_module_source(
+    path: Path, parquet_dir: Path | None = None, recipe_dir: Path | None = None, arrow: Path | None = None
+) -> str:
     """Text of the shipped schema module generated from the real export ``path`` (and its
-    parquetdir export ``parquet_dir``)."""
-    s = real_schema(path, parquet_dir)
+    other exports: see :func:`real_schema`)."""
+    s = real_schema(path, parquet_dir, recipe_dir, arrow)
     lines = [
         '"""Nsight Systems\' export schema, as ``nsys export`` of Nsight Systems',
         f"{s['meta']['EXPORT_PRODUCT_VERSION']} writes it for an NVTX-only capture (``nsys profile -t nvtx -s none",
-        "--cpuctxsw=none``): ``--type sqlite`` and ``--type parquetdir``.",
+        "--cpuctxsw=none``): ``--type sqlite``, ``--type parquetdir`` and ``--type arrow``.",
         "",
         "GENERATED from a real export by ``python tests/nsys_oracle.py --write-schema`` (which runs",
         "that nsys on the native C sample); do not edit by hand. tests/test_sqlite_parity.py checks",
@@ -578,7 +648,11 @@ def schema_module_source(path: Path, parquet_dir: Path | None = None) -> str:
         "* :data:`SCHEMA_META`: the ``META_DATA_EXPORT`` values that describe nsys and its schema;",
         "* :data:`META_KEYS`: every ``META_DATA_EXPORT`` key nsys writes, in its order;",
         "* :data:`CAPTURE_KEYS`: the ``META_DATA_CAPTURE`` keys nsys writes, in its order (once each);",
-        "* :data:`PARQUET`: table -> its (column, Arrow type, nullable) in nsys's ``TABLE.parquet``.",
+        "* :data:`PARQUET`: table -> its (column, Arrow type, nullable) in nsys's ``TABLE.parquet``;",
+        "* :data:`RECIPE_PARQUET`: the same for the tables nsys's recipes read even from an NVTX-only",
+        "  report (nsys's recipe loader exports them ``--lazy false``: empty);",
+        "* :data:`ARROW`: table -> (``table_desc`` or None, its (column, Arrow type, nullable,",
+        "  ``field_desc``)) in nsys's ``--type arrow`` streams (types differ from the Parquet ones).",
         '"""',
         "",
         "# fmt: off",
@@ -592,18 +666,29 @@ def schema_module_source(path: Path, parquet_dir: Path | None = None) -> str:
     ]
     for name, sql in s["tables"]:
         lines.append(f"    ({name!r}, {sql!r}),")
-    lines += [")", "", "ENUMS = {"]
-    for name, rows in s["enums"].items():
-        lines.append(f"    {name!r}: (")
-        lines += [f"        {row!r}," for row in rows]
-        lines.append("    ),")
-    lines += ["}", "", "PARQUET = {"]
-    for name, columns in s["parquet"].items():
-        lines.append(f"    {name!r}: (")
+    for title, key in (("ENUMS", "enums"), ("PARQUET", "parquet"), ("RECIPE_PARQUET", "recipe_parquet")):
+        lines += [")" if title == "ENUMS" else "}", "", f"{title} = {{"]
+        for name, rows in s[key].items():
+            lines.append(f"    {name!r}: (")
+            lines += [f"        {row!r}," for row in rows]
+            lines.append("    ),")
+    lines += ["}", "", "ARROW = {"]
+    for name, (desc, columns) in s["arrow"].items():
+        lines.append(f"    {name!r}: ({desc!r}, (")
         lines += [f"        {column!r}," for column in columns]
-        lines.append("    ),")
+        lines.append("    )),")
     lines += ["}", ""]
     return "\n".join(lines)
+
+
+def report_schema_source(nsys: Path, sqlite: Path) -> str:
+    """:func:`schema_module_source` of nsys's exports of ``SQLITE``'s report (``.nsys-rep``
+    beside it): its parquetdir, ``--lazy false`` parquetdir and arrow exports, written beside it."""
+    rep = sqlite.with_suffix(".nsys-rep")
+    pqt = export_parquetdir(nsys, rep, sqlite.with_name(sqlite.stem + "_pqtdir"))
+    recipe = export(nsys, rep, sqlite.with_name(sqlite.stem + "_nolazy_pqtdir"), "parquetdir", "--lazy", "false")
+    arrow = export(nsys, rep, sqlite.with_suffix(".arrows"), "arrow")
+    return schema_module_source(sqlite, pqt, recipe, arrow)
 
 
 def build_native_sample(directory: Path) -> Path:
@@ -655,8 +740,7 @@ def _main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         exe = build_native_sample(Path(tmp))
         run = run_nsys(nsys, [exe, "basic"], Path(tmp) / "schema")
-        pqt = export_parquetdir(nsys, Path(tmp) / "schema.nsys-rep", Path(tmp) / "schema_pqtdir")
-        SCHEMA_MODULE.write_text(schema_module_source(run.sqlite, pqt))
+        SCHEMA_MODULE.write_text(report_schema_source(nsys, run.sqlite))
     print(SCHEMA_MODULE)
     return 0
 

@@ -4,7 +4,7 @@ One workload (tests/nsys/rank_steps.c: ``epoch`` around 12 ``step`` ranges, each
 ``data`` -- three times longer on rank 2 -- and ``compute`` around ``forward`` and
 ``trainer:optimizer`` (a registered string), a start/end range ``prefetch`` across them, and
 ``shutdown`` left open at exit) runs as 4 processes at once under the real ``nsys profile -t
-nvtx`` of Nsight Systems 2023.4.4, one report per rank, each exported by nsys to SQLite and to
+nvtx`` of Nsight Systems 2024.2.3 (the default judge), one report per rank, each exported by nsys to SQLite and to
 a parquetdir. ``nsys recipe nvtx_sum`` and ``nsys recipe nvtx_pace --name step`` (mode
 concurrent) run on the 4 reports; ``nvtx-tf analyze --step step`` on nsys's 4 SQLite files and
 on its 4 parquetdirs (a directory of them). What is compared:
@@ -122,17 +122,11 @@ def reports(nsys, workload, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def recipe(nsys, reports) -> dict:
     """The tables of ``nsys recipe nvtx_sum`` and ``nvtx_pace --name step`` on the 4 reports."""
-    env = oracle.nsys_env(nsys)
-    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"  # the recipe runs the python on PATH
     inputs = [str(reports / f"rank{rank}.nsys-rep") for rank in range(RANKS)]
     tables = {}
     for name, args in (("sum", ["nvtx_sum"]), ("pace", ["nvtx_pace", "--name", "step"])):
         out = reports / f"recipe_{name}"
-        proc = subprocess.run(
-            [str(nsys), "recipe", *args, "--mode", "concurrent", "--input", *inputs, "--output", str(out)],
-            env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        oracle.nsys_recipe(nsys, *args, "--mode", "concurrent", "--input", *inputs, "--output", out)
         tables.update({f"{name}/{p.stem}": pd.read_parquet(p) for p in out.glob("*.parquet")})
     return tables
 

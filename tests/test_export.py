@@ -1,7 +1,7 @@
 """`nvtx-tf export` and the Parquet / Arrow exports (issue 23.2, 23.3).
 
 * Every type from one decode; the Parquet directory and the Arrow file hold nsys's tables with
-  nsys's columns and Arrow types (:data:`_nsys_schema.PARQUET`, generated from nsys 2023.4.4's
+  nsys's columns and Arrow types (:data:`_nsys_schema.PARQUET`, generated from nsys 2024.2.3's
   own parquetdir export) and the same rows as our SQLite file, table by table, for a
   recording with every kind of event, payload, string and thread crossing.
 * Parquet is streamed: a recording read in several batches gives several row groups.
@@ -25,6 +25,7 @@ from conftest import _child_env
 from nvtx_plugins_tf import cli
 from nvtx_plugins_tf.recorder.exports import _nsys_schema
 from nvtx_plugins_tf.recorder.exports.arrow import read_arrow_tables
+from nvtx_plugins_tf.recorder.exports.arrowdir import read_arrowdir_tables
 from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 
 MONO0 = 5_000_000_000
@@ -94,19 +95,34 @@ def _assert_rows_match(table, arrow_table, sqlite_path):
 
 def test_every_type_from_one_decode_holds_nsys_tables_and_the_sqlite_rows(tmp_path):
     rec = _rich(tmp_path)
-    proc = nvtx_tf("export", "-t", "sqlite,parquetdir,arrow,json", "-o", tmp_path / "out" / "run", rec)
+    proc = nvtx_tf("export", "-t", "sqlite,parquetdir,arrow,arrowdir,json", "-o", tmp_path / "out" / "run", rec)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "out"
-    assert sorted(p.name for p in out.iterdir()) == ["run.arrow", "run.json", "run.sqlite", "run_pqtdir"]
+    assert sorted(p.name for p in out.iterdir()) == ["run.arrow", "run.json", "run.sqlite", "run_arwdir", "run_pqtdir"]
     pqt = out / "run_pqtdir"
-    assert sorted(p.stem for p in pqt.iterdir()) == sorted(_nsys_schema.PARQUET)
+    # nsys's tables, the empty ones its recipes read, and our own (nsys's stay nsys's).
+    parquet = {**_nsys_schema.PARQUET, **_nsys_schema.RECIPE_PARQUET}
+    assert sorted(p.stem for p in pqt.iterdir()) == sorted([*parquet, "NVTX_TF_META_DATA"])
     arrow = read_arrow_tables(out / "run.arrow")
-    assert sorted(arrow) == sorted(_nsys_schema.PARQUET)
-    for table, columns in _nsys_schema.PARQUET.items():
+    assert sorted(arrow) == sorted([*_nsys_schema.ARROW, "NVTX_TF_META_DATA"])
+    for table, columns in parquet.items():
         schema = pq.read_schema(pqt / f"{table}.parquet")
         assert [(f.name, str(f.type), f.nullable) for f in schema] == list(columns), table
-        assert [(f.name, str(f.type), f.nullable) for f in arrow[table].schema] == list(columns), table
+    for table, (desc, columns) in _nsys_schema.ARROW.items():  # nsys's --type arrow types and metadata
+        schema = arrow[table].schema
+        assert [(f.name, str(f.type), f.nullable, (f.metadata or {}).get(b"field_desc", b"").decode() or None)
+                for f in schema] == list(columns), table  # fmt: skip
+        assert schema.metadata.get(b"table_desc", b"").decode() == (desc or ""), table
         assert arrow[table].num_rows == pq.read_metadata(pqt / f"{table}.parquet").num_rows, table
+    for table in ("META_DATA_CAPTURE", "NVTX_TF_META_DATA"):
+        assert pq.read_metadata(pqt / f"{table}.parquet").num_rows > 0, table
+    # arrowdir: the arrow file's streams, one file per table (schemas, metadata and rows).
+    arwdir = read_arrowdir_tables(out / "run_arwdir")
+    assert sorted(p.name for p in (out / "run_arwdir").iterdir()) == sorted(f"{t}.arrow" for t in arrow)
+    for table, data in arrow.items():
+        assert arwdir[table].schema.equals(data.schema, check_metadata=True), table
+        if table != "META_DATA_EXPORT":  # (it names its own output and export time)
+            assert arwdir[table].to_pylist() == data.to_pylist(), table
     for table in ROWS_COMPARED:
         _assert_rows_match(table, pq.read_table(pqt / f"{table}.parquet"), out / "run.sqlite")
         _assert_rows_match(table, arrow[table], out / "run.sqlite")
@@ -116,7 +132,7 @@ def test_every_type_from_one_decode_holds_nsys_tables_and_the_sqlite_rows(tmp_pa
     assert len(crossed) == 1 and crossed[0]["endGlobalTid"] != crossed[0]["globalTid"]
     assert [e["uint64Value"] for e in events if e["uint64Value"] is not None] == [2**63 + 5]
     names = {r["name"]: r["value"] for r in pq.read_table(pqt / "META_DATA_EXPORT.parquet").to_pylist()}
-    assert names["EXPORT_SCHEMA_VERSION"] == "3.7.2" and names["EXPORT_PARAM_OUTUPT_FILE"] == "run_pqtdir"
+    assert names["EXPORT_SCHEMA_VERSION"] == "3.11.1" and names["EXPORT_PARAM_OUTUPT_FILE"] == "run_pqtdir"
     assert not [p for p in out.rglob(".*")], "a temporary file was left behind"
 
 
@@ -138,12 +154,14 @@ def test_times_shift_alike_when_an_event_precedes_its_segment(tmp_path):
     w = SegmentWriter(pid=9, start_ns=MONO0)
     w.thread(9).string(1, "early").push(MONO0 - 500, 1).pop(MONO0 + 100)
     w.write(rec)
-    assert nvtx_tf("export", "-t", "sqlite,parquetdir,arrow", rec).returncode == 0
+    assert nvtx_tf("export", "-t", "sqlite,parquetdir,arrow,arrowdir", rec).returncode == 0
     (sqlite_row,) = _sqlite_rows(tmp_path / "early.sqlite", "NVTX_EVENTS", ["start", "end"])
     (pq_row,) = pq.read_table(tmp_path / "early_pqtdir" / "NVTX_EVENTS.parquet", columns=["start", "end"]).to_pylist()
     arrow = read_arrow_tables(tmp_path / "early.arrow")["NVTX_EVENTS"].select(["start", "end"]).to_pylist()
     assert sqlite_row == (0, 600) and (pq_row["start"], pq_row["end"]) == sqlite_row
     assert [(r["start"], r["end"]) for r in arrow] == [sqlite_row]
+    arwdir = read_arrowdir_tables(tmp_path / "early_arwdir")["NVTX_EVENTS"].select(["start", "end"]).to_pylist()
+    assert [(r["start"], r["end"]) for r in arwdir] == [sqlite_row]
 
 
 def test_output_names_follow_nsys_export(tmp_path):
@@ -154,6 +172,8 @@ def test_output_names_follow_nsys_export(tmp_path):
     assert (tmp_path / "x_pqtdir" / "NVTX_EVENTS.parquet").is_file()
     assert nvtx_tf("export", "-t", "arrow", "-o", tmp_path / "y", rec).returncode == 0
     assert (tmp_path / "y.arrow").is_file()
+    assert nvtx_tf("export", "-t", "arrowdir", "-o", tmp_path / "z", rec).returncode == 0
+    assert (tmp_path / "z_arwdir" / "NVTX_EVENTS.arrow").is_file()
 
 
 def test_existing_output_is_kept_unless_forced(tmp_path):
@@ -171,6 +191,13 @@ def test_existing_output_is_kept_unless_forced(tmp_path):
     (tmp_path / "d_pqtdir" / "old.parquet").write_text("x")
     assert nvtx_tf("export", "-t", "parquetdir", "-o", tmp_path / "d_pqtdir", "-f", "true", rec).returncode == 0
     assert not (tmp_path / "d_pqtdir" / "old.parquet").exists()  # replaced whole, as nsys
+    (tmp_path / "e_arwdir").mkdir()
+    (tmp_path / "e_arwdir" / "old.arrow").write_text("x")
+    assert nvtx_tf("export", "-t", "arrowdir", "-o", tmp_path / "e_arwdir", rec).returncode == 14
+    assert (tmp_path / "e_arwdir" / "old.arrow").read_text() == "x"
+    assert nvtx_tf("export", "-t", "arrowdir", "-o", tmp_path / "e_arwdir", "-f", "true", rec).returncode == 0
+    assert sorted(p.name for p in (tmp_path / "e_arwdir").iterdir())[0] != "old.arrow"
+    assert not (tmp_path / "e_arwdir" / "old.arrow").exists() and not list(tmp_path.glob(".e_arwdir*"))
 
 
 @pytest.mark.parametrize(
@@ -186,6 +213,11 @@ def test_existing_output_is_kept_unless_forced(tmp_path):
         (["-o", "{tmp}/out/", "{rec}"], 2, "PREFIX must name the output files"),
         (["-o", "{tmp}/afile/x", "{rec}"], 3, "cannot create output directory"),
         (["{tmp}/empty.nvtxrec"], 5, "no NVTX events in"),
+        # nsys export's other flags are not taken (docs/cli.md#export says so)
+        (["--tables", "NVTX_EVENTS", "{rec}"], 2, "unrecognized arguments: --tables"),
+        (["-q", "true", "{rec}"], 2, "unrecognized arguments: -q"),
+        (["--lazy", "false", "{rec}"], 2, "unrecognized arguments: --lazy"),
+        (["-t", "arwdir", "{rec}"], 2, "argument -t/--type: unknown type 'arwdir'"),
     ],
 )
 def test_bad_input_is_one_line_and_its_code(tmp_path, args, code, needle):

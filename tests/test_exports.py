@@ -219,7 +219,9 @@ def test_sqlite_nsys_schema_and_query(tmp_path):
     # Session-relative times: 0 = the earliest segment's start (10_000 ns CLOCK_MONOTONIC).
     assert con.execute("SELECT min(start) FROM NVTX_EVENTS WHERE text = 'step'").fetchone() == (20_000 - 10_000,)
     meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
-    assert meta["timeOrigin_ns"] == "10000" and meta["EXPORT_SCHEMA_VERSION"] == "3.7.2"
+    assert meta["EXPORT_SCHEMA_VERSION"] == "3.11.1" and "timeOrigin_ns" not in meta  # nsys's keys only
+    ours = dict(con.execute("SELECT name, value FROM NVTX_TF_META_DATA"))
+    assert ours["timeOrigin_ns"] == "10000" and ours["exporter"].startswith("nvtx_plugins_tf")
 
 
 def _expected(durations):

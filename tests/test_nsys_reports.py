@@ -1,5 +1,5 @@
 """``report --type pushpop_trace|pushpop_sum|startend_sum`` (recorder/reports/nsys_reports.py), judged
-by the real Nsight Systems 2023.4.4 (issue 14, item 4; issue 23).
+by the real Nsight Systems 2024.2.3, the default judge (issue 14, item 4; issue 23; issue 35).
 
 * Same file: our report on an SQLite file -- nsys's own export, and ours -- is exactly what
   ``nsys stats --report nvtx_pushpop_trace|nvtx_pushpop_sum|nvtx_startend_sum --format csv`` prints for it (same

@@ -6,11 +6,11 @@ Two kinds of tests:
   anchors, nsys's id and column rules (``globalTid`` bit 48, ``endGlobalTid`` only for a
   range ended on another thread, exactly one of ``text``/``textId``), rows in start order,
   the schema module equals itself once written, open ranges keep ``end`` NULL;
-* against the real Nsight Systems 2023.4.4 (build_tools/fetch_nsys.py; skipped with the
+* against the real Nsight Systems 2024.2.3 (build_tools/fetch_nsys.py; skipped with the
   reason only when the Debian archive cannot be reached, never with CI=true): the shipped
-  schema module equals what that nsys writes (SQLite and Parquet), and nsys's own reports
+  schema module equals what that nsys writes (SQLite, Parquet and Arrow), and nsys's own reports
   (``nsys stats -r nvtx_sum/nvtx_pushpop_sum/nvtx_startend_sum/nvtx_pushpop_trace``, and
-  2022.4.2's ``nvtxsum/nvtxppsum/nvtxsesum/nvtxpptrace``) give the same rows on our export and on
+  2023.4.4's, and 2022.4.2's ``nvtxsum/...``) give the same rows on our export and on
   nsys's export of the same run of the native C sample (names, styles, instances,
   nesting, order; durations are not compared: two runs).
 """
@@ -26,7 +26,7 @@ import nsys_oracle as oracle
 import pytest
 
 from nvtx_plugins_tf.recorder import export_sqlite, summarize
-from nvtx_plugins_tf.recorder.exports import _nsys_schema
+from nvtx_plugins_tf.recorder.exports import _nsys_schema, nsys_tables
 from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 
 MONO0 = 5_000_000_000_000  # CLOCK_MONOTONIC of the first segment (≈ uptime: 1e12+)
@@ -75,13 +75,13 @@ def _text(con, where):
 
 def test_tables_are_nsys_tables(db):
     tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY rowid")]
-    assert tables == [name for name, _ in _nsys_schema.TABLES]
+    assert tables == [*(name for name, _ in _nsys_schema.TABLES), "NVTX_TF_META_DATA"]  # ours last
     ddl = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
-    assert ddl == dict(_nsys_schema.TABLES)
+    assert ddl == {**dict(_nsys_schema.TABLES), "NVTX_TF_META_DATA": nsys_tables.PROVENANCE_DDL}
     for name, rows in _nsys_schema.ENUMS.items():
         assert db.execute(f"SELECT id, name, label FROM {name} ORDER BY id").fetchall() == list(rows)
     event_types = dict(db.execute("SELECT id, name FROM ENUM_NSYS_EVENT_TYPE"))
-    assert len(event_types) == 144 and event_types[34] == "NvtxMark" and event_types[39] == "NvtxThread"
+    assert len(event_types) == 145 and event_types[34] == "NvtxMark" and event_types[39] == "NvtxThread"
     for empty in ("ProcessStreams", "PROFILER_OVERHEAD", "TARGET_INFO_SYSTEM_ENV"):
         assert db.execute(f"SELECT count(*) FROM {empty}").fetchone() == (0,)
 
@@ -95,7 +95,7 @@ def test_times_are_session_relative_with_anchors(db):
     assert utc_text == datetime.datetime.fromtimestamp(REAL0 / 1e9, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     assert local_text == datetime.datetime.fromtimestamp(REAL0 / 1e9).strftime("%Y-%m-%dT%H:%M:%S")
     assert db.execute("SELECT * FROM ANALYSIS_DETAILS").fetchall() == [(G, 1300, 0, 1300)]
-    meta = dict(db.execute("SELECT name, value FROM META_DATA_EXPORT"))
+    meta = dict(db.execute("SELECT name, value FROM NVTX_TF_META_DATA"))
     assert meta["timeOrigin_ns"] == str(MONO0) and meta["clock"] == "CLOCK_MONOTONIC"
     # nothing anywhere near the raw clock (nsys's R-tree reports use float32)
     assert db.execute("SELECT max(max(start), max(end)) FROM NVTX_EVENTS").fetchone() == (1300,)
@@ -173,9 +173,11 @@ def test_open_range_keeps_null_end_and_summary_lists_it(db, tmp_path):
 
 def test_schema_module_is_generated_text(tmp_path):
     """The shipped module is exactly what the generator writes for its own data."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
-    from nvtx_plugins_tf.recorder.exports.arrow_tables import ARROW_SCHEMAS
+    from nvtx_plugins_tf.recorder.exports.arrow_tables import ARROW_SCHEMAS, IPC_SCHEMAS
 
     out = tmp_path / "s.sqlite"
     con = sqlite3.connect(out)
@@ -190,11 +192,21 @@ def test_schema_module_is_generated_text(tmp_path):
     con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, '')", [(k,) for k in _nsys_schema.CAPTURE_KEYS])
     con.commit()
     con.close()
-    pqt = tmp_path / "s_pqtdir"
+    pqt, recipe = tmp_path / "s_pqtdir", tmp_path / "recipe_pqtdir"
     pqt.mkdir()
+    recipe.mkdir()
     for table, schema in ARROW_SCHEMAS.items():
-        pq.write_table(schema.empty_table(), pqt / f"{table}.parquet")
-    assert oracle.schema_module_source(out, pqt) == oracle.SCHEMA_MODULE.read_text()
+        if table in _nsys_schema.PARQUET:
+            pq.write_table(schema.empty_table(), pqt / f"{table}.parquet")
+        elif table in _nsys_schema.RECIPE_PARQUET:
+            pq.write_table(schema.empty_table(), recipe / f"{table}.parquet")
+    arrow = tmp_path / "s.arrows"
+    with pa.OSFile(str(arrow), "wb") as sink:
+        for table, schema in IPC_SCHEMAS.items():
+            if table in _nsys_schema.ARROW:
+                with ipc.new_stream(sink, schema) as writer:
+                    writer.write_table(schema.empty_table())
+    assert oracle.schema_module_source(out, pqt, recipe, arrow) == oracle.SCHEMA_MODULE.read_text()
 
 
 # ------------------------------------------------------------------------------ real nsys
@@ -214,8 +226,7 @@ def native_runs(nsys, tmp_path_factory):
 
 def test_shipped_schema_is_what_nsys_writes(nsys, native_runs):
     _, theirs = native_runs
-    pqt = oracle.export_parquetdir(nsys, theirs.with_suffix(".nsys-rep"), theirs.with_name("nsys_pqtdir"))
-    assert oracle.schema_module_source(theirs, pqt) == oracle.SCHEMA_MODULE.read_text(), (
+    assert oracle.report_schema_source(nsys, theirs) == oracle.SCHEMA_MODULE.read_text(), (
         "nsys's export differs from nvtx_plugins_tf/recorder/exports/_nsys_schema.py: "
         "regenerate it with `python tests/nsys_oracle.py --write-schema`"
     )
@@ -269,11 +280,21 @@ def test_nsys_stats_reports_agree(nsys, native_runs):
     assert {(r["Style"], r["Range"]): int(r["Total Time (ns)"]) for r in ours["nvtx_sum"]} == mine
 
 
-def test_nsys_2022_4_stats_read_our_file_as_2023_4_does(nsys, native_runs):
-    """Nsight Systems 2022.4.2 (the second judge) reads our 2023.4-schema file: its reports
-    (old names) give on it what 2023.4's give (its report scripts read NVTX_EVENTS and
-    StringIds, not the renamed metadata table); only a root's ParentId is printed
-    ``None`` by 2022.4 where 2023.4 leaves it empty."""
+def test_nsys_2023_4_stats_read_our_file_as_2024_2_does(nsys, native_runs):
+    """Nsight Systems 2023.4.4 reads our 2024.2-schema file (schema 3.11.1): its reports give
+    on it what 2024.2's give."""
+    previous = oracle.nsys_or_skip(oracle.fetch_nsys.PREVIOUS)
+    ours_path, _ = native_runs
+    for report in oracle.NVTX_REPORTS:
+        rows = oracle.nsys_stats(nsys, report, ours_path)
+        assert rows and oracle.nsys_stats(previous, report, ours_path) == rows, report
+
+
+def test_nsys_2022_4_stats_read_our_file_as_2024_2_does(nsys, native_runs):
+    """Nsight Systems 2022.4.2 reads our 2024.2-schema file: its reports (old names) give on
+    it what 2024.2's give (its report scripts read NVTX_EVENTS and StringIds, not the renamed
+    metadata table); only a root's ParentId is printed ``None`` by 2022.4 where 2024.2
+    leaves it empty."""
     legacy = oracle.nsys_or_skip(oracle.fetch_nsys.LEGACY)
     ours_path, _ = native_runs
     for new, old in oracle.LEGACY_NVTX_REPORTS.items():

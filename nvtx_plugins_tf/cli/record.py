@@ -393,7 +393,8 @@ def register(subparsers) -> None:
         default=None,
         metavar="TYPES",
         help="the exports to write, comma-separated: sqlite (PREFIX.sqlite), json (PREFIX.json), parquetdir "
-        "(PREFIX_pqtdir/), arrow (PREFIX.arrow) (default: json,sqlite); `nvtx-tf export` writes more later",
+        "(PREFIX_pqtdir/), arrow (PREFIX.arrow), arrowdir (PREFIX_arwdir/) (default: json,sqlite); "
+        "`nvtx-tf export` writes more later",
     )
     p.add_argument(
         "--png-window",

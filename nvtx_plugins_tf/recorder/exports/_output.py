@@ -1,4 +1,5 @@
-"""Write an output file atomically through a private temporary file in its folder.
+"""Write an output file atomically through a private temporary file in its folder (and an
+output directory, built beside it: :func:`replace_directory`).
 
 The temporary file is made by :func:`tempfile.mkstemp` in the output's own folder: an
 unpredictable name, created with ``O_CREAT | O_EXCL`` and mode 0600, so a file or a
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import tempfile
 import threading
@@ -90,3 +92,19 @@ def atomic_output(output):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise
+
+
+def replace_directory(tmp: Path, output: Path) -> None:
+    """Put the directory ``tmp`` (built beside ``output``) in place of ``output``: an older
+    export is moved aside, the new one renamed into place, the old one removed."""
+    old = None
+    with signals_deferred():  # (no signal between the two renames: the output is there, old or new)
+        if output.exists() or output.is_symlink():
+            old = tmp.with_name(tmp.name + ".old")
+            output.rename(old)
+        tmp.rename(output)
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()

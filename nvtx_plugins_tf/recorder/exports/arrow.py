@@ -1,6 +1,8 @@
 """Export a recording as ``nsys export --type arrow`` writes it: one file holding one Arrow IPC
 stream per table of nsys's export schema, one after the other, each stream's schema
-carrying the table's name in its metadata (``table_name``). Read it with::
+carrying the table's name in its metadata (``table_name``; ``table_desc`` and each field's
+``field_desc`` where nsys writes them), with nsys's ``--type arrow`` types (``uint32`` where
+its Parquet has ``int64``: :data:`.arrow_tables.IPC_SCHEMAS`). Read it with::
 
     import pyarrow as pa, pyarrow.ipc as ipc
     source = pa.OSFile(path)           # or pa.memory_map(path)
@@ -8,7 +10,8 @@ carrying the table's name in its metadata (``table_name``). Read it with::
         table = ipc.open_stream(source).read_all()
         name = table.schema.metadata[b"table_name"].decode()
 
-The tables, columns, Arrow types and rows are those of the Parquet export (:mod:`.parquet`,
+The tables are nsys's (those of its ``--type arrow`` of an NVTX-only report) and our own
+``NVTX_TF_META_DATA``; columns and rows are those of the Parquet export (:mod:`.parquet`,
 :mod:`.arrow_tables`): NVTX_EVENTS in the order the recording is read, one record batch
 per batch read (written to a spool file meanwhile, so memory stays bounded), the
 definitions last.
@@ -28,14 +31,13 @@ from ..._paths import arrow_file
 from ..recording.model import DamageReport
 from ..recording.reader import RecordingReader, reading
 from ._output import signals_deferred
-from .arrow_tables import ARROW_SCHEMAS, EVENTS_SCHEMA, EventTables, shifted, table_of_rows
+from .arrow_tables import IPC_SCHEMAS, EventTables, as_ipc, shifted, table_of_rows
 from .one_pass import OutputFile, Sink, feed
 
 __all__ = ["export_arrow", "ArrowSink", "read_arrow_tables"]
 
 
-def _named(schema: pa.Schema, table: str) -> pa.Schema:
-    return schema.with_metadata({"table_name": table})
+_EVENTS_IPC = IPC_SCHEMAS["NVTX_EVENTS"]
 
 
 def read_arrow_tables(path) -> dict[str, pa.Table]:
@@ -71,7 +73,7 @@ class ArrowSink(Sink):
                 self._spool = Path(spool)
                 os.close(fd)
             self._spool_file = arrow_file(self._spool, "wb")
-            self._events = ipc.new_stream(self._spool_file, _named(EVENTS_SCHEMA, "NVTX_EVENTS"))
+            self._events = ipc.new_stream(self._spool_file, _EVENTS_IPC)
         except BaseException:
             if self._spool is not None:
                 self._spool.unlink(missing_ok=True)
@@ -82,7 +84,7 @@ class ArrowSink(Sink):
     def add(self, rows) -> None:
         table = self._tables.add(rows)
         if table is not None:
-            self._events.write_table(table)
+            self._events.write_table(as_ipc(table, "NVTX_EVENTS"))
 
     def _abort(self) -> None:
         try:
@@ -97,19 +99,18 @@ class ArrowSink(Sink):
     def _finish(self) -> DamageReport:
         definitions = self._tables.definitions()
         if definitions is not None:
-            self._events.write_table(definitions)
+            self._events.write_table(as_ipc(definitions, "NVTX_EVENTS"))
         self._events.close()
         self._spool_file.close()
         damage = self.reader.damage()
         tables = self._tables.other_tables(self.output, damage)
         with open(self._file.tmp, "wb") as out:
-            for name in ARROW_SCHEMAS:
+            for name, schema in IPC_SCHEMAS.items():
                 if name == "NVTX_EVENTS":
                     self._copy_events(out, -self._tables.earliest)  # no time before 0, as in nsys
                     continue
-                data = table_of_rows(name, tables.get(name, []))
-                with ipc.new_stream(out, _named(data.schema, name)) as writer:
-                    writer.write_table(data)
+                with ipc.new_stream(out, schema) as writer:
+                    writer.write_table(as_ipc(table_of_rows(name, tables.get(name, [])), name))
         self._spool.unlink(missing_ok=True)
         self._file.commit()
         return damage
@@ -119,6 +120,6 @@ class ArrowSink(Sink):
             with open(self._spool, "rb") as spool:  # (Python's open: any file name)
                 shutil.copyfileobj(spool, out, 1 << 20)
             return
-        with arrow_file(self._spool) as source, ipc.new_stream(out, _named(EVENTS_SCHEMA, "NVTX_EVENTS")) as w:
+        with arrow_file(self._spool) as source, ipc.new_stream(out, _EVENTS_IPC) as w:
             for batch in ipc.open_stream(source):
-                w.write_table(shifted(pa.Table.from_batches([batch]), shift))
+                w.write_table(shifted(pa.Table.from_batches([batch]), shift, _EVENTS_IPC))

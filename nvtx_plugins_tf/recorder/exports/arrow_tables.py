@@ -1,7 +1,10 @@
-"""nsys's export tables as Arrow tables: the schemas of :data:`._nsys_schema.PARQUET` (nsys's
-own Arrow types) and the ``NVTX_EVENTS`` rows of decoded batches, without Python objects
-per row. What the Parquet (:mod:`.parquet`) and Arrow (:mod:`.arrow`) exports write; the
-values are those of :mod:`.nsys_tables`, as in the SQLite file.
+"""nsys's export tables as Arrow tables: the schemas of :data:`._nsys_schema.PARQUET` and
+:data:`._nsys_schema.RECIPE_PARQUET` (nsys's Parquet types: :data:`ARROW_SCHEMAS`), of
+:data:`._nsys_schema.ARROW` (nsys's ``--type arrow`` types, ``table_name``, ``table_desc``
+and ``field_desc``: :data:`IPC_SCHEMAS`), and the ``NVTX_EVENTS`` rows of decoded batches,
+without Python objects per row. What the Parquet (:mod:`.parquet`) and Arrow (:mod:`.arrow`)
+exports write; the values are those of :mod:`.nsys_tables`, as in the SQLite file. Our own
+table :data:`.nsys_tables.PROVENANCE_TABLE` comes last in each.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from ._arrays import array, scalar
 
 __all__ = [
     "ARROW_SCHEMAS",
+    "IPC_SCHEMAS",
+    "as_ipc",
     "EVENTS_SCHEMA",
     "EventTables",
     "event_table",
@@ -55,8 +60,38 @@ def _schema(columns) -> pa.Schema:
     return pa.schema([pa.field(name, _ARROW_TYPES[kind], nullable) for name, kind, nullable in columns])
 
 
-#: table -> the Arrow schema of nsys's TABLE.parquet
-ARROW_SCHEMAS = {table: _schema(columns) for table, columns in _nsys_schema.PARQUET.items()}
+_PROVENANCE = {nsys_tables.PROVENANCE_TABLE: (("name", "string", False), ("value", "string", True))}
+#: table -> the Arrow schema of nsys's TABLE.parquet (and of the tables its recipes read, then ours)
+ARROW_SCHEMAS = {
+    table: _schema(columns)
+    for table, columns in {**_nsys_schema.PARQUET, **_nsys_schema.RECIPE_PARQUET, **_PROVENANCE}.items()
+}
+
+
+def _ipc_schema(table: str, desc: str | None, columns) -> pa.Schema:
+    fields = [
+        pa.field(name, _ARROW_TYPES[kind], nullable, None if fdesc is None else {"field_desc": fdesc})
+        for name, kind, nullable, fdesc in columns
+    ]
+    meta = {"table_name": table} if desc is None else {"table_name": table, "table_desc": desc}
+    return pa.schema(fields, metadata=meta)
+
+
+#: table -> the Arrow schema of its stream in nsys's ``--type arrow`` file: nsys's types (uint32
+#: where its Parquet has int64), ``table_name``, ``table_desc`` and ``field_desc`` metadata
+IPC_SCHEMAS = {table: _ipc_schema(table, desc, columns) for table, (desc, columns) in _nsys_schema.ARROW.items()}
+IPC_SCHEMAS[nsys_tables.PROVENANCE_TABLE] = _ipc_schema(
+    nsys_tables.PROVENANCE_TABLE,
+    "nvtx_plugins_tf: who wrote this export, from what, and how it was read.",
+    [(n, t, nullable, None) for n, t, nullable in _PROVENANCE[nsys_tables.PROVENANCE_TABLE]],
+)
+
+
+def as_ipc(table: pa.Table, name: str) -> pa.Table:
+    """``table`` (of :data:`ARROW_SCHEMAS`) with the types and metadata of ``IPC_SCHEMAS[name]``."""
+    return table.cast(IPC_SCHEMAS[name])
+
+
 EVENTS_SCHEMA = _EVENTS = ARROW_SCHEMAS["NVTX_EVENTS"]
 _EVENT_TYPES = np.zeros(max(EVENT_TYPE_OF_KIND) + 1, dtype=np.int64)  # row kind -> eventType
 _EVENT_TYPES[list(EVENT_TYPE_OF_KIND)] = list(EVENT_TYPE_OF_KIND.values())
@@ -141,11 +176,11 @@ def table_of_rows(table: str, rows: list) -> pa.Table:
     return pa.Table.from_arrays([array(c, f.type) for c, f in zip(columns, schema)], schema=schema)
 
 
-def shifted(table: pa.Table, shift: int) -> pa.Table:
-    """NVTX_EVENTS rows with ``shift`` ns added to ``start`` and ``end``."""
+def shifted(table: pa.Table, shift: int, schema: pa.Schema = EVENTS_SCHEMA) -> pa.Table:
+    """NVTX_EVENTS rows (of ``schema``) with ``shift`` ns added to ``start`` and ``end``."""
     for name in ("start", "end"):
         i = table.schema.get_field_index(name)
-        table = table.set_column(i, EVENTS_SCHEMA.field(name), pc.add(table.column(i), scalar(shift, pa.int64())))
+        table = table.set_column(i, schema.field(name), pc.add(table.column(i), scalar(shift, pa.int64())))
     return table
 
 
@@ -191,6 +226,8 @@ class EventTables:
         origin = self.reader.origin_ns + self.earliest
         tables = nsys_tables.small_tables(self.reader, origin, self.last - self.earliest)
         seconds = time.monotonic() - self.started
-        tables["META_DATA_EXPORT"] = nsys_tables.export_metadata(self.reader, output, damage, seconds, origin)
+        tables["META_DATA_EXPORT"] = nsys_tables.export_metadata(self.reader, output, seconds)
+        tables["META_DATA_CAPTURE"] = nsys_tables.capture_metadata(self.reader)
+        tables[nsys_tables.PROVENANCE_TABLE] = nsys_tables.provenance(self.reader, damage, origin)
         tables.update(_nsys_schema.ENUMS)
         return tables

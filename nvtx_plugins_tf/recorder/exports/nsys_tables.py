@@ -1,7 +1,7 @@
 """The rows of Nsight Systems' export tables for a recording: what the SQLite file
 (:mod:`.sqlite`) and the Parquet directory (:mod:`.parquet`) both hold, computed once here.
-The schema is nsys 2023.4.4's (``EXPORT_SCHEMA_VERSION`` 3.7.2, :mod:`._nsys_schema`,
-generated from a real export).
+The schema is nsys 2024.2.3's (``EXPORT_SCHEMA_VERSION`` 3.11.1, :mod:`._nsys_schema`,
+generated from a real export); nsys 2023.4's and 2022.4's reports and recipes read it too.
 
 * ``NVTX_EVENTS``: one row per event (the writers turn the decoded rows into columns; the
   values are those below). ``eventType``: 34 mark, 59 push/pop range, 60 start/end range,
@@ -17,16 +17,17 @@ generated from a real export).
 * ``StringIds`` (every string of the recording), ``ThreadNames`` (priority 0),
   ``PROCESSES`` (name = the process name of the recording, where nsys writes the
   executable's path for the profiled process), ``ANALYSIS_DETAILS``,
-  ``TARGET_INFO_SESSION_START_TIME``: :func:`small_tables`.
-* ``META_DATA_EXPORT`` (:func:`export_metadata`) and, in SQLite, ``META_DATA_CAPTURE``
-  (:func:`capture_metadata`).
+  ``TARGET_INFO_SESSION_START_TIME``, ``TARGET_INFO_SYSTEM_ENV`` (the host name only:
+  :func:`system_env`): :func:`small_tables`.
+* ``META_DATA_EXPORT`` (:func:`export_metadata`), ``META_DATA_CAPTURE``
+  (:func:`capture_metadata`) and our own ``NVTX_TF_META_DATA`` (:func:`provenance`).
 
 **Times** are nanoseconds relative to the session start, as in nsys: 0 is the start of the
 earliest segment of the recording (the first process that loaded the recorder), whose
 wall-clock time is ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (from the CLOCK_REALTIME
 anchor each segment header holds next to its CLOCK_MONOTONIC start; NULL when the recording
 has none); no time is below 0 (the writers shift everything when an event precedes its
-segment's header). The recorder's CLOCK_MONOTONIC value of 0 is ``META_DATA_EXPORT``
+segment's header). The recorder's CLOCK_MONOTONIC value of 0 is ``NVTX_TF_META_DATA``
 ``timeOrigin_ns``. ``ANALYSIS_DETAILS``: ``startTime`` 0, ``stopTime`` = ``duration`` =
 the last timestamp of the file.
 
@@ -38,12 +39,13 @@ reports do: eventType 75 rows with the same ``domainId`` and pid).
 
 **Metadata**: ``META_DATA_EXPORT`` has nsys's keys in its order, with the values of the
 nsys whose schema this is for the ones that describe nsys and its schema
-(``EXPORT_PRODUCT_VERSION`` 2023.4.4.54, ``EXPORT_SCHEMA_VERSION`` 3.7.2 and its
+(``EXPORT_PRODUCT_VERSION`` 2024.2.3.38, ``EXPORT_SCHEMA_VERSION`` 3.11.1 and its
 ``_MAJOR``/``_MINOR``/``_MICRO``/``_CKSUM``: tools read them to know the schema), this
 export's values for the others (platform, time, host, user, input and output files --
-nsys's own spelling ``EXPORT_PARAM_OUTUPT_FILE`` included -- and parameters). Ours after
-them: ``exporter`` (``nvtx_plugins_tf``: who really wrote the file), ``source``,
-``timeOrigin_ns``, ``clock``, ``damagedChunks``, ``damagedSegments``.
+nsys's own spelling ``EXPORT_PARAM_OUTUPT_FILE`` included -- and parameters), and no other
+key: nsys's table stays nsys's. Ours are in a table of our own, ``NVTX_TF_META_DATA`` (name,
+value; last in each export): ``exporter`` (``nvtx_plugins_tf``: who really wrote the
+file), ``source``, ``timeOrigin_ns``, ``clock``, ``damagedChunks``, ``damagedSegments``.
 ``META_DATA_CAPTURE`` holds only those of nsys's keys whose value we know for the run:
 the event type, the device (the recording's host name), the first process's command,
 arguments and pid, and which traces were collected (NVTX only).
@@ -61,8 +63,8 @@ process's main thread), eventType 76 domain destruction rows, the time and threa
 category naming (33) and of ``nvtxNameOsThread`` (39) (we put them at the process's start
 on its main thread, resp. the named thread), nsys's small per-session ``rangeId`` numbers
 (ours are the recorder's ids), other processes of the system in ``PROCESSES``/
-``ThreadNames``, thread priorities, ``TARGET_INFO_SYSTEM_ENV``, ``ProcessStreams`` (the
-program's output), ``PROFILER_OVERHEAD`` (empty tables here).
+``ThreadNames``, thread priorities, ``TARGET_INFO_SYSTEM_ENV`` but the host name,
+``ProcessStreams`` (the program's output), ``PROFILER_OVERHEAD`` (empty tables here).
 """
 
 from __future__ import annotations
@@ -99,9 +101,16 @@ __all__ = [
     "small_tables",
     "export_metadata",
     "capture_metadata",
+    "provenance",
+    "PROVENANCE_TABLE",
+    "PROVENANCE_DDL",
     "session_start_utc",
     "anchor_process",
 ]
+
+#: Our own table (name, value): who wrote the export and from what; nsys's tables stay nsys's.
+PROVENANCE_TABLE = "NVTX_TF_META_DATA"
+PROVENANCE_DDL = f"CREATE TABLE {PROVENANCE_TABLE} (name TEXT NOT NULL, value TEXT)"
 
 SCHEMA_VERSION = _nsys_schema.SCHEMA_META["EXPORT_SCHEMA_VERSION"]
 NSYS_VERSION = _nsys_schema.SCHEMA_META["EXPORT_PRODUCT_VERSION"]
@@ -184,13 +193,32 @@ def session_start_utc(reader: RecordingReader, origin: int) -> int | None:
     return None if first is None else first.start_realtime_ns - (first.start_ns - origin)
 
 
+#: ``TARGET_INFO_SYSTEM_ENV``'s device state for a capture on the local machine, as nsys names it
+LOCAL_DEVICE = "Local (CLI)"
+
+
+def system_env(reader: RecordingReader) -> list[tuple]:
+    """``TARGET_INFO_SYSTEM_ENV`` rows of what the recording knows of its machine: its
+    ``Hostname`` (nsys's property 619; tools such as nsys2prv need it) and ``HasNvtxEvents``
+    (809); none when the recorder wrote no host name. nsys's other 80-odd properties (CPU,
+    OS, driver, its own capabilities) are not recorded."""
+    first = min(reader.processes.values(), key=lambda p: p.start_ns, default=None)
+    if first is None or not first.host:
+        return []
+    return [
+        (GLOBAL_VID, LOCAL_DEVICE, "Hostname", 619, first.host),
+        (GLOBAL_VID, LOCAL_DEVICE, "HasNvtxEvents", 809, "1"),
+    ]
+
+
 def small_tables(reader: RecordingReader, origin: int, stop_time: int) -> dict[str, list[tuple]]:
     """The rows (tuples in the table's column order) of ``StringIds``, ``ThreadNames``,
-    ``PROCESSES``, ``ANALYSIS_DETAILS`` and ``TARGET_INFO_SESSION_START_TIME``, where the
-    last timestamp of NVTX_EVENTS is ``stop_time``."""
+    ``PROCESSES``, ``ANALYSIS_DETAILS``, ``TARGET_INFO_SESSION_START_TIME`` and
+    ``TARGET_INFO_SYSTEM_ENV``, where the last timestamp of NVTX_EVENTS is ``stop_time``."""
     names, _ = _thread_names(reader)
     utc = session_start_utc(reader, origin)
     return {
+        "TARGET_INFO_SYSTEM_ENV": system_env(reader),
         "StringIds": list(enumerate(reader.strings())),
         "ThreadNames": [(name, 0, global_tid(pid, tid)) for (pid, tid), name in sorted(names.items())],
         "PROCESSES": [(global_pid(pid), pid, info.name) for pid, info in sorted(reader.processes.items())],
@@ -215,11 +243,9 @@ def _text(path) -> str:
 
 
 def export_metadata(
-    reader: RecordingReader, output: Path, damage: DamageReport, seconds: float, origin: int, overwrite: bool = True
+    reader: RecordingReader, output: Path, seconds: float, overwrite: bool = True
 ) -> list[tuple[str, str]]:
-    """``META_DATA_EXPORT`` rows: nsys's keys in its order, then ours (module docstring)."""
-    from ... import __version__ as version
-
+    """``META_DATA_EXPORT`` rows: nsys's keys in its order, nothing else (module docstring)."""
     now = datetime.datetime.now().astimezone()
     plat, arch = _platform()
     source, output = Path(reader.path), Path(output)
@@ -249,16 +275,21 @@ def export_metadata(
             "EXPORT_TIME": f"{seconds:.2f} sec",
         }
     )
-    meta = [(k, values[k]) for k in _nsys_schema.META_KEYS if k in values]
-    meta += [
+    return [(k, values[k]) for k in _nsys_schema.META_KEYS if k in values]
+
+
+def provenance(reader: RecordingReader, damage: DamageReport, origin: int) -> list[tuple[str, str]]:
+    """Rows of our own table :data:`PROVENANCE_TABLE` (module docstring)."""
+    from ... import __version__ as version
+
+    return [
         ("exporter", f"nvtx_plugins_tf {version}".strip()),
-        ("source", _text(source)),
+        ("source", _text(reader.path)),
         ("timeOrigin_ns", str(origin)),
         ("clock", "CLOCK_MONOTONIC"),
         ("damagedChunks", str(damage.damaged_chunks)),
         ("damagedSegments", str(damage.damaged_segments)),
     ]
-    return meta
 
 
 def capture_metadata(reader: RecordingReader) -> list[tuple[str, str]]:
@@ -267,7 +298,7 @@ def capture_metadata(reader: RecordingReader) -> list[tuple[str, str]]:
     values = {"CAPTURE_EVENT_TYPE": "NvtxEvents", "DEVICE_TYPE": "Unix"}
     rows = []
     if first is not None:
-        host = getattr(first, "host_name", "") or ""
+        host = first.host
         if host:
             values["DEVICE_DISPLAY_NAME"] = host
         argv = (first.cmdline or "").split()

@@ -1,26 +1,27 @@
 """Export a recording as Nsight Systems writes ``nsys export --type parquetdir``: a directory
-with one ``TABLE.parquet`` per table of its export schema (nsys 2023.4.4), the same table
+with one ``TABLE.parquet`` per table of its export schema (nsys 2024.2.3), the same table
 names, column names and Arrow types (:data:`._nsys_schema.PARQUET`, generated from a real
 nsys export), so code written for nsys's Parquet (its recipes' ``DataService``, pandas,
-DuckDB, polars) reads ours unchanged.
+DuckDB, polars) reads ours unchanged. Also, empty, the CUDA tables 2024.2's ``nvtx_pace``
+recipe reads even from an NVTX-only report (:data:`._nsys_schema.RECIPE_PARQUET`: nsys's
+recipe loader exports them ``--lazy false``), and our own ``NVTX_TF_META_DATA.parquet``.
 
 The rows are those of the SQLite export (:mod:`.sqlite`; the values of both come from
 :mod:`.nsys_tables`): ``NVTX_EVENTS``, ``StringIds``, ``ThreadNames``, ``PROCESSES``,
-``ANALYSIS_DETAILS``, ``TARGET_INFO_SESSION_START_TIME``, ``META_DATA_EXPORT``, the
-``ENUM_*`` tables; the tables we have no data for are written empty, with their columns.
+``ANALYSIS_DETAILS``, ``TARGET_INFO_SESSION_START_TIME``, ``META_DATA_EXPORT``,
+``META_DATA_CAPTURE``, the ``ENUM_*`` tables; the tables we have no data for are written
+empty, with their columns.
 Differences from the SQLite file: ``NVTX_EVENTS`` rows come in the order the recording is
 read (each thread's events in time order, threads and processes one after the other, the
 definitions -- domains, categories, thread names -- last), not sorted by start: the file is
 written batch by batch, one row group per batch, so memory stays bounded whatever the size
-of the recording (nsys's recipes and the usual readers sort or group themselves); there is
-no ``META_DATA_CAPTURE`` (nsys's parquetdir has none either). Compression: Snappy (nsys
+of the recording (nsys's recipes and the usual readers sort or group themselves).
+Compression: Snappy (nsys
 writes uncompressed column chunks; readers do not care).
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -28,9 +29,9 @@ import pyarrow.parquet as pq
 from ..._paths import arrow_file
 from ..recording.model import DamageReport
 from ..recording.reader import RecordingReader, reading
-from ._output import signals_deferred
-from .arrow_tables import ARROW_SCHEMAS, EVENTS_SCHEMA, EventTables, shifted, table_of_rows
-from .one_pass import Sink, feed
+from ._table_dir import TableDirSink
+from .arrow_tables import ARROW_SCHEMAS, EVENTS_SCHEMA, shifted
+from .one_pass import feed
 
 __all__ = ["export_parquetdir", "ParquetSink", "parquet_dir_for"]
 
@@ -42,12 +43,6 @@ def parquet_dir_for(prefix) -> Path:
     return prefix.with_name(prefix.name + "_pqtdir")
 
 
-def _write(path: Path, table: str, rows: list) -> None:
-    """``rows`` (tuples in the table's column order) as ``path/TABLE.parquet``."""
-    with arrow_file(path / f"{table}.parquet", "wb") as out:
-        pq.write_table(table_of_rows(table, rows), out, store_schema=False)
-
-
 def export_parquetdir(recording, output, *, reader: RecordingReader | None = None) -> DamageReport:
     """Write ``recording`` as the directory ``output`` of nsys's parquetdir export (replaced
     if it exists); see the module docstring."""
@@ -56,72 +51,17 @@ def export_parquetdir(recording, output, *, reader: RecordingReader | None = Non
         return sink.finish()
 
 
-class ParquetSink(Sink):
-    """:func:`export_parquetdir` batch by batch (see :mod:`.one_pass`). The directory is
-    built beside ``output`` and renamed into place by ``finish()``, which returns the
-    :class:`DamageReport`; an aborted export leaves no trace."""
+class ParquetSink(TableDirSink):
+    """:func:`export_parquetdir` batch by batch (see :mod:`.one_pass` and :mod:`._table_dir`):
+    one row group per batch; ``finish()`` returns the :class:`DamageReport`."""
 
-    def __init__(self, reader: RecordingReader, output):
-        self.reader = reader
-        self.output = Path(output)
-        self.output.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = None
-        try:
-            with signals_deferred():  # (the folder made and owned in one step; see _output)
-                self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.output.name}.", dir=self.output.parent))
-            self._events_file = arrow_file(self._tmp / "NVTX_EVENTS.parquet", "wb")
-            self._events = pq.ParquetWriter(self._events_file, EVENTS_SCHEMA, store_schema=False)
-        except BaseException:
-            if self._tmp is not None:
-                shutil.rmtree(self._tmp, ignore_errors=True)
-            raise
-        self._tables = EventTables(reader)
+    suffix = ".parquet"
+    tables = tuple(ARROW_SCHEMAS)
 
-    def add(self, rows) -> None:
-        table = self._tables.add(rows)
-        if table is not None:
-            self._events.write_table(table)
+    def _open(self, sink, table: str):
+        return pq.ParquetWriter(sink, ARROW_SCHEMAS[table], store_schema=False)
 
-    def _abort(self) -> None:
-        try:
-            self._events.close()
-            self._events_file.close()
-        except (OSError, ValueError):  # (a full disk: the folder is discarded all the same)
-            pass
-        finally:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-
-    def _finish(self) -> DamageReport:
-        tmp = self._tmp
-        definitions = self._tables.definitions()
-        if definitions is not None:
-            self._events.write_table(definitions)
-        self._events.close()
-        self._events_file.close()
-        if self._tables.earliest < 0:  # no time before 0, as in nsys and our SQLite: shift everything
-            self._shift_events(-self._tables.earliest)
-        damage = self.reader.damage()
-        tables = self._tables.other_tables(self.output, damage)
-        for table in ARROW_SCHEMAS:
-            if table != "NVTX_EVENTS":
-                _write(tmp, table, tables.get(table, []))
-        # Replace an older export: moved aside, the new one renamed into place, the old removed
-        # (no signal between the two renames: the output is there, old or new).
-        old = None
-        with signals_deferred():
-            if self.output.exists() or self.output.is_symlink():
-                old = tmp.with_name(tmp.name + ".old")
-                self.output.rename(old)
-            tmp.rename(self.output)
-        if old is not None:
-            if old.is_dir() and not old.is_symlink():
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                old.unlink()
-        return damage
-
-    def _shift_events(self, shift: int) -> None:
-        path = self._tmp / "NVTX_EVENTS.parquet"
+    def _shift_events(self, path: Path, shift: int) -> None:
         moved = path.with_name("NVTX_EVENTS.shifted")
         with arrow_file(moved, "wb") as sink, arrow_file(path) as data:
             with pq.ParquetWriter(sink, EVENTS_SCHEMA, store_schema=False) as out:

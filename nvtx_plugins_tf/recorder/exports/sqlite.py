@@ -1,5 +1,5 @@
-"""Export a recording to SQLite as ``nsys export --type sqlite`` of Nsight Systems 2023.4.4
-writes it (``EXPORT_SCHEMA_VERSION`` 3.7.2).
+"""Export a recording to SQLite as ``nsys export --type sqlite`` of Nsight Systems 2024.2.3
+writes it (``EXPORT_SCHEMA_VERSION`` 3.11.1), plus our own table ``NVTX_TF_META_DATA``.
 
 The file has every table and column nsys writes for an NVTX-only capture, created with
 nsys's own ``CREATE TABLE`` statements and ``ENUM_*`` rows (shipped in
@@ -12,7 +12,7 @@ wrapped to int64 (SQLite integers are signed); ``META_DATA_CAPTURE`` is filled.
 
 Nsight Systems 2022.4 (schema 3.0.0) named the export metadata table ``EXPORT_META_DATA``
 and its keys without ``PARAM_``; its ``nsys stats`` reports do not read that table, and run
-on this file as they do on 2023.4's own export (tests/test_sqlite_parity.py).
+on this file as they do on 2024.2's and 2023.4's own exports (tests/test_sqlite_parity.py).
 """
 
 from __future__ import annotations
@@ -152,6 +152,7 @@ class SqliteSink(Sink):
             con.execute("PRAGMA temp.cache_size=-65536")
             for _, ddl in _nsys_schema.TABLES:
                 con.execute(ddl)
+            con.execute(nsys_tables.PROVENANCE_DDL)
             con.execute("BEGIN")
             for name, rows in _nsys_schema.ENUMS.items():
                 con.executemany(f'INSERT INTO "{name}" (id, name, label) VALUES (?, ?, ?)', rows)
@@ -239,7 +240,11 @@ class SqliteSink(Sink):
         damage = reader.damage()
         con.executemany(
             "INSERT INTO META_DATA_EXPORT (name, value) VALUES (?, ?)",
-            nsys_tables.export_metadata(reader, output, damage, time.monotonic() - self._t0, origin),
+            nsys_tables.export_metadata(reader, output, time.monotonic() - self._t0),
+        )
+        con.executemany(
+            f"INSERT INTO {nsys_tables.PROVENANCE_TABLE} (name, value) VALUES (?, ?)",
+            nsys_tables.provenance(reader, damage, origin),
         )
         con.executemany(
             "INSERT INTO META_DATA_CAPTURE (name, value) VALUES (?, ?)", nsys_tables.capture_metadata(reader)
