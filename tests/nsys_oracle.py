@@ -27,7 +27,9 @@ ships (nvtx_plugins_tf/recorder/exports/_nsys_schema.py) from a real export.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -136,6 +138,32 @@ def _check(proc: subprocess.CompletedProcess, what: str) -> None:
         raise AssertionError(f"{what} failed with exit status {proc.returncode}:\n{tail}")
 
 
+def _end_agents(nsys_pid: int) -> None:
+    """End the agent an ``nsys profile`` of pid ``nsys_pid`` started (``nsys --start-agent
+    --session-name profile-PID``): 2024.2.3 sometimes leaves it running after a session that
+    succeeded, and a later ``nsys profile`` then fails ("Local Endpoint is not available") or
+    captures nothing (docs/nsys.md). Ours to end: this run started it."""
+    tag = f"profile-{nsys_pid}".encode()
+
+    def agents() -> list[int]:
+        found = []
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                args = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--start-agent" in args and tag in args:
+                found.append(int(proc.name))
+        return found
+
+    deadline = time.monotonic() + 5  # (it normally ends by itself within a second)
+    while (left := agents()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def run_nsys(
     nsys: Path, command: list[str], prefix: Path, timeout: float = 300, env: dict | None = None, args: tuple = ()
 ) -> Run:
@@ -143,13 +171,20 @@ def run_nsys(
     left only ``PREFIX.qdstrm``) ``QdstrmImporter -i PREFIX.qdstrm``, then
     ``nsys export --type sqlite``. Returns ``PREFIX.sqlite`` and the command's stdout."""
     t0 = time.monotonic()
-    proc = subprocess.run(
+    with subprocess.Popen(
         [str(nsys), *NSYS_PROFILE_ARGS, *args, "-o", str(prefix), *map(str, command)],
         env=nsys_env(nsys, env),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-    )
+    ) as popen:
+        try:
+            stdout, stderr = popen.communicate(timeout=timeout)
+        finally:
+            if popen.poll() is None:
+                popen.kill()
+            _end_agents(popen.pid)
+    proc = subprocess.CompletedProcess(popen.args, popen.returncode, stdout, stderr)
     _check(proc, f"nsys profile {' '.join(map(str, command))}")
     rep = prefix.with_name(prefix.name + ".nsys-rep")
     qdstrm = prefix.with_name(prefix.name + ".qdstrm")
