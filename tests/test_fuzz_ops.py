@@ -66,7 +66,7 @@ def test_64_kib_message():
 @given(st.integers(-(2**63), 2**63 - 1), st.text(max_size=8).filter(lambda s: "\0" not in s))
 def test_forged_ids_into_raw_end(range_id, domain):
     ops = _loader.load()
-    out, _ = ops.nvtx_end([tf.constant([1.0])], [], [tf.constant(range_id, tf.int64)], domain_name=domain)
+    out, _ = ops.nvtx_end([tf.constant([1.0])], [], [tf.constant(range_id, tf.int64)], [], domain_name=domain)
     assert out[0].numpy().tolist() == [1.0]
 
 

@@ -23,7 +23,7 @@ TensorShape([2, 16])
 plus :func:`mark`, the :func:`range` context manager, and ``color``/``category``/``payload``.
 """
 
-from nvtx_plugins_tf.ops import _ordering, _pfor, _tape_closer
+from nvtx_plugins_tf.ops import _dead_ranges, _ordering, _pfor, _tape_closer
 from nvtx_plugins_tf.ops import gradients as _gradients  # noqa: F401  (registers gradients)
 from nvtx_plugins_tf.ops._loader import library_path
 from nvtx_plugins_tf.ops._loader import load as load_library
@@ -32,5 +32,6 @@ from nvtx_plugins_tf.ops.ranges import NvtxContext, enabled, end, mark, range, s
 _tape_closer.install()
 _ordering.install()
 _pfor.install()
+_dead_ranges.install()
 
 __all__ = ["start", "end", "trace", "mark", "range", "enabled", "NvtxContext", "load_library", "library_path"]
