@@ -18,10 +18,21 @@ from tensorflow.core.framework import attr_value_pb2
 
 from nvtx_plugins_tf.ops import _loader, _structure
 
+_disabled_blocks = 0  # open ranges.disabled() blocks, in any thread
+_disabled_lock = threading.Lock()
+
 
 def annotations_enabled() -> bool:
-    """False when ``NVTX_DISABLE`` is set (the ``nvtx`` package's switch): no ops are added."""
-    return not os.environ.get("NVTX_DISABLE")
+    """False when ``NVTX_DISABLE`` is set (the ``nvtx`` package's switch) or inside
+    ``ops.disabled()``: no ops are added."""
+    return not (_disabled_blocks or os.environ.get("NVTX_DISABLE"))
+
+
+def suspend(delta: int) -> None:
+    """Open (+1) or close (-1) an ``ops.disabled()`` block."""
+    global _disabled_blocks
+    with _disabled_lock:
+        _disabled_blocks += delta
 
 
 _xla_warning_lock = threading.Lock()

@@ -20,13 +20,38 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def enabled() -> bool:
-    """False when ``NVTX_DISABLE`` is set (the ``nvtx`` package's switch): no ops are added.
+    """False when ``NVTX_DISABLE`` is set (the ``nvtx`` package's switch) or inside
+    :func:`disabled`: no ops are added.
 
     >>> import nvtx_plugins_tf as nvtx_tf
     >>> isinstance(nvtx_tf.ops.enabled(), bool)
     True
     """
     return _raw.annotations_enabled()
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """No NVTX op is built while the block runs, in any thread (as under ``NVTX_DISABLE=1``).
+
+    The way to ship plugin-free artifacts from an annotated model: what is traced inside
+    the block -- ``model.export()``, ``tf.saved_model.save``, a TFLite conversion -- holds no
+    ``NvtxStart``/``NvtxEnd``, so it loads and runs where nvtx_plugins_tf is not installed,
+    and converts without custom ops. A ``tf.function`` traced before the block keeps its
+    ops: export a new trace (``model.export`` and the converters trace anew).
+
+    >>> import tensorflow as tf, nvtx_plugins_tf as nvtx_tf
+    >>> with nvtx_tf.ops.disabled():
+    ...     graph = tf.function(lambda x: nvtx_tf.ops.end(*nvtx_tf.ops.start(x, "m"))).get_concrete_function(
+    ...         tf.TensorSpec([2])).graph
+    >>> [op.type for op in graph.get_operations() if op.type.startswith("Nvtx")]
+    []
+    """
+    _raw.suspend(+1)
+    try:
+        yield
+    finally:
+        _raw.suspend(-1)
 
 
 class NvtxContext:
