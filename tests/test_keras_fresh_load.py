@@ -1,7 +1,8 @@
 """Models using the package's Keras layers, saved in every Keras format and loaded in a
-fresh process after ``import tensorflow; import nvtx_plugins_tf`` only (issue 37, row 3).
+fresh process after ``import tensorflow; import nvtx_plugins_tf`` only (issue 37, rows 3, 7).
 
-One process saves each Keras's formats (Keras 3: ``.keras``; tf_keras: ``.keras``, ``.h5``);
+One process saves each Keras's formats (Keras 3: ``.keras``; tf_keras: ``.keras``, ``.h5`` and
+SavedModel, ``save_format="tf"``, which must warn about nothing);
 each format then loads in a process of its own, which never imports ``nvtx_plugins_tf.keras``
 itself (the package's import does, once TensorFlow and Keras are both there), and must give
 the saved model's outputs and its ranges.
@@ -25,8 +26,16 @@ out = NVTXRange(keras.layers.Dense(2, name="head"))(x)
 m = keras.Model(inp, out)
 x = np.ones((2, 8), "float32")
 np.save("{d}/x.npy", x); np.save("{d}/y.npy", m(x).numpy())
-for suffix in {formats!r}:
-    m.save("{d}/m" + suffix)
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    for suffix in {formats!r}:
+        if suffix == "_tf":  # tf_keras SavedModel
+            m.save("{d}/m" + suffix, save_format="tf")
+        else:
+            m.save("{d}/m" + suffix)
+ours = [str(w.message) for w in caught if "nvtx_plugins_tf" in str(w.message)]
+assert not ours, ours  # a normal save warns about nothing
 print("SAVED")
 """
 
@@ -47,7 +56,7 @@ print("LOADED")
 """
 
 KERAS3_FORMATS = (".keras",)
-TF_KERAS_FORMATS = (".keras", ".h5")
+TF_KERAS_FORMATS = (".keras", ".h5", "_tf")
 
 
 def _run(code: str, env: dict) -> subprocess.CompletedProcess:
