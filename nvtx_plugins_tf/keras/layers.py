@@ -156,7 +156,7 @@ class NVTXStart(keras.layers.Layer):
         self, message, domain_name=None, trainable=False, *, color=None, category=None, enabled=True, **kwargs
     ):
         super().__init__(trainable=trainable, **kwargs)
-        self.message = _validation.message(message, "message")
+        self.message = _validation.name(message, "message")
         self.domain_name = domain_name if domain_name is None else _validation.message(domain_name, "domain_name")
         self.color = color
         self.category = category

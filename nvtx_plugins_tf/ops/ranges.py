@@ -133,7 +133,7 @@ def start(
       >>> x.numpy().tolist()
       [2.0, 2.0]
     """
-    message = _validation.message(message, "message")
+    message = _validation.name(message, "message")
     domain_name = _validation.domain(domain_name, "domain_name")
     grad_message = _validation.optional_message(grad_message, "grad_message", message)
     grad_domain_name = (
@@ -214,7 +214,7 @@ def mark(
     >>> int(nvtx_tf.ops.mark("checkpoint", tf.constant(3)))
     3
     """
-    message = _validation.message(message, "message")
+    message = _validation.name(message, "message")
     domain_name = _validation.domain(domain_name, "domain_name")
     color = _validation.color(color)
     category = _validation.category(category)
@@ -264,7 +264,7 @@ def range(  # noqa: A001 - mirrors nvtx.annotate's vocabulary; exported as ops.r
     >>> step(tf.eye(2)).numpy().tolist()
     [[1.0, 0.0], [0.0, 1.0]]
     """
-    message = _validation.message(message, "message")
+    message = _validation.name(message, "message")
     domain_name = _validation.domain(domain_name, "domain_name")
     color = _validation.color(color)
     category = _validation.category(category)
@@ -323,7 +323,7 @@ def trace(
     [2.0, 2.0]
     """
     options = dict(
-        message=_validation.message(message, "message"),
+        message=_validation.name(message, "message"),
         domain_name=domain_name,
         grad_message=grad_message,
         grad_domain_name=grad_domain_name,
