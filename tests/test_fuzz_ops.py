@@ -44,7 +44,7 @@ def _same(a, b):
 @SETTINGS
 @given(structures, st.text(max_size=40))
 def test_random_structures_and_unicode_messages(structure, message):
-    message = message.replace("\0", "")
+    message = message.replace("\0", "") or "m"  # an empty message is refused (test_keras_annotate_arguments)
     with capture() as rec:
         out, ctx = nvtx_tf.ops.start(structure, message, domain_name="fuzz \u00e9")
         out = nvtx_tf.ops.end(out, ctx)
