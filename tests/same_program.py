@@ -202,9 +202,10 @@ MODELS = {
     )
 }
 
-#: Models judged on inference in a tf.function (tests/test_dead_ranges.py). Their training
-#: step is not yet the same program: the backward loop accumulates the forward range ids of
-#: the annotated cell (the backward ranges' payload), one more TensorList per loop.
+#: Models judged on inference in a tf.function (tests/test_dead_ranges.py). The RNNs'
+#: training step is not yet the same program: the cell's one NvtxBackwardEnd carries the
+#: gradients of its input and of its states, and the needed state gradients keep the input's
+#: (one MatMul per step) alive; the loop also accumulates the forward range ids.
 INFERENCE_MODELS = {f.__name__: f for f in (lstm, gru, attention)}
 
 
