@@ -64,3 +64,26 @@ def test_dead_branch_is_pruned_live_uses_keep_their_range():
     assert not rec.open_ranges
     matmuls = sum(n for op, n in executed.items() if op.endswith("MatMul"))  # (oneDNN: _MklMatMul)
     assert matmuls == 2, executed  # y, and the side-effect region's: not the dead region's two
+
+
+def test_dead_block_of_a_range_without_tensors_is_pruned_an_empty_block_keeps_its_range():
+    w = tf.Variable(tf.ones([4, 4]))
+
+    @tf.function
+    def step(x):
+        with nvtx_tf.ops.range("dead block", domain_name="D"):
+            tf.matmul(tf.matmul(x, w), w)  # nothing uses it
+        with nvtx_tf.ops.range("empty", domain_name="D"):
+            pass
+        with nvtx_tf.ops.range("live block", domain_name="D"):
+            y = tf.matmul(x, w)
+        return y
+
+    x = tf.ones([4, 4])
+    with capture() as rec:
+        executed = sp.executed_ops(lambda: step(x))
+    assert rec.count(message="dead block", domain="D") == 0
+    assert rec.count(message="empty", domain="D") == 1
+    assert rec.count(message="live block", domain="D") == 1
+    assert not rec.open_ranges
+    assert sum(n for op, n in executed.items() if op.endswith("MatMul")) == 1, executed

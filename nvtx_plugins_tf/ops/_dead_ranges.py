@@ -11,9 +11,10 @@ dependencies, when the returned tensors are known), a range is *dead* when neith
 NvtxStart, nor its NvtxEnd, nor anything the end carries is needed by a returned tensor or
 by a stateful op other than the forward NVTX ops -- the rule by which TensorFlow's function
 runtime prunes. Each tensor input of a dead range's two ops is then replaced by an empty
-tensor and both get ``emit=false`` (forward the tensors, emit nothing): the region loses its
-only consumer and is pruned as in the unannotated program, and no range is recorded for
-work that does not run. Graphs built otherwise (compat.v1 sessions, which prune by fetches
+tensor (a range without tensors, ``ops.range``/``trace``: its end loses its control inputs) and
+both get ``emit=false`` (forward the tensors, emit nothing): the region loses its only consumer
+and is pruned as in the unannotated program, and no range is recorded for work that does not
+run. Graphs built otherwise (compat.v1 sessions, which prune by fetches
 alone) are left as they are.
 """
 
@@ -96,7 +97,7 @@ def silence_dead_ranges(graph, first_op: int, returned) -> int:
     """Silence the dead ranges (module docstring) among the ops ``graph`` got from index
     ``first_op`` on; returns how many."""
     ends = [op for op in graph.get_operations()[first_op:] if op.type == "NvtxEnd"]
-    ends = [op for op in ends if op.get_attr("emit") and _num_passed(op)]
+    ends = [op for op in ends if op.get_attr("emit") and (_num_passed(op) or op.control_inputs)]
     if not ends:
         return 0
     live = _live_ops(graph, returned)
@@ -107,10 +108,20 @@ def silence_dead_ranges(graph, first_op: int, returned) -> int:
             if end._id in live:  # noqa: SLF001
                 continue
             start = _start_of(end)
-            if start is None or start._id in live or not start.get_attr("emit"):  # noqa: SLF001
+            if start is None or not start.get_attr("emit"):
+                continue
+            # (Without tensors, a stateful op of the block, a variable read say, depends on the
+            # start by a control edge: that alone does not make the block's results used.)
+            if start._id in live and _num_passed(end):  # noqa: SLF001
                 continue
             if any(t.op._id in live for t in end.inputs[: _num_passed(end)]):  # noqa: SLF001
                 continue  # the region's results are used elsewhere: the range stays
+            if any(op._id in live for op in end.control_inputs):  # noqa: SLF001
+                continue
+            if not _num_passed(end):  # ops.range/trace without a tensor: ordered by control edges
+                if all(op is start for op in end.control_inputs):
+                    continue  # an empty block: the range itself is what was asked for
+                end._remove_all_control_inputs()  # noqa: SLF001
             silenced += _silence([start, end], cache)
     return silenced
 

@@ -130,10 +130,14 @@ def op_text(op, name: str) -> str:
     """The text ``name`` of an NVTX op: its attribute, or its ``text`` input when it was
     built eagerly (see _texts)."""
     num_text = op.get_attr("num_text") if name in TEXT_INPUTS.get(op.type, ()) else 0
+    value = None
     if num_text:
-        value = op.inputs[len(op.inputs) - num_text + TEXT_INPUTS[op.type].index(name)]
-        value = value.numpy()
-    else:
+        # Eagerly a value; a placeholder where a function traces the gradient of an op run
+        # eagerly (ForwardAccumulator's JVP): then unknown, and the attribute ('') is used.
+        value = tf.get_static_value(op.inputs[len(op.inputs) - num_text + TEXT_INPUTS[op.type].index(name)])
+        if hasattr(value, "item"):
+            value = value.item()
+    if value is None:
         value = op.get_attr(name)
     return value.decode() if isinstance(value, bytes) else value
 
