@@ -37,6 +37,15 @@ def test_no_range_for_the_shape_probe_call():
     assert not rec.open_ranges
 
 
+def _assert_ranges_and_matmuls(step, ranges: dict, matmuls: int) -> None:
+    """One call of ``step``: the count of each range of domain D, and the MatMuls TensorFlow ran."""
+    with capture() as rec:
+        executed = sp.executed_ops(lambda: step(tf.ones([4, 4])))
+    assert {message: rec.count(message=message, domain="D") for message in ranges} == ranges
+    assert not rec.open_ranges
+    assert sum(n for op, n in executed.items() if op.endswith("MatMul")) == matmuls, executed  # (_MklMatMul)
+
+
 def test_dead_branch_is_pruned_live_uses_keep_their_range():
     """A range whose region nothing uses is silenced; one whose region is used elsewhere, or
     whose start's outputs feed a stateful op, keeps its range."""
@@ -55,15 +64,8 @@ def test_dead_branch_is_pruned_live_uses_keep_their_range():
         nvtx_tf.ops.end(tf.matmul(s, w), ctx)
         return y
 
-    x = tf.ones([4, 4])
-    with capture() as rec:
-        executed = sp.executed_ops(lambda: step(x))
-    assert rec.count(message="dead", domain="D") == 0
-    assert rec.count(message="used elsewhere", domain="D") == 1
-    assert rec.count(message="side effect", domain="D") == 1
-    assert not rec.open_ranges
-    matmuls = sum(n for op, n in executed.items() if op.endswith("MatMul"))  # (oneDNN: _MklMatMul)
-    assert matmuls == 2, executed  # y, and the side-effect region's: not the dead region's two
+    # y, and the side-effect region's MatMul: not the dead region's two
+    _assert_ranges_and_matmuls(step, {"dead": 0, "used elsewhere": 1, "side effect": 1}, 2)
 
 
 def test_dead_block_of_a_range_without_tensors_is_pruned_an_empty_block_keeps_its_range():
@@ -79,11 +81,4 @@ def test_dead_block_of_a_range_without_tensors_is_pruned_an_empty_block_keeps_it
             y = tf.matmul(x, w)
         return y
 
-    x = tf.ones([4, 4])
-    with capture() as rec:
-        executed = sp.executed_ops(lambda: step(x))
-    assert rec.count(message="dead block", domain="D") == 0
-    assert rec.count(message="empty", domain="D") == 1
-    assert rec.count(message="live block", domain="D") == 1
-    assert not rec.open_ranges
-    assert sum(n for op, n in executed.items() if op.endswith("MatMul")) == 1, executed
+    _assert_ranges_and_matmuls(step, {"dead block": 0, "empty": 1, "live block": 1}, 1)
