@@ -112,8 +112,8 @@ def main() -> int:
         return nvtx_tf.ops.end(y, ctx)
 
     def nvtx_edge_pair(x):  # the previous design: the range id passed from start to end
-        (y,), _, rid = ops.nvtx_start([x], [], [], message="bench")
-        (y,), _ = ops.nvtx_end([y], [], [rid])
+        (y,), _, rid = ops.nvtx_start([x], [], [], [], message="bench")
+        (y,), _ = ops.nvtx_end([y], [], [rid], [])
         return y
 
     def id_edge_pair(x):

@@ -24,6 +24,7 @@ BENCHMARKS = [
     "bench_tf_op_ranges.py",
     "bench_keras.py",
     "bench_models.py",
+    "bench_eager_names.py",
 ]
 
 

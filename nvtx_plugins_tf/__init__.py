@@ -12,12 +12,19 @@ order -- the op library is loaded and ``ops`` with it, so that a SavedModel usin
 When the library cannot be loaded (e.g. ``NVTX_TF_NO_AUTO_BUILD=1`` and nothing built),
 the import still succeeds: one :class:`OpLibraryWarning` carries the loader's one-line
 message with the command that fixes it, and the ops raise ImportError with that line on use.
+
+Likewise, once TensorFlow and the Keras that ``tf.keras`` is (Keras 3, or ``tf_keras`` with
+``TF_USE_LEGACY_KERAS=1``) are both imported, ``nvtx_plugins_tf.keras`` is imported, which
+registers ``NVTXStart``/``NVTXEnd``/``NVTXRange`` with Keras: a ``.keras``, ``.h5`` or tf_keras
+SavedModel using them loads after ``import nvtx_plugins_tf``. This package never imports
+Keras itself (a program without Keras does not pay for it).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.abc
+import os
 import sys
 import threading
 import warnings
@@ -88,18 +95,71 @@ def _disable_autoload() -> None:
     auto-build) the library that is about to be rebuilt."""
     global _autoload_enabled
     _autoload_enabled = False
-    for finder in [f for f in sys.meta_path if isinstance(f, _AfterTensorFlowImport)]:
+    for finder in [f for f in sys.meta_path if isinstance(f, _AfterImport)]:
         sys.meta_path.remove(finder)
 
 
-class _AfterTensorFlowImport(importlib.abc.MetaPathFinder):
-    """Loads the op library right after ``import tensorflow`` completes, then removes itself.
+# ------------------------------------------------------- Keras serializables at import
+# A model saved with NVTXStart/NVTXEnd/NVTXRange (.keras, .h5, tf_keras SavedModel) loads
+# after ``import nvtx_plugins_tf``: once TensorFlow and the Keras that ``tf.keras`` is are
+# both imported (in any order, before or after this package), ``nvtx_plugins_tf.keras`` is
+# imported, which registers the layers under ``nvtx_plugins_tf>``. Keras itself is never
+# imported by this package's import: a program that does not use Keras does not pay for it.
 
-    (Not removed by a mere ``importlib.util.find_spec("tensorflow")``: only the import runs
-    the wrapped ``exec_module``.)"""
+
+def _keras_module_name() -> str:
+    """The package ``tf.keras`` resolves to (TensorFlow's own rule: TF_USE_LEGACY_KERAS)."""
+    legacy = os.environ.get("TF_USE_LEGACY_KERAS", None) in ("true", "True", "1")
+    return "tf_keras" if legacy else "keras"
+
+
+def _imported(name: str) -> bool:
+    """``name`` is in sys.modules and its ``__init__`` has finished."""
+    module = sys.modules.get(name)
+    return module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False)
+
+
+_keras_registered = False
+
+
+def _register_keras_serializables(*, keras_done: bool = False) -> None:
+    """Import ``nvtx_plugins_tf.keras`` when TensorFlow and tf.keras's Keras are imported
+    (``keras_done``: called from the hook at the end of that Keras's import); warn, never
+    raise, when it cannot be imported."""
+    global _keras_registered
+    if _keras_registered or not _autoload_enabled or not _tensorflow_imported():
+        return
+    if not (keras_done or _imported(_keras_module_name())):
+        return
+    _keras_registered = True
+    try:
+        globals()["keras"] = importlib.import_module(f"{__name__}.keras")
+    except Exception as exc:  # noqa: BLE001 - the user's import must not fail because of ours
+        warnings.warn(
+            f"nvtx_plugins_tf: the Keras layers could not be registered ({type(exc).__name__}: {exc}); "
+            "models saved with NVTXStart/NVTXEnd/NVTXRange load after `import nvtx_plugins_tf.keras`",
+            OpLibraryWarning,
+            stacklevel=2,
+        )
+
+
+def _after_tensorflow() -> None:
+    _load_op_library()
+    _register_keras_serializables()
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``callback`` right after ``import <name>`` completes, then removes itself.
+
+    (Not removed by a mere ``importlib.util.find_spec(name)``: only the import runs the
+    wrapped ``exec_module``.)"""
+
+    def __init__(self, name: str, callback):
+        self.name = name
+        self.callback = callback
 
     def find_spec(self, name, path=None, target=None):
-        if name != "tensorflow":
+        if name != self.name:
             return None
         spec = next(
             (
@@ -116,19 +176,23 @@ class _AfterTensorFlowImport(importlib.abc.MetaPathFinder):
             return spec
         exec_module = loader.exec_module
 
-        def exec_then_load(module):
+        def exec_then_callback(module):
             exec_module(module)
             if self in sys.meta_path:
                 sys.meta_path.remove(self)
-            _load_op_library()
+            self.callback()
 
-        loader.exec_module = exec_then_load
+        loader.exec_module = exec_then_callback
         return spec
 
 
 if _tensorflow_imported():
     _load_op_library()
 elif "tensorflow" not in sys.modules:
-    sys.meta_path.insert(0, _AfterTensorFlowImport())
+    sys.meta_path.insert(0, _AfterImport("tensorflow", _after_tensorflow))
 # else: TensorFlow is being imported right now (this import comes from inside it): the
 # first use of the ops loads the library.
+if _imported(_keras_module_name()):
+    _register_keras_serializables()
+elif _keras_module_name() not in sys.modules:
+    sys.meta_path.insert(0, _AfterImport(_keras_module_name(), lambda: _register_keras_serializables(keras_done=True)))

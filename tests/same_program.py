@@ -23,7 +23,9 @@ STEPS = 2
 
 def executed_ops(run) -> collections.Counter:
     """Op types of the largest function TensorFlow instantiated and ran during ``run()``
-    (partition graphs: after pruning and Grappler), NVTX ops left out."""
+    (partition graphs: after pruning and Grappler), NVTX ops left out: ours, the empty
+    tensors a silenced range takes (ops/_dead_ranges.py), and NoOp (a control anchor, no
+    work: a loop body's count differs when the body holds a stateful op)."""
     context.enable_run_metadata()
     try:
         context.export_run_metadata()  # drop what an earlier run left
@@ -34,7 +36,12 @@ def executed_ops(run) -> collections.Counter:
     if not metadata.function_graphs:
         raise AssertionError("no function was instantiated: was the step traced before?")
     step = max(metadata.function_graphs, key=lambda fg: sum(len(g.node) for g in fg.partition_graphs))
-    return collections.Counter(n.op for g in step.partition_graphs for n in g.node if not n.op.startswith("Nvtx"))
+    return collections.Counter(
+        n.op
+        for g in step.partition_graphs
+        for n in g.node
+        if not (n.op.startswith("Nvtx") or n.op == "NoOp" or "nvtx_silenced/" in n.name)
+    )
 
 
 def diff(plain: collections.Counter, annotated: collections.Counter) -> dict:
@@ -156,10 +163,50 @@ def trainable(keras, wrap):
     )
 
 
+def lstm(keras, wrap):
+    """Keras 3's RNN calls its cell once more only to learn the output shapes (work
+    TensorFlow prunes; annotation must not keep it alive)."""
+    return keras.Sequential([keras.Input((4, 6)), wrap(keras.layers.LSTM(8)), wrap(keras.layers.Dense(1))]), (
+        "sequence",
+        1,
+    )
+
+
+def gru(keras, wrap):
+    return keras.Sequential([keras.Input((4, 6)), wrap(keras.layers.GRU(8)), wrap(keras.layers.Dense(1))]), (
+        "sequence",
+        1,
+    )
+
+
+def attention(keras, wrap):
+    """A small self-attention block (functional)."""
+    inputs = keras.Input((4, 6))
+    x = wrap(keras.layers.MultiHeadAttention(num_heads=2, key_dim=4))(inputs, inputs)
+    x = wrap(keras.layers.LayerNormalization())(x)
+    x = wrap(keras.layers.GlobalAveragePooling1D())(x)
+    return keras.Model(inputs, wrap(keras.layers.Dense(1))(x)), ("sequence", 1)
+
+
 MODELS = {
     f.__name__: f
-    for f in (frozen_base, partially_frozen, frozen_branch, stop_gradient, embedding, batchnorm_inference, trainable)
+    for f in (
+        frozen_base,
+        partially_frozen,
+        frozen_branch,
+        stop_gradient,
+        embedding,
+        batchnorm_inference,
+        trainable,
+        attention,
+    )
 }
+
+#: Models judged on inference in a tf.function (tests/test_dead_ranges.py). The RNNs'
+#: training step is not yet the same program: the cell's one NvtxBackwardEnd carries the
+#: gradients of its input and of its states, and the needed state gradients keep the input's
+#: (one MatMul per step) alive; the loop also accumulates the forward range ids.
+INFERENCE_MODELS = {f.__name__: f for f in (lstm, gru, attention)}
 
 
 def data(kind, outputs: int):
@@ -169,6 +216,8 @@ def data(kind, outputs: int):
         x = rng.normal(size=(n, 12, 12, 3)).astype("float32")
     elif kind == "tokens":
         x = rng.integers(0, 20, size=(n, 5)).astype("int32")
+    elif kind == "sequence":
+        x = rng.normal(size=(n, 4, 6)).astype("float32")
     else:
         x = rng.normal(size=(n, 6)).astype("float32")
     return x, rng.normal(size=(n, outputs)).astype("float32")
@@ -179,6 +228,13 @@ def fit_ops(model, kind_outputs) -> collections.Counter:
     x, y = data(*kind_outputs)
     model.compile(optimizer="sgd", loss="mse")
     return executed_ops(lambda: model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0))
+
+
+def inference_ops(model, kind_outputs) -> collections.Counter:
+    """Executed ops of ``model`` called in a ``tf.function`` (its first call traces it)."""
+    x, _ = data(*kind_outputs)
+    call = tf.function(model.__call__)
+    return executed_ops(lambda: call(tf.constant(x[:BATCH])))
 
 
 def tape_ops(model, kind_outputs) -> collections.Counter:

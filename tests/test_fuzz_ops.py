@@ -44,7 +44,7 @@ def _same(a, b):
 @SETTINGS
 @given(structures, st.text(max_size=40))
 def test_random_structures_and_unicode_messages(structure, message):
-    message = message.replace("\0", "")
+    message = message.replace("\0", "") or "m"  # an empty message is refused (test_keras_annotate_arguments)
     with capture() as rec:
         out, ctx = nvtx_tf.ops.start(structure, message, domain_name="fuzz \u00e9")
         out = nvtx_tf.ops.end(out, ctx)
@@ -66,7 +66,7 @@ def test_64_kib_message():
 @given(st.integers(-(2**63), 2**63 - 1), st.text(max_size=8).filter(lambda s: "\0" not in s))
 def test_forged_ids_into_raw_end(range_id, domain):
     ops = _loader.load()
-    out, _ = ops.nvtx_end([tf.constant([1.0])], [], [tf.constant(range_id, tf.int64)], domain_name=domain)
+    out, _ = ops.nvtx_end([tf.constant([1.0])], [], [tf.constant(range_id, tf.int64)], [], domain_name=domain)
     assert out[0].numpy().tolist() == [1.0]
 
 

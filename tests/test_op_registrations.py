@@ -38,3 +38,26 @@ def test_forward_ops_are_stateful_backward_ops_are_not():
         "NvtxBackwardStart": False,
         "NvtxBackwardEnd": False,
     }
+
+
+def test_graphs_saved_before_text_inputs_and_emit_load_and_run():
+    """NodeDefs as earlier versions wrote them (no ``num_text``, no ``emit``) import and run."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.constant([1.0, 2.0])
+        y, ctx = nvtx_tf.ops.start(x, "old", domain_name="Old")
+        nvtx_tf.ops.end(y * 2.0, ctx, name="out")
+    graph_def = graph.as_graph_def()
+    for node in graph_def.node:
+        if node.op.startswith("Nvtx"):
+            assert "num_text" in node.attr and "emit" in node.attr
+            del node.attr["num_text"]
+            del node.attr["emit"]
+    old = tf.Graph()
+    with old.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+        out = next(op for op in old.get_operations() if op.type == "NvtxEnd").outputs[0]
+        with tf.compat.v1.Session(graph=old) as session:
+            assert session.run(out).tolist() == [2.0, 4.0]

@@ -60,16 +60,16 @@ def test_end_with_context_from_another_graph():
 def test_forged_range_ids_do_not_crash():
     ops = _loader.load()
     for forged in [0, 1, -1, 2**62, 123456789, -(2**63)]:
-        out, host = ops.nvtx_end([tf.ones([2])], [], [tf.constant(forged, tf.int64)], domain_name="forged")
+        out, host = ops.nvtx_end([tf.ones([2])], [], [tf.constant(forged, tf.int64)], [], domain_name="forged")
         assert out[0].numpy().tolist() == [1.0, 1.0]
     with pytest.raises(tf.errors.InvalidArgumentError, match="range_id"):
-        ops.nvtx_end([], [], [tf.constant([1, 2], tf.int64)])
+        ops.nvtx_end([], [], [tf.constant([1, 2], tf.int64)], [])
 
 
 def test_raw_op_bad_attributes_are_invalid_argument():
     ops = _loader.load()
     with pytest.raises(tf.errors.InvalidArgumentError, match="color"):
-        ops.nvtx_start([], [], [], message="m", color=-5)
+        ops.nvtx_start([], [], [], [], message="m", color=-5)
 
 
 def test_mismatched_library_gives_one_line_with_command(tmp_path):

@@ -196,6 +196,19 @@ def test_backward_ranges_under_recompute_grad_are_balanced(capture_steps):
         return tape.gradient(loss, [w])
 
     rec = capture_steps(step, tf.ones([2, 4]), steps=STEPS)
+    # Only the recomputation: the first forward, whose result step() never uses, is pruned as
+    # in the unannotated program (ops/_dead_ranges.py; it ran, and had a range, before).
+    assert rec.count(message="block", domain="Forward") == STEPS
+    assert rec.count(message="block", domain="Gradient") == STEPS
+    assert not rec.open_ranges
+
+    @tf.function
+    def step_and_loss(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(block(x))
+        return loss, tape.gradient(loss, [w])
+
+    rec = capture_steps(step_and_loss, tf.ones([2, 4]), steps=STEPS)
     assert rec.count(message="block", domain="Forward") == 2 * STEPS  # forward, and its recomputation
     assert rec.count(message="block", domain="Gradient") == STEPS
     assert not rec.open_ranges

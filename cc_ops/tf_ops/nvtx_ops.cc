@@ -12,6 +12,14 @@
 // backward range id), so they are never constant-folded and two of them never look alike
 // to common-subexpression elimination.
 //
+// Texts: message, domain and the backward names are attributes, resolved once when a kernel
+// is built. Built eagerly (nvtx_plugins_tf/ops/_raw.py), an op takes them instead as its
+// `text` input of string scalars (num_text > 0, in the order documented per op), so that
+// TensorFlow's eager kernel cache, which keeps a kernel per distinct set of attributes,
+// holds one kernel whatever the names. `emit = false` (a range around code TensorFlow
+// prunes, nvtx_plugins_tf/ops/_dead_ranges.py): the op forwards its tensors, emits nothing.
+// Graphs saved before these existed load unchanged (their defaults: no text input, emit).
+//
 // Tensors pass in two lists: `inputs` (device memory on GPU) and `host_inputs` (host
 // memory on GPU: int32, string, resource and other host-resident dtypes, following the
 // convention TensorFlow's own Identity kernels use). The Python wrapper splits a
@@ -51,6 +59,7 @@ OpDefBuilderWrapper& StartInterface(OpDefBuilderWrapper& op) {
   return op.Input("inputs: T")
       .Input("host_inputs: Thost")
       .Input("payload: num_payload * int64")
+      .Input("text: num_text * string")
       .Output("outputs: T")
       .Output("host_outputs: Thost")
       .Output("range_id: int64")
@@ -63,6 +72,8 @@ OpDefBuilderWrapper& StartInterface(OpDefBuilderWrapper& op) {
       .Attr("category: int = 0")
       .Attr("close_at_step_end: bool = false")
       .Attr("pair: string = ''")
+      .Attr("num_text: int >= 0 = 0")
+      .Attr("emit: bool = true")
       .SetShapeFn([](InferenceContext* c) { return PassThroughShapes(c, NumPassThrough(c), true); });
 }
 
@@ -71,6 +82,7 @@ OpDefBuilderWrapper& EndInterface(OpDefBuilderWrapper& op) {
   return op.Input("inputs: T")
       .Input("host_inputs: Thost")
       .Input("range_id: num_ids * int64")
+      .Input("text: num_text * string")
       .Output("outputs: T")
       .Output("host_outputs: Thost")
       .Attr("T: list(type) >= 0")
@@ -79,6 +91,8 @@ OpDefBuilderWrapper& EndInterface(OpDefBuilderWrapper& op) {
       .Attr("domain_name: string = ''")
       .Attr("close_at_step_end: bool = false")
       .Attr("pair: string = ''")
+      .Attr("num_text: int >= 0 = 0")
+      .Attr("emit: bool = true")
       .SetShapeFn([](InferenceContext* c) { return PassThroughShapes(c, NumPassThrough(c), false); });
 }
 
@@ -99,6 +113,8 @@ payload: at most one int64 scalar attached to the range as its payload.
 close_at_step_end: end the range when the session step ends unless NvtxEnd did.
 pair: "TOKEN@NODE" when NvtxEnd finds the id through the pair instead of `range_id`
 (cc_ops/tf_ops/range_pairing.h); `range_id` is then produced only if something uses it.
+text: with num_text = 2, [message, domain_name], used instead of the attributes.
+emit: false for a range around code TensorFlow prunes: forward the tensors, emit nothing.
 )doc");
 });
 
@@ -109,6 +125,8 @@ tensors through unchanged. With no `range_id` (num_ids = 0) the range is the one
 NvtxStart with the same `pair` opened in this execution, if that start ran. An unknown or forged id is handed to NVTX as is: it never
 crashes the process. grad_message/grad_domain_name: read by the registered gradient,
 which opens the backward range (empty: no backward range).
+text: with num_text = 3, [domain_name, grad_message, grad_domain_name], used instead of the
+attributes. emit: as for NvtxStart.
 )doc");
 });
 
@@ -118,6 +136,7 @@ The backward range of a forward NvtxStart/NvtxEnd pair. It opens an NVTX start/e
 like NvtxStart, but it is not stateful, so it runs only when the gradients it passes
 through are used.
 payload: the forward range's id, which links the backward range to its forward one.
+text: with num_text = 2, [message, domain_name].
 )doc");
 });
 
@@ -125,6 +144,7 @@ const auto kNvtxBackwardEnd = Register("NvtxBackwardEnd", [](OpDefBuilderWrapper
   EndInterface(op).Doc(R"doc(
 Ends the backward range `range_id` (opened by NvtxBackwardStart) like NvtxEnd. It is not
 stateful, so it runs only when the gradients it passes through are used.
+text: with num_text = 1, [domain_name].
 )doc");
 });
 
@@ -134,6 +154,7 @@ REGISTER_OP("NvtxMark")
     .Input("inputs: T")
     .Input("host_inputs: Thost")
     .Input("payload: num_payload * int64")
+    .Input("text: num_text * string")
     .Output("outputs: T")
     .Output("host_outputs: Thost")
     .Attr("T: list(type) >= 0")
@@ -143,11 +164,12 @@ REGISTER_OP("NvtxMark")
     .Attr("domain_name: string = ''")
     .Attr("color: int = 0")
     .Attr("category: int = 0")
+    .Attr("num_text: int >= 0 = 0")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) { return PassThroughShapes(c, NumPassThrough(c), false); })
     .Doc(R"doc(
 Emits an NVTX mark (an instant) named `message` when it executes and passes its tensors
-through unchanged.
+through unchanged. text: with num_text = 2, [message, domain_name].
 )doc");
 
 }  // namespace nvtx_tf

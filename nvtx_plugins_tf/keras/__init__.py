@@ -6,7 +6,8 @@ Built on the Keras that ``tf.keras`` is: Keras 3, or ``tf_keras`` when
 * ``layers.NVTXStart`` / ``layers.NVTXEnd``: the old package's marker layers
   (functional and subclassed models);
 * :class:`NVTXRange`: wrap one layer (works in ``Sequential``);
-* :func:`annotate`: annotate every layer of an existing model in place;
+* :func:`annotate`: annotate every layer of an existing model in place (:func:`unannotate`
+  removes it);
 * ``callbacks.NVTXCallback``: ranges for fit/evaluate/predict, epochs and batches.
 """
 
@@ -14,7 +15,7 @@ from nvtx_plugins_tf.keras import callbacks, layers, wrappers
 from nvtx_plugins_tf.keras._compat import KERAS3, LEGACY, keras
 from nvtx_plugins_tf.keras.callbacks import NVTXCallback
 from nvtx_plugins_tf.keras.layers import NVTXEnd, NVTXStart
-from nvtx_plugins_tf.keras.wrappers import NVTXRange, annotate, is_annotated
+from nvtx_plugins_tf.keras.wrappers import NVTXRange, annotate, is_annotated, unannotate
 
 __all__ = [
     "layers",
@@ -25,6 +26,7 @@ __all__ = [
     "NVTXRange",
     "NVTXCallback",
     "annotate",
+    "unannotate",
     "is_annotated",
     "keras",
     "KERAS3",

@@ -36,9 +36,17 @@ adapter NVTXHook uses too), not through the ``nvtx`` package, whose ranges Nsigh
 on different threads). Domains, categories and strings are registered once (strings in
 the domain's bounded cache); with no NVTX tool attached, or ``NVTX_DISABLE`` set, every
 callback returns after one attribute check (see ``benchmarks/bench_keras.py``).
+
+When ``fit``/``evaluate``/``predict`` raise (a callback's or a data generator's exception,
+Ctrl-C), Keras calls no end hook; the callback's ranges are closed as the exception leaves the
+call, by a guard that the first NVTXCallback with a tool attached puts around
+``Model.fit``/``evaluate``/``predict`` (one Python call per ``fit``).
 """
 
 from __future__ import annotations
+
+import functools
+import threading
 
 from nvtx_plugins_tf import _host_ranges
 from nvtx_plugins_tf.keras._compat import keras
@@ -62,6 +70,47 @@ DEFAULT_COLORS = {
 
 _MODES = ("train", "test", "predict")
 _BATCH_KEYS = {mode: mode + "/batch" for mode in _MODES}
+
+
+# Ranges closed where a failed fit/evaluate/predict unwinds
+# --------------------------------------------------------
+# Keras calls no end hook when fit() raises (a callback's or a generator's exception, a
+# KeyboardInterrupt): the ranges would stay open until a later fit with the same callback,
+# or the end of the process. So Model.fit/evaluate/predict get a guard (installed once, when
+# the first NVTXCallback is made): the callbacks that began a phase during the outermost call
+# close every range they have open when an exception leaves it, at the time it does.
+
+_guard_state = threading.local()  # .depth: guarded calls on this thread; .callbacks
+_guard_lock = threading.Lock()
+_GUARD_MARK = "_nvtx_tf_callback_guard"
+
+
+def _guard(method):
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        depth = getattr(_guard_state, "depth", 0)
+        if depth == 0:
+            _guard_state.callbacks = []
+        _guard_state.depth = depth + 1
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            for callback in _guard_state.callbacks:
+                callback._close_all()
+            raise
+        finally:
+            _guard_state.depth = depth
+
+    setattr(guarded, _GUARD_MARK, True)
+    return guarded
+
+
+def _install_guard() -> None:
+    with _guard_lock:
+        for name in ("fit", "evaluate", "predict"):
+            original = getattr(keras.Model, name, None)
+            if original is not None and not getattr(original, _GUARD_MARK, False):
+                setattr(keras.Model, name, _guard(original))
 
 
 class NVTXCallback(keras.callbacks.Callback):
@@ -151,6 +200,7 @@ class NVTXCallback(keras.callbacks.Callback):
         if self._active:
             for mode in _MODES:
                 self._categories[mode] = self._domain.category(CATEGORY_PREFIX + self.messages[mode])
+            _install_guard()
 
     # ------------------------------------------------------------------ internals
     def _start(self, key: str, text: str, color_key: str, category: int = 0, payload: int | None = None) -> None:
@@ -168,6 +218,16 @@ class NVTXCallback(keras.callbacks.Callback):
     def _begin_mode(self, mode: str) -> None:
         if self._active:
             self._start(mode, self.messages[mode], mode)
+            guarded = getattr(_guard_state, "callbacks", None)
+            if getattr(_guard_state, "depth", 0) and self not in guarded:
+                guarded.append(self)
+
+    def _close_all(self) -> None:
+        """End every range this callback has open, innermost first (a failed fit unwinds)."""
+        for key in reversed(list(self._open)):
+            self._end(key)
+        if self._profile is not None and self._step > self._profile[0]:
+            self._profile = None  # its window was open: it is over
 
     def _end_mode(self, mode: str) -> None:
         if self._active:

@@ -99,18 +99,30 @@ def _in_scratch_graph(tensor) -> bool:
     )
 
 
-def _resolve_domain(domain_id) -> str:
-    """The domain name held by ``domain_id``; the default domain (warning once) if not static."""
-    global _warned_dynamic_domain
+def _static_domain(domain_id) -> str | None:
+    """The domain name ``domain_id`` holds, or None when it is not known at graph build."""
     if isinstance(domain_id, str):
         return domain_id
     if isinstance(domain_id, bytes):
         return domain_id.decode()
     value = tf.get_static_value(domain_id)
+    if value is None:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _resolve_domain(domain_id, known: str | None = None) -> str:
+    """The domain name held by ``domain_id``; else ``known`` (the domain this NVTXEnd read
+    when it was called in the model: tf_keras' SavedModel export traces each layer alone,
+    with a placeholder for domain_id); else the default domain, warning once."""
+    global _warned_dynamic_domain
+    value = _static_domain(domain_id)
     if value is not None:
-        if hasattr(value, "item"):
-            value = value.item()
-        return value.decode() if isinstance(value, bytes) else str(value)
+        return value
+    if known is not None:
+        return known
     if _in_scratch_graph(domain_id):
         return ""  # tf_keras inferring the layer's output signature: this graph never runs
     with _warn_lock:
@@ -144,7 +156,7 @@ class NVTXStart(keras.layers.Layer):
         self, message, domain_name=None, trainable=False, *, color=None, category=None, enabled=True, **kwargs
     ):
         super().__init__(trainable=trainable, **kwargs)
-        self.message = _validation.message(message, "message")
+        self.message = _validation.name(message, "message")
         self.domain_name = domain_name if domain_name is None else _validation.message(domain_name, "domain_name")
         self.color = color
         self.category = category
@@ -225,7 +237,10 @@ class NVTXEnd(keras.layers.Layer):
             return x
         if not _raw.annotations_enabled() or _raw.skip_for_xla("NVTXEnd"):
             return x
-        domain = _resolve_domain(domain_id)
+        known = getattr(self, "_nvtx_known_domain", None)
+        domain = _resolve_domain(domain_id, known)
+        if known is None and _static_domain(domain_id) is not None:
+            object.__setattr__(self, "_nvtx_known_domain", domain)  # (not a tracked attribute)
         grad_message = (
             self.grad_message if self.grad_message is not None else (_forward_message(marker_id) or self.name)
         )

@@ -31,6 +31,7 @@ included (their ranges nest):
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Callable
 
 from nvtx_plugins_tf import ops as _ops
@@ -38,7 +39,7 @@ from nvtx_plugins_tf.keras._compat import flatten_layers, keras, register_serial
 from nvtx_plugins_tf.keras.layers import NVTXEnd, NVTXStart
 from nvtx_plugins_tf.ops import _validation
 
-__all__ = ["NVTXRange", "annotate", "DEFAULT_FORWARD_DOMAIN", "DEFAULT_BACKWARD_DOMAIN"]
+__all__ = ["NVTXRange", "annotate", "unannotate", "is_annotated", "DEFAULT_FORWARD_DOMAIN", "DEFAULT_BACKWARD_DOMAIN"]
 
 DEFAULT_FORWARD_DOMAIN = "Forward"
 DEFAULT_BACKWARD_DOMAIN = "Backward"
@@ -73,7 +74,7 @@ class NVTXRange(keras.layers.Wrapper):
     ):
         kwargs.setdefault("name", f"nvtx_range_{layer.name}")
         super().__init__(layer, **kwargs)
-        self.message = message if message is None else _validation.message(message, "message")
+        self.message = message if message is None else _validation.name(message, "message")
         self.domain_name = domain_name if domain_name is None else _validation.message(domain_name, "domain_name")
         self.grad_message = grad_message if grad_message is None else _validation.message(grad_message, "grad_message")
         self.grad_domain_name = (
@@ -142,9 +143,35 @@ def _wrap_call(layer, message, domain_name, grad_message, grad_domain_name, colo
         return traced(*args, **kwargs)
 
     call._nvtx_original_call = original  # type: ignore[attr-defined]
+    call._nvtx_supports_jit = getattr(layer, "supports_jit", True)  # type: ignore[attr-defined]
     object.__setattr__(layer, "call", call)
-    object.__setattr__(layer, _ANNOTATED, (message, domain_name, grad_message, grad_domain_name))
+    object.__setattr__(layer, _ANNOTATED, (message, domain_name, grad_message, grad_domain_name, color, category))
     layer.supports_jit = False
+
+
+def _unwrap_call(layer) -> bool:
+    """Undo :func:`_wrap_call`; False when ``layer`` was not annotated by it."""
+    call = layer.__dict__.get("call")
+    original = getattr(call, "_nvtx_original_call", None)
+    if original is None:
+        return False
+    if getattr(original, "__self__", None) is layer and original.__func__ is getattr(type(layer), "call", None):
+        object.__delattr__(layer, "call")  # the class's own call again
+    else:
+        object.__setattr__(layer, "call", original)
+    object.__delattr__(layer, _ANNOTATED)
+    layer.supports_jit = call._nvtx_supports_jit
+    return True
+
+
+def _reset_traced_functions(model) -> None:
+    """Functions traced before (un)annotation would not match it: Keras traces them anew."""
+    for attr in ("train_function", "test_function", "predict_function"):
+        if getattr(model, attr, None) is not None:
+            try:
+                setattr(model, attr, None)
+            except AttributeError:
+                pass
 
 
 def annotate(
@@ -167,7 +194,8 @@ def annotate(
     the first layer. Nested models are layers too: their ranges enclose those of their
     own layers. Input layers and the package's own layers (``NVTXStart``, ``NVTXEnd``,
     ``NVTXRange`` and the layer it wraps) are skipped; a layer is annotated once even if
-    ``annotate`` is called again.
+    ``annotate`` is called again: called again with other arguments, it keeps its first
+    annotation and a ``UserWarning`` says so (:func:`unannotate` first to change it).
 
     Args:
       model: a built or unbuilt Keras model (functional, Sequential or subclassed) or layer.
@@ -196,22 +224,50 @@ def annotate(
             seen.add(id(layer))
             if isinstance(layer, NVTXRange):
                 seen.update(id(inner) for inner in flatten_layers(layer.layer, include_self=True))
+    kept = []  # (layer name, its annotation, the one asked for) where they differ
     for layer in layers:
-        if id(layer) in seen or _is_input_layer(layer) or getattr(layer, _ANNOTATED, None) is not None:
+        if id(layer) in seen or _is_input_layer(layer):
             continue
         seen.add(id(layer))
         if filter is not None and not filter(layer):
             continue
-        name = _validation.message(message(layer) if message else layer.name, "message")
+        name = _validation.name(message(layer) if message else layer.name, "message")
         grad_name = _validation.message(grad_message(layer) if grad_message else name, "grad_message")
-        _wrap_call(layer, name, domain_name, grad_name, grad_domain_name, color, category)
-    # Functions traced before annotation would not contain the ranges.
-    for attr in ("train_function", "test_function", "predict_function"):
-        if getattr(model, attr, None) is not None:
-            try:
-                setattr(model, attr, None)
-            except AttributeError:
-                pass
+        asked = (name, domain_name, grad_name, grad_domain_name, color, category)
+        current = getattr(layer, _ANNOTATED, None)
+        if current is not None:
+            if current != asked:
+                kept.append((layer.name, current, asked))
+            continue
+        _wrap_call(layer, *asked)
+    if kept:
+        fields = ("message", "domain_name", "grad_message", "grad_domain_name", "color", "category")
+        layer_name, current, asked = kept[0]
+        changes = ", ".join(f"{f} {c!r} -> {a!r}" for f, c, a in zip(fields, current, asked) if c != a)
+        warnings.warn(
+            f"nvtx_plugins_tf: annotate(): {len(kept)} layer(s) already annotated with other arguments "
+            f"keep their annotation (e.g. {layer_name!r}: {changes}); call "
+            "nvtx_plugins_tf.keras.unannotate(model) first to annotate them anew",
+            UserWarning,
+            stacklevel=2,
+        )
+    _reset_traced_functions(model)
+    return model
+
+
+def unannotate(model, *, include_model: bool = True):
+    """Remove what :func:`annotate` put on ``model``'s layers (nested models included); returns
+    ``model``. Layers annotated otherwise (``NVTXRange``, ``NVTXStart``/``NVTXEnd``) are left
+    as they are. Functions Keras traced with the ranges are traced anew on the next call.
+
+    >>> from nvtx_plugins_tf.keras import annotate, unannotate, is_annotated, keras
+    >>> model = annotate(keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, name="d")]))
+    >>> is_annotated(model.layers[0]), is_annotated(unannotate(model).layers[0])
+    (True, False)
+    """
+    for layer in flatten_layers(model, include_self=include_model):
+        _unwrap_call(layer)
+    _reset_traced_functions(model)
     return model
 
 

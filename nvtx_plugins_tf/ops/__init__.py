@@ -23,14 +23,26 @@ TensorShape([2, 16])
 plus :func:`mark`, the :func:`range` context manager, and ``color``/``category``/``payload``.
 """
 
-from nvtx_plugins_tf.ops import _ordering, _pfor, _tape_closer
+from nvtx_plugins_tf.ops import _dead_ranges, _ordering, _pfor, _tape_closer
 from nvtx_plugins_tf.ops import gradients as _gradients  # noqa: F401  (registers gradients)
 from nvtx_plugins_tf.ops._loader import library_path
 from nvtx_plugins_tf.ops._loader import load as load_library
-from nvtx_plugins_tf.ops.ranges import NvtxContext, enabled, end, mark, range, start, trace
+from nvtx_plugins_tf.ops.ranges import NvtxContext, disabled, enabled, end, mark, range, start, trace
 
 _tape_closer.install()
 _ordering.install()
 _pfor.install()
+_dead_ranges.install()
 
-__all__ = ["start", "end", "trace", "mark", "range", "enabled", "NvtxContext", "load_library", "library_path"]
+__all__ = [
+    "start",
+    "end",
+    "trace",
+    "mark",
+    "range",
+    "enabled",
+    "disabled",
+    "NvtxContext",
+    "load_library",
+    "library_path",
+]

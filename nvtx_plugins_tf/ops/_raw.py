@@ -6,6 +6,7 @@ layers) builds ops through these functions; none of them calls the op library di
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import threading
@@ -17,10 +18,21 @@ from tensorflow.core.framework import attr_value_pb2
 
 from nvtx_plugins_tf.ops import _loader, _structure
 
+_disabled_blocks = 0  # open ranges.disabled() blocks, in any thread
+_disabled_lock = threading.Lock()
+
 
 def annotations_enabled() -> bool:
-    """False when ``NVTX_DISABLE`` is set (the ``nvtx`` package's switch): no ops are added."""
-    return not os.environ.get("NVTX_DISABLE")
+    """False when ``NVTX_DISABLE`` is set (the ``nvtx`` package's switch) or inside
+    ``ops.disabled()``: no ops are added."""
+    return not (_disabled_blocks or os.environ.get("NVTX_DISABLE"))
+
+
+def suspend(delta: int) -> None:
+    """Open (+1) or close (-1) an ``ops.disabled()`` block."""
+    global _disabled_blocks
+    with _disabled_lock:
+        _disabled_blocks += delta
 
 
 _xla_warning_lock = threading.Lock()
@@ -80,16 +92,75 @@ def tf1_graph_mode() -> bool:
     return not tf.compat.v1.executing_eagerly_outside_functions()
 
 
+# Texts of ops run eagerly
+# -----------------------
+# TensorFlow's eager runtime keeps one kernel per distinct set of attributes of an op, for
+# the life of the process (its kernel cache). Built eagerly, an NVTX op therefore takes its
+# texts (message, domain, backward names) as a ``text`` input of string scalars, its text
+# attributes left empty: a loop naming each step ``f"step {i}"`` reuses one kernel instead of
+# building one per name (tens of KB each, never freed, and a kernel build per step).
+# In graphs they stay attributes, resolved once when the kernel is built (the hot path),
+# readable in a GraphDef, and the form saved graphs use.
+
+#: The texts an op built eagerly takes as its ``text`` input, in that order.
+TEXT_INPUTS = {
+    "NvtxStart": ("message", "domain_name"),
+    "NvtxBackwardStart": ("message", "domain_name"),
+    "NvtxMark": ("message", "domain_name"),
+    "NvtxEnd": ("domain_name", "grad_message", "grad_domain_name"),
+    "NvtxBackwardEnd": ("domain_name",),
+}
+
+
+@functools.lru_cache(maxsize=512)
+def _text_tensor(value: str):
+    """A string scalar (the recent ones cached: a fixed name costs no tensor per step)."""
+    return tf.constant(value, tf.string)
+
+
+def _texts(op_type: str, **texts: str) -> tuple[list, dict]:
+    """``(text input, text attributes)`` of an op of ``op_type`` about to be built: eagerly
+    the texts as inputs and empty attributes, else no input and the texts as attributes."""
+    if not tf.executing_eagerly():
+        return [], texts
+    return [_text_tensor(texts[key]) for key in TEXT_INPUTS[op_type]], {key: "" for key in texts}
+
+
+def op_text(op, name: str) -> str:
+    """The text ``name`` of an NVTX op: its attribute, or its ``text`` input when it was
+    built eagerly (see _texts)."""
+    num_text = op.get_attr("num_text") if name in TEXT_INPUTS.get(op.type, ()) else 0
+    value = None
+    if num_text:
+        # Eagerly a value; a placeholder where a function traces the gradient of an op run
+        # eagerly (ForwardAccumulator's JVP): then unknown, and the attribute ('') is used.
+        value = tf.get_static_value(op.inputs[len(op.inputs) - num_text + TEXT_INPUTS[op.type].index(name)])
+        if hasattr(value, "item"):
+            value = value.item()
+    if value is None:
+        value = op.get_attr(name)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def num_text(op) -> int:
+    """How many ``text`` inputs ``op`` has (its gradient returns None for each)."""
+    try:
+        return op.get_attr("num_text")
+    except ValueError:
+        return 0
+
+
 def start_op(flat, message, domain_name, color, category, payload, name):
     """One NvtxStart. In a compat.v1 graph the range is also registered to be ended when
     the session step ends, in case its NvtxEnd is not among the ops a run executes."""
     device, host, is_host = _structure.split(flat)
+    text, texts = _texts("NvtxStart", message=message, domain_name=domain_name)
     out_device, out_host, range_id = _loader.load().nvtx_start(
         device,
         host,
         payload,
-        message=message,
-        domain_name=domain_name,
+        text=text,
+        **texts,
         color=color,
         category=category,
         close_at_step_end=tf1_graph_mode(),
@@ -102,12 +173,13 @@ def backward_start_op(flat, message, domain_name, category, forward_range_id):
     """One NvtxBackwardStart (not stateful: runs only when the gradients it carries are
     used); its payload is the forward range's id, which links the two ranges."""
     device, host, is_host = _structure.split(flat)
+    text, texts = _texts("NvtxBackwardStart", message=message, domain_name=domain_name)
     out_device, out_host, range_id = _loader.load().nvtx_backward_start(
         device,
         host,
         [forward_range_id],
-        message=message,
-        domain_name=domain_name,
+        text=text,
+        **texts,
         category=category,
         close_at_step_end=tf1_graph_mode(),
     )
@@ -117,8 +189,9 @@ def backward_start_op(flat, message, domain_name, category, forward_range_id):
 def backward_end_op(flat, range_id, domain_name):
     """One NvtxBackwardEnd (not stateful, see backward_start_op)."""
     device, host, is_host = _structure.split(flat)
+    text, texts = _texts("NvtxBackwardEnd", domain_name=domain_name)
     out_device, out_host = _loader.load().nvtx_backward_end(
-        device, host, [range_id], domain_name=domain_name, close_at_step_end=tf1_graph_mode()
+        device, host, [range_id], text=text, **texts, close_at_step_end=tf1_graph_mode()
     )
     return _structure.merge(list(out_device), list(out_host), is_host)
 
@@ -130,13 +203,15 @@ def end_op(flat, range_id, domain_name, grad_message="", grad_domain_name="", na
     start = range_id.op if tf.is_symbolic_tensor(range_id) else None
     paired = start is not None and start.type == "NvtxStart" and can_pair(flat, start)
     device, host, is_host = _structure.split(flat)
+    text, texts = _texts(
+        "NvtxEnd", domain_name=domain_name, grad_message=grad_message, grad_domain_name=grad_domain_name
+    )
     out_device, out_host = _loader.load().nvtx_end(
         device,
         host,
         [] if paired else [range_id],
-        domain_name=domain_name,
-        grad_message=grad_message,
-        grad_domain_name=grad_domain_name,
+        text=text,
+        **texts,
         close_at_step_end=tf1_graph_mode(),
         name=name,
     )
@@ -228,7 +303,8 @@ def paired_range_id(end):
 def mark_op(flat, message, domain_name, color, category, payload, name):
     """One NvtxMark."""
     device, host, is_host = _structure.split(flat)
+    text, texts = _texts("NvtxMark", message=message, domain_name=domain_name)
     out_device, out_host = _loader.load().nvtx_mark(
-        device, host, payload, message=message, domain_name=domain_name, color=color, category=category, name=name
+        device, host, payload, text=text, **texts, color=color, category=category, name=name
     )
     return _structure.merge(list(out_device), list(out_host), is_host)

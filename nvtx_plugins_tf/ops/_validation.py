@@ -7,12 +7,35 @@ from typing import Any
 
 _UINT32_MAX = 0xFFFFFFFF
 
+#: The longest text (message, domain name), in UTF-8 bytes, that the ops accept: NVTX tools
+#: store a name whole only up to a limit (the package's recorder cuts a text to fit its chunk,
+#: 256 KiB by default); longer is refused rather than cut.
+MAX_TEXT_BYTES = 65536
+
 
 def message(value: Any, argument: str) -> str:
+    """A text given to NVTX: a str without NUL, UTF-8 encodable, at most MAX_TEXT_BYTES."""
     if not isinstance(value, str):
         raise TypeError(f"{argument} must be a str, got {type(value).__name__}")
     if "\0" in value:
         raise ValueError(f"{argument} must not contain NUL characters")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{argument} must be encodable as UTF-8: "
+            f"it has the lone surrogate {value[exc.start]!r} at index {exc.start}"
+        ) from None
+    if size > MAX_TEXT_BYTES:
+        raise ValueError(f"{argument} is {size} bytes in UTF-8; at most {MAX_TEXT_BYTES} are accepted")
+    return value
+
+
+def name(value: Any, argument: str) -> str:
+    """A range's or mark's name: a :func:`message` that is not empty."""
+    value = message(value, argument)
+    if not value:
+        raise ValueError(f"{argument} must not be empty (NVTX would record a range without a name)")
     return value
 
 
@@ -73,6 +96,11 @@ def payload(value: Any, argument: str = "payload"):
     if isinstance(value, (tf.Tensor, tf.Variable)):
         if not value.dtype.is_integer:
             raise TypeError(f"{argument} must be an integer tensor, got dtype {value.dtype.name}")
+        if value.dtype == tf.uint64:
+            raise TypeError(
+                f"{argument}: a uint64 tensor may hold values above 2**63-1, which the int64 payload "
+                "cannot hold (they would wrap negative); cast it to int64 where its values fit"
+            )
         if value.shape.rank not in (None, 0):
             raise ValueError(f"{argument} must be a scalar, got shape {value.shape}")
         return [tf.cast(value, tf.int64)]

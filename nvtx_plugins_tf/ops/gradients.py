@@ -30,22 +30,18 @@ def _carries_gradient(grad) -> bool:
     return grad is not None and getattr(grad, "dtype", None) != tf.resource
 
 
-def _attr(op, name: str) -> str:
-    value = op.get_attr(name)
-    return value.decode() if isinstance(value, bytes) else value
-
-
 @tf.RegisterGradient("NvtxEnd")
 def _nvtx_end_grad(op, *grads):
     grads = list(grads)
     num_ids = op.get_attr("num_ids")
-    grad_message = _attr(op, "grad_message")
+    extra = [None] * (num_ids + _raw.num_text(op))
+    grad_message = _raw.op_text(op, "grad_message")
     if not grad_message or not _raw.annotations_enabled():
-        return grads + [None] * num_ids
-    grad_domain = _attr(op, "grad_domain_name")
-    forward_id = op.inputs[-1] if num_ids else _raw.paired_range_id(op)
+        return grads + extra
+    grad_domain = _raw.op_text(op, "grad_domain_name")
+    forward_id = op.inputs[len(grads)] if num_ids else _raw.paired_range_id(op)
     if forward_id is None:  # a paired end whose start cannot be found: no backward range
-        return grads
+        return grads + extra
     key = _backward.range_key(forward_id)
     opened = []
 
@@ -64,7 +60,7 @@ def _nvtx_end_grad(op, *grads):
         out = _structure.through_tensors(grads, open_range, _carries_gradient)
     _backward.remember(key, opened[0])
     _tape_closer.opened(opened[0])
-    return out + [None] * num_ids
+    return out + extra
 
 
 @tf.RegisterGradient("NvtxStart")
@@ -93,21 +89,21 @@ def _nvtx_start_grad(op, *grads):
         passthrough = _structure.through_tensors(passthrough, close_range, _carries_gradient)
         entry.end_op = ended[0]
     # Otherwise no gradient leaves the region: the tape closer ends the range.
-    return passthrough + [None] * num_payload
+    return passthrough + [None] * (num_payload + _raw.num_text(op))
 
 
 @tf.RegisterGradient("NvtxMark")
 def _nvtx_mark_grad(op, *grads):
-    return list(grads) + [None] * op.get_attr("num_payload")
+    return list(grads) + [None] * (op.get_attr("num_payload") + _raw.num_text(op))
 
 
 @tf.RegisterGradient("NvtxBackwardStart")
 def _nvtx_backward_start_grad(op, *grads):
     """Second-order gradients pass through unannotated."""
     n = len(op.get_attr("T")) + len(op.get_attr("Thost"))
-    return list(grads[:n]) + [None] * op.get_attr("num_payload")
+    return list(grads[:n]) + [None] * (op.get_attr("num_payload") + _raw.num_text(op))
 
 
 @tf.RegisterGradient("NvtxBackwardEnd")
 def _nvtx_backward_end_grad(op, *grads):
-    return list(grads) + [None] * op.get_attr("num_ids")
+    return list(grads) + [None] * (op.get_attr("num_ids") + _raw.num_text(op))

@@ -20,13 +20,38 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def enabled() -> bool:
-    """False when ``NVTX_DISABLE`` is set (the ``nvtx`` package's switch): no ops are added.
+    """False when ``NVTX_DISABLE`` is set (the ``nvtx`` package's switch) or inside
+    :func:`disabled`: no ops are added.
 
     >>> import nvtx_plugins_tf as nvtx_tf
     >>> isinstance(nvtx_tf.ops.enabled(), bool)
     True
     """
     return _raw.annotations_enabled()
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """No NVTX op is built while the block runs, in any thread (as under ``NVTX_DISABLE=1``).
+
+    The way to ship plugin-free artifacts from an annotated model: what is traced inside
+    the block -- ``model.export()``, ``tf.saved_model.save``, a TFLite conversion -- holds no
+    ``NvtxStart``/``NvtxEnd``, so it loads and runs where nvtx_plugins_tf is not installed,
+    and converts without custom ops. A ``tf.function`` traced before the block keeps its
+    ops: export a new trace (``model.export`` and the converters trace anew).
+
+    >>> import tensorflow as tf, nvtx_plugins_tf as nvtx_tf
+    >>> with nvtx_tf.ops.disabled():
+    ...     graph = tf.function(lambda x: nvtx_tf.ops.end(*nvtx_tf.ops.start(x, "m"))).get_concrete_function(
+    ...         tf.TensorSpec([2])).graph
+    >>> [op.type for op in graph.get_operations() if op.type.startswith("Nvtx")]
+    []
+    """
+    _raw.suspend(+1)
+    try:
+        yield
+    finally:
+        _raw.suspend(-1)
 
 
 class NvtxContext:
@@ -108,7 +133,7 @@ def start(
       >>> x.numpy().tolist()
       [2.0, 2.0]
     """
-    message = _validation.message(message, "message")
+    message = _validation.name(message, "message")
     domain_name = _validation.domain(domain_name, "domain_name")
     grad_message = _validation.optional_message(grad_message, "grad_message", message)
     grad_domain_name = (
@@ -189,7 +214,7 @@ def mark(
     >>> int(nvtx_tf.ops.mark("checkpoint", tf.constant(3)))
     3
     """
-    message = _validation.message(message, "message")
+    message = _validation.name(message, "message")
     domain_name = _validation.domain(domain_name, "domain_name")
     color = _validation.color(color)
     category = _validation.category(category)
@@ -239,7 +264,7 @@ def range(  # noqa: A001 - mirrors nvtx.annotate's vocabulary; exported as ops.r
     >>> step(tf.eye(2)).numpy().tolist()
     [[1.0, 0.0], [0.0, 1.0]]
     """
-    message = _validation.message(message, "message")
+    message = _validation.name(message, "message")
     domain_name = _validation.domain(domain_name, "domain_name")
     color = _validation.color(color)
     category = _validation.category(category)
@@ -298,7 +323,7 @@ def trace(
     [2.0, 2.0]
     """
     options = dict(
-        message=_validation.message(message, "message"),
+        message=_validation.name(message, "message"),
         domain_name=domain_name,
         grad_message=grad_message,
         grad_domain_name=grad_domain_name,
