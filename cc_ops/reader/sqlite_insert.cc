@@ -44,14 +44,23 @@ void SetError(char* err, uint32_t err_len, const std::string& message) {
   err[n] = 0;
 }
 
-// The library loaded and its functions, or nullptr (err says why). Kept loaded (dlopen
-// counts references; the process's sqlite3 module holds it anyway).
+// The library loaded and its functions, or nullptr (err says why). Kept loaded.
+//
+// Loaded into a link-map namespace of its own (dlmopen LM_ID_NEWLM), so that every call
+// inside it stays inside it: TensorFlow's libtensorflow_cc.so.2 exports a SQLite of its own
+// (266 sqlite3_* symbols) into the global scope (its Python loader uses RTLD_GLOBAL), and a
+// libsqlite3 loaded after it would take TensorFlow's functions for its internal calls while
+// we call its own: two SQLite versions on one connection, a crash (seen: the SQLite export
+// of a process that had imported TensorFlow, then sqlite3, segfaulted in the insert). Where
+// dlmopen fails (a glibc without namespaces left), dlopen with RTLD_DEEPBIND (the library's
+// own symbols first).
 void* Load(const char* library, Api* api, std::string* err) {
   if (!library) {
     *err = "no library named";
     return nullptr;
   }
-  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlmopen(LM_ID_NEWLM, library, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) handle = dlopen(library, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (!handle) {
     const char* why = dlerror();
     *err = why ? why : "dlopen failed";
