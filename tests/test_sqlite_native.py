@@ -7,7 +7,9 @@ Python path, and a libsqlite3 that cannot be loaded falls back to it with the sa
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -165,3 +167,27 @@ class _SayingWhy(SqliteSink):
 
     def _finish(self):
         return super()._finish(), self.python_path_reason
+
+
+def test_native_insert_after_tensorflow_and_sqlite3_were_imported(tmp_path):
+    """TensorFlow exports a SQLite of its own into the global scope (libtensorflow_cc.so.2,
+    loaded RTLD_GLOBAL); a libsqlite3 loaded after it (``import sqlite3`` after ``import
+    tensorflow``, as in a training script that records and exports in-process) must not mix
+    the two versions on one connection (it crashed in the native insert)."""
+    rec = _recording(tmp_path)
+    out = tmp_path / "after_tf.sqlite"
+    script = (
+        "import sys, tensorflow, sqlite3\n"
+        "from nvtx_plugins_tf.recorder.exports import _sqlite_native\n"
+        "from nvtx_plugins_tf.recorder.exports.sqlite import export_sqlite\n"
+        "assert _sqlite_native.unavailable() is None, _sqlite_native.unavailable()\n"
+        "export_sqlite(sys.argv[1], sys.argv[2])\n"
+        "print(sqlite3.connect(sys.argv[2]).execute('SELECT COUNT(*) FROM NVTX_EVENTS').fetchone()[0])\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(rec), str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with closing(sqlite3.connect(out)) as db:
+        (count,) = db.execute("SELECT COUNT(*) FROM NVTX_EVENTS").fetchone()
+    assert count > 0 and proc.stdout.strip() == str(count)
