@@ -1,4 +1,4 @@
-// The C API of analyze's native mapper (decode.h, ABI 10) over range_columns.h and
+// The C API of analyze's native mapper (decode.h, ABI 10 and 11) over range_columns.h and
 // rank_stats.h. No C++ exception crosses it.
 #include <string.h>
 
@@ -165,4 +165,25 @@ NVTXR_API int nvtxr_rank_stats_copy(void* ranges, int64_t process, int field, vo
   if (size < 0) return -1;
   if (size) memcpy(out, data, static_cast<size_t>(size) * 8);
   return 0;
+}
+
+NVTXR_API int64_t nvtxr_ranges_add_export(void* ranges, int64_t n, const int64_t* start, const int64_t* end,
+                                          const uint8_t* end_valid, int64_t end_offset, const int64_t* event_type,
+                                          const int64_t* global_tid, const int64_t* domain_id, const int32_t* message) {
+  if (!ranges || n < 0 || (n > 0 && (!start || !end || !event_type || !global_tid || !domain_id || !message))) {
+    return -1;
+  }
+  try {
+    return R(ranges)->columns.AddExportRows(n, start, end, end_valid, end_offset, event_type, global_tid, domain_id,
+                                            message);
+  } catch (...) {
+    return -1;
+  }
+}
+
+NVTXR_API int64_t nvtxr_ranges_pairs(void* ranges, int64_t* out) {
+  if (!ranges) return -1;
+  const std::vector<int64_t>& pairs = R(ranges)->columns.pairs;
+  if (out && !pairs.empty()) memcpy(out, pairs.data(), pairs.size() * sizeof(int64_t));
+  return static_cast<int64_t>(pairs.size() / 2);
 }

@@ -97,6 +97,32 @@ class NativeRanges:
             raise MemoryError("nvtxr_ranges_collect failed")
         return n
 
+    def add_export(
+        self, n: int, start, end, end_valid, end_offset: int, event_type, global_tid, domain_id, message
+    ) -> int:
+        """Append ``n`` rows of an nsys export's NVTX_EVENTS (cc_ops/reader/decode.h,
+        nvtxr_ranges_add_export): ``start``, ``end``, ``event_type``, ``global_tid``,
+        ``domain_id`` addresses of int64 columns (Arrow's buffers: not copied), ``end_valid``
+        the address of ``end``'s validity bitmap (0: no NULL) from bit ``end_offset``,
+        ``message`` a contiguous int32 numpy array (each row's message index). The ranges
+        added."""
+        n = self._lib.nvtxr_ranges_add_export(
+            self._ptr, n, start, end, end_valid or None, end_offset, event_type, global_tid, domain_id,
+            message.ctypes.data,
+        )  # fmt: skip
+        if n < 0:
+            raise MemoryError("nvtxr_ranges_add_export failed")
+        return n
+
+    def pairs(self) -> np.ndarray:
+        """The (domainId, pid) pairs of the export's ranges (n x 2), in the order they came:
+        a range's domain index is its pair's row."""
+        n = self._lib.nvtxr_ranges_pairs(self._ptr, None)
+        out = np.zeros((n, 2), dtype=np.int64)
+        if n:
+            self._lib.nvtxr_ranges_pairs(self._ptr, out.ctypes.data)
+        return out
+
     def bounds(self) -> tuple[int, int, int, int]:
         """(first start, last time over every row decoded, rows decoded, ranges)."""
         out = np.zeros(4, dtype=np.int64)
