@@ -92,7 +92,8 @@ void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, 
   // the (domain, message) pairs are few: each range's pair numbered in a table of the pairs
   // (direct when domains x strings is small, else hashed)
   std::vector<int64_t> pair_key;
-  std::vector<int32_t> raw(size());
+  std::vector<int32_t>& raw = name;  // (each range's pair, then its name: in place)
+  raw.resize(size());
   uint32_t max_domain = 0, max_message = 0;
   for (size_t i = 0; i < size(); ++i) {
     max_domain = std::max(max_domain, domain[i]);
@@ -128,8 +129,11 @@ void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, 
   for (size_t p = 0; p < pair_key.size(); ++p) {
     rank[p] = static_cast<int32_t>(std::lower_bound(keys->begin(), keys->end(), pair_key[p]) - keys->begin());
   }
-  name.resize(size());
   for (size_t i = 0; i < size(); ++i) name[i] = rank[raw[i]];
+  if (size() > (size_t(1) << 22)) {  // (a large input: their 8 bytes a range not held while it is mapped)
+    std::vector<uint32_t>().swap(message);
+    std::vector<uint32_t>().swap(domain);
+  }
 }
 
 }  // namespace nvtx_reader

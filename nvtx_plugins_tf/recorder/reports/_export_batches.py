@@ -53,22 +53,26 @@ class ExportInfo:
     rows: int = 0
 
 
-class _Messages:
-    """Message texts numbered as they first come (NULL: the empty message)."""
+class _Messages(dict):
+    """Message texts numbered as they first come (NULL: the empty message): text -> index
+    (a lookup of a known text in C: ``map(messages.__getitem__, texts)``)."""
 
     def __init__(self, info: ExportInfo):
+        super().__init__()
         self.values = info.messages
-        self.index: dict[str, int] = {}
         self._last_dictionary: pa.Array | None = None
         self._last_lut = np.zeros(0, dtype=np.int32)
+        self[None] = self[""]
+
+    def __missing__(self, text: str | None) -> int:
+        if text is None:
+            return self[""]
+        found = self[text] = len(self.values)
+        self.values.append(text)
+        return found
 
     def of(self, text: str | None) -> int:
-        text = text or ""
-        found = self.index.get(text)
-        if found is None:
-            found = self.index[text] = len(self.values)
-            self.values.append(text)
-        return found
+        return self[text]
 
     def lut(self, dictionary: pa.Array) -> np.ndarray:
         """Each entry's index of a batch's dictionary of texts, and the empty message's last."""
@@ -140,7 +144,7 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
     with arrow_file(directory / "NVTX_EVENTS.parquet") as source:
         reader = pq.ParquetFile(source, read_dictionary=["text"] if "text" in present else None)
         reserve(reader.metadata.num_rows)
-        for batch in reader.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+        for batch in reader.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=False):
             n, keep = batch.num_rows, []
             etype = _int64(batch, "eventType", present, keep)
             start = _int64(batch, "start", present, keep)
@@ -236,7 +240,7 @@ def _feed_sqlite(path: Path, add: AddRows, reserve: Callable[[int], None]) -> Ex
             start, end, etype, gtid, domain, text = zip(*rows)
             ints = [np.array(c, dtype=np.int64) for c in (start, end, etype, gtid, domain)]
             valid = np.packbits(ints[1] != _NULL, bitorder="little")
-            message = np.fromiter(map(messages.of, text), dtype=np.int32, count=n)
+            message = np.fromiter(map(messages.__getitem__, text), dtype=np.int32, count=n)
             start_a, end_a, etype_a, gtid_a, domain_a = (a.ctypes.data for a in ints)
             add(n, start_a, end_a, valid.ctypes.data, 0, etype_a, gtid_a, domain_a, message)
             info.rows += n
