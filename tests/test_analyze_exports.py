@@ -50,8 +50,12 @@ def _renamed(results, name: str) -> list[mapper.RankResult]:
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("kind", ["parquetdir", "sqlite"])
+@pytest.mark.parametrize("kind", ["parquetdir", "sqlite", "sqlite-module"])
 def test_native_mapper_on_exports_is_the_numpy_mapper(tmp_path, monkeypatch, seed, kind):
+    """sqlite: the file read natively (cc_ops/reader/sqlite_ranges.h); sqlite-module: no
+    SQLite library to open there, read through Python's sqlite3 module in batches."""
+    if kind == "sqlite-module":
+        monkeypatch.setattr(mapper, "LIBSQLITE3", "libno-such-sqlite.so")
     rng = np.random.default_rng(seed)
     rec = tmp_path / "rank.nvtxrec"
     _write_process(rec, rng, 100, 1_700_000_000 * 10**9, {1: "train"}, 3000)

@@ -25,6 +25,7 @@
 //   range_columns.{h,cc}   ABI 10: a recording's ranges as compact columns (analyze's input)
 //   rank_stats.{h,cc}      ABI 10: analyze's mapper over them, per process, in one native pass
 //   rank_stats_api.cc      ABI 10: its C API (below); ABI 11: an nsys export's rows as input
+//   sqlite_ranges.{h,cc}   ABI 11: an SQLite export's range rows read natively into the columns
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
 #define NVTX_PLUGINS_TF_READER_DECODE_H_
 
@@ -244,5 +245,14 @@ NVTXR_API int64_t nvtxr_ranges_add_export(void* ranges, int64_t n, const int64_t
                                           const uint8_t* end_valid, int64_t end_offset, const int64_t* event_type,
                                           const int64_t* global_tid, const int64_t* domain_id, const int32_t* message);
 NVTXR_API int64_t nvtxr_ranges_pairs(void* ranges, int64_t* out);
+// ABI 11: the same from an SQLite export read natively (sqlite_ranges.h): `query` run on the
+// file `uri` (a file: URI, read-only) with the SQLite library `library` (dlopen); its columns
+// start, end, eventType, globalTid, domainId and the message text, numbered by text as they
+// first come (0: NULL, the empty one). The ranges added, -1 (err: why). nvtxr_ranges_messages
+// writes their texts (UTF-8 bytes one after the other into out, offsets: count + 1 of them;
+// either NULL to size them) and returns how many.
+NVTXR_API int64_t nvtxr_ranges_add_sqlite(void* ranges, const char* library, const char* uri, const char* query,
+                                          char* err, uint32_t err_len);
+NVTXR_API int64_t nvtxr_ranges_messages(void* ranges, int64_t* offsets, char* out);
 
 #endif  // NVTX_PLUGINS_TF_READER_DECODE_H_

@@ -70,6 +70,8 @@ struct RangeColumns {
   int64_t AddExportRows(int64_t n, const int64_t* s, const int64_t* e, const uint8_t* e_valid, int64_t e_offset,
                         const int64_t* event_type, const int64_t* global_tid, const int64_t* domain_id,
                         const int32_t* msg);
+  // One row of an export (AddExportRows' rule); whether it is a range (then appended).
+  bool AddExportRow(int64_t s, int64_t e, bool open, int64_t type, int64_t global_tid, int64_t domain_id, uint32_t msg);
   // An export's (domainId, pid) pairs, two int64 each, in the order they first came.
   std::vector<int64_t> pairs;
   // Decodes up to capacity rows of the decoder into the columns; returns how many (0: the

@@ -2,13 +2,16 @@
 // rank_stats.h. No C++ exception crosses it.
 #include <string.h>
 
+#include <algorithm>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "reader/decode.h"
 #include "reader/decoder.h"
 #include "reader/range_columns.h"
 #include "reader/rank_stats.h"
+#include "reader/sqlite_ranges.h"
 
 namespace {
 
@@ -20,6 +23,7 @@ struct Ranges {
   std::vector<int64_t> keys;
   std::vector<RankStats> results;
   nvtx_reader::RankStatsWork work;
+  nvtx_reader::SqliteMessages messages;
 };
 
 Ranges* R(void* ranges) { return static_cast<Ranges*>(ranges); }
@@ -186,4 +190,36 @@ NVTXR_API int64_t nvtxr_ranges_pairs(void* ranges, int64_t* out) {
   const std::vector<int64_t>& pairs = R(ranges)->columns.pairs;
   if (out && !pairs.empty()) memcpy(out, pairs.data(), pairs.size() * sizeof(int64_t));
   return static_cast<int64_t>(pairs.size() / 2);
+}
+
+NVTXR_API int64_t nvtxr_ranges_add_sqlite(void* ranges, const char* library, const char* uri, const char* query,
+                                          char* err, uint32_t err_len) {
+  if (!ranges || !uri || !query) return -1;
+  std::string why;
+  int64_t n;
+  try {
+    n = nvtx_reader::ReadSqliteRanges(library, uri, query, &R(ranges)->columns, &R(ranges)->messages, &why);
+  } catch (...) {
+    n = -1;
+    why = "out of memory";
+  }
+  if (n < 0 && err && err_len) {
+    size_t k = std::min<size_t>(why.size(), err_len - 1);
+    memcpy(err, why.data(), k);
+    err[k] = 0;
+  }
+  return n;
+}
+
+NVTXR_API int64_t nvtxr_ranges_messages(void* ranges, int64_t* offsets, char* out) {
+  if (!ranges) return -1;
+  const std::vector<std::string>& values = R(ranges)->messages.values;
+  int64_t at = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (offsets) offsets[i] = at;
+    if (out) memcpy(out + at, values[i].data(), values[i].size());
+    at += static_cast<int64_t>(values[i].size());
+  }
+  if (offsets) offsets[values.size()] = at;
+  return static_cast<int64_t>(values.size());
 }

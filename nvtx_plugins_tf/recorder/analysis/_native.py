@@ -8,6 +8,7 @@ turns this path off (the numpy mapper then reads the recordings too).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 
@@ -113,6 +114,24 @@ class NativeRanges:
         if n < 0:
             raise MemoryError("nvtxr_ranges_add_export failed")
         return n
+
+    def add_sqlite(self, library: str, uri: str, query: str) -> list[str]:
+        """Append the rows of ``query`` on the SQLite file ``uri`` read natively
+        (cc_ops/reader/sqlite_ranges.h; its columns: start, end, eventType, globalTid,
+        domainId, the message text); the messages, by the index the ranges hold. OSError
+        (SQLite's message) when the file cannot be read."""
+        err = ctypes.create_string_buffer(512)
+        n = self._lib.nvtxr_ranges_add_sqlite(self._ptr, library.encode(), uri.encode(), query.encode(), err, 512)
+        if n < 0:
+            self.clear()  # (none of its rows kept)
+            raise OSError(err.value.decode(errors="replace") or "nvtxr_ranges_add_sqlite failed")
+        count = self._lib.nvtxr_ranges_messages(self._ptr, None, None)
+        offsets = np.zeros(count + 1, dtype=np.int64)
+        self._lib.nvtxr_ranges_messages(self._ptr, offsets.ctypes.data, None)
+        data = ctypes.create_string_buffer(int(offsets[-1]) + 1)
+        self._lib.nvtxr_ranges_messages(self._ptr, offsets.ctypes.data, data)
+        raw, at = data.raw, offsets.tolist()
+        return [raw[at[i] : at[i + 1]].decode(errors="replace") for i in range(count)]
 
     def pairs(self) -> np.ndarray:
         """The (domainId, pid) pairs of the export's ranges (n x 2), in the order they came:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..exports._sqlite_native import LIBSQLITE3
 from ..exports.nsys_tables import session_start_utc
 from ..reports._export_batches import feed_export
 from ..reports._nsys_parquet import is_parquetdir
@@ -233,7 +234,9 @@ def _map_export_native(path: Path, step: StepSpec | None) -> list[RankResult] | 
     equal text are one). None when two names would have the same label (a message holding
     a domain's "domain:" prefix): the numpy path then maps the input (it merges such names)."""
     native = _native.thread_ranges()
-    info = feed_export(path, native.add_export, native.reserve)
+    info = feed_export(
+        path, native.add_export, native.reserve, lambda uri, query: native.add_sqlite(LIBSQLITE3, uri, query)
+    )
     _release_arrow_memory()
     pairs = native.pairs()
     domains = [""] + sorted({n for n in info.domain_names.values() if n})

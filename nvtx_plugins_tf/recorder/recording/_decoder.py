@@ -191,6 +191,8 @@ def library() -> ctypes.CDLL:
                 # ABI 11: an nsys export's rows as the native mapper's input
                 "nvtxr_ranges_add_export": (i64, [vp, i64, vp, vp, vp, i64, vp, vp, vp, vp]),
                 "nvtxr_ranges_pairs": (i64, [vp, vp]),
+                "nvtxr_ranges_add_sqlite": (i64, [vp, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, vp, u32]),
+                "nvtxr_ranges_messages": (i64, [vp, vp, vp]),
             }
             for name, (restype, argtypes) in sigs.items():
                 fn = getattr(lib, name)

@@ -2,7 +2,8 @@
 ``nsys export``'s) streamed batch by batch into a consumer of columns -- analyze's native
 mapper (:mod:`..analysis._native`) -- never the whole input in memory: a parquetdir's
 ``NVTX_EVENTS.parquet`` is read in record batches of the columns needed only, their Arrow
-buffers handed over in place (no copy); an SQLite file a query's rows at a time.
+buffers handed over in place (no copy); an SQLite file read by the consumer natively
+(``read_sqlite``: cc_ops/reader/sqlite_ranges.h) or, failing that, a query's rows at a time.
 
 The rules are :mod:`._export_ranges`' (the reference, read whole into numpy): a range's
 message is its registered string (``textId`` in ``StringIds``), else its ``text``; its
@@ -104,15 +105,25 @@ def _int64(batch: pa.RecordBatch, name: str, present: set, keep: list) -> int:
     return _address(column)
 
 
-def feed_export(path, add: AddRows, reserve: Callable[[int], None] | None = None) -> ExportInfo:
+#: ``read(uri, query)``: the rows of ``query`` on the SQLite file ``uri`` read natively into
+#: the consumer (its columns: start, end, eventType, globalTid, domainId, the message text);
+#: returns the messages by index; OSError when it cannot (nothing then added).
+ReadSqlite = Callable[[str, str], list[str]]
+
+
+def feed_export(
+    path, add: AddRows, reserve: Callable[[int], None] | None = None, read_sqlite: ReadSqlite | None = None
+) -> ExportInfo:
     """Stream the export ``path`` (a parquetdir or an SQLite file) into ``add``, in the
     order of its NVTX_EVENTS rows, after ``reserve(rows)`` (at least the rows to come: the
-    consumer's room made once); ValueError naming it as :mod:`._export_ranges` raises."""
+    consumer's room made once); an SQLite file through ``read_sqlite`` when given (and it
+    can), else a query's rows at a time. ValueError naming it as :mod:`._export_ranges`
+    raises."""
     path = Path(path)
     reserve = reserve or (lambda rows: None)
     if path.is_dir():
         return _feed_parquetdir(path, add, reserve)
-    return _feed_sqlite(path, add, reserve)
+    return _feed_sqlite(path, add, reserve, read_sqlite)
 
 
 def _registered(directory: Path, messages: _Messages) -> tuple[np.ndarray, np.ndarray] | None:
@@ -212,7 +223,9 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
     return info
 
 
-def _feed_sqlite(path: Path, add: AddRows, reserve: Callable[[int], None]) -> ExportInfo:
+def _feed_sqlite(
+    path: Path, add: AddRows, reserve: Callable[[int], None], read_sqlite: ReadSqlite | None
+) -> ExportInfo:
     info = ExportInfo()
     messages = _Messages(info)
     with open_nsys_sqlite(path) as db:
@@ -227,6 +240,16 @@ def _feed_sqlite(path: Path, add: AddRows, reserve: Callable[[int], None]) -> Ex
             info.domain_names.setdefault((dom or 0, pid or 0), name)
         (last_rowid,) = db.con.execute("SELECT max(rowid) FROM NVTX_EVENTS").fetchone()
         reserve(last_rowid or 0)
+        if read_sqlite is not None:
+            query = (
+                f"SELECT e.start, e.end, e.eventType, coalesce(e.globalTid, 0), coalesce(e.domainId, 0), {db.text} "
+                f"FROM NVTX_EVENTS e {db.join} WHERE e.eventType IN {RANGE_TYPES} ORDER BY e.rowid"
+            )
+            try:
+                info.messages[:] = read_sqlite(path.resolve().as_uri() + "?mode=ro", query)
+                return info
+            except OSError:
+                pass  # (no SQLite library to open, a damaged file: the sqlite3 module's reading and errors below)
         cursor = db.con.execute(
             f"SELECT e.start, coalesce(e.end, {_NULL}), e.eventType, coalesce(e.globalTid, 0), "
             f"coalesce(e.domainId, 0), {db.text} FROM NVTX_EVENTS e {db.join} "
