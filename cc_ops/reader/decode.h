@@ -26,6 +26,7 @@
 //   rank_stats.{h,cc}      ABI 10: analyze's mapper over them, per process, in one native pass
 //   rank_stats_api.cc      ABI 10: its C API (below); ABI 11: an nsys export's rows as input
 //   sqlite_ranges.{h,cc}   ABI 11: an SQLite export's range rows read natively into the columns
+//   sqlite_api.{h,cc}      SQLite through dlopen, for sqlite_insert (the SQLite export) and sqlite_ranges
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
 #define NVTX_PLUGINS_TF_READER_DECODE_H_
 
