@@ -7,9 +7,9 @@ beside each as the recipe's --input needs). Then, for 8 ranks and for all of the
 interleaved rounds (the order rotated every round; medians and quartiles over the rounds):
 
 * analyze, embedded engine (one process, a thread per core), on the recordings and on the
-  parquetdirs: every output (all_stats, rank_stats, pace, stragglers, heatmap.png); on the
-  recordings also with ``NVTX_TF_ANALYZE_NATIVE=0`` (the numpy mapper instead of the native
-  one, as parquetdirs are mapped);
+  parquetdirs: every output (all_stats, rank_stats, pace, stragglers, heatmap.png); on both
+  also with ``NVTX_TF_ANALYZE_NATIVE=0`` (the numpy mapper, the reference, instead of the
+  native one: parquetdirs streamed into it in batches, reports/_export_batches.py);
 * analyze on a dask.distributed LocalCluster of 2 worker processes (``--workers 2``), on the
   recordings;
 * ``nsys recipe nvtx_sum --mode concurrent`` (Nsight Systems 2023.4.4, fetched by
@@ -162,6 +162,10 @@ def main() -> int:
                 # the recordings as `record` leaves them (recording/packed.py): unpacked as they are read
                 "analyze, embedded, packed recordings": ([*nvtx_tf, str(packed), "-o", str(out)], env),
                 "analyze, embedded, parquetdirs": ([*nvtx_tf, str(pqt), "-o", str(out)], env),
+                "analyze, embedded, parquetdirs, NVTX_TF_ANALYZE_NATIVE=0": (
+                    [*nvtx_tf, str(pqt), "-o", str(out)],
+                    dict(env, NVTX_TF_ANALYZE_NATIVE="0"),
+                ),
                 "analyze, Dask 2 workers, recordings": ([*nvtx_tf, str(rec), "-o", str(out), "--workers", "2"], env),
             }
             if importlib.util.find_spec("duckdb") is not None:  # the engine not chosen, measured

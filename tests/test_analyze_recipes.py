@@ -61,7 +61,7 @@ import numpy as np
 import pytest
 from conftest import _child_env
 
-from nvtx_plugins_tf.recorder.analysis import sketch
+from nvtx_plugins_tf.recorder.analysis import mapper, sketch
 
 pd = pytest.importorskip("pandas", reason="the recipes need pandas (the 'dask' extra)")
 
@@ -293,3 +293,22 @@ def test_a_folder_of_reports_and_their_exports_is_one_input_per_rank(recipe, rep
     assert sorted(zip(mine["Rank"], mine["Text"], mine["Count"], mine["Sum"])) == sorted(
         zip(theirs["Rank"], theirs["Text"], theirs["Count"].astype(int), theirs["Sum"].astype(int))
     )
+
+
+# ------------------------------------------------------------------------------ native mapper
+@pytest.mark.parametrize("source", ["sqlite", "parquetdir"])
+def test_native_mapper_is_the_numpy_mapper_on_nsys_exports(reports, monkeypatch, source):
+    """Issue 36: nsys's own exports streamed into the native mapper (reports/_export_batches.py)
+    give the numpy mapper's values, rank by rank (as tests/test_analyze_exports.py on ours)."""
+    from test_analyze_exports import _by_name
+    from test_analyze_native import _assert_same
+
+    step = mapper.StepSpec.parse("step")
+    for rank in range(RANKS):
+        path = reports / f"rank{rank}.sqlite" if source == "sqlite" else reports / "pqt" / f"rank{rank}"
+        results = {}
+        for native in ("0", "1"):
+            monkeypatch.setenv("NVTX_TF_ANALYZE_NATIVE", native)
+            results[native] = [_by_name(r) for r in mapper.map_input(path, step)]
+        assert len(results["0"]) == 1 and results["0"][0].n_steps == 12
+        _assert_same(results["1"], results["0"])

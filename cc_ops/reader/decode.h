@@ -24,7 +24,9 @@
 //   json_lines.{h,cc}      ABI 9: Trace Event JSON lines of rows (the JSON export's formatter)
 //   range_columns.{h,cc}   ABI 10: a recording's ranges as compact columns (analyze's input)
 //   rank_stats.{h,cc}      ABI 10: analyze's mapper over them, per process, in one native pass
-//   rank_stats_api.cc      ABI 10: its C API (below)
+//   rank_stats_api.cc      ABI 10: its C API (below); ABI 11: an nsys export's rows as input
+//   sqlite_ranges.{h,cc}   ABI 11: an SQLite export's range rows read natively into the columns
+//   sqlite_api.{h,cc}      SQLite through dlopen, for sqlite_insert (the SQLite export) and sqlite_ranges
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
 #define NVTX_PLUGINS_TF_READER_DECODE_H_
 
@@ -232,5 +234,26 @@ NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t
 NVTXR_API int nvtxr_rank_stats_header(void* ranges, int64_t process, int64_t* out);
 NVTXR_API int64_t nvtxr_rank_stats_size(void* ranges, int64_t process, int field);
 NVTXR_API int nvtxr_rank_stats_copy(void* ranges, int64_t process, int field, void* out);
+// ABI 11: the rows of an nsys export's NVTX_EVENTS (SQLite or parquetdir), n at a time, as
+// columns of 8-byte integers (Arrow's buffers, read in place): start, end (end_valid: Arrow's
+// validity bitmap of end from bit end_offset, NULL: none null), eventType, globalTid,
+// domainId, and message (the message's index, as the caller numbers the strings). The
+// ranges (eventType 59/60 push/pop, 70/71 NVTXT, an end NULL: open) are collected as a
+// recording's; their domain is the index of their (domainId, pid) pair, in the order the
+// pairs first come; returns the ranges added, -1 out of memory. nvtxr_ranges_pairs writes
+// the pairs (domainId, pid; 2 x its result int64, out NULL: none) and returns how many.
+NVTXR_API int64_t nvtxr_ranges_add_export(void* ranges, int64_t n, const int64_t* start, const int64_t* end,
+                                          const uint8_t* end_valid, int64_t end_offset, const int64_t* event_type,
+                                          const int64_t* global_tid, const int64_t* domain_id, const int32_t* message);
+NVTXR_API int64_t nvtxr_ranges_pairs(void* ranges, int64_t* out);
+// ABI 11: the same from an SQLite export read natively (sqlite_ranges.h): `query` run on the
+// file `uri` (a file: URI, read-only) with the SQLite library `library` (dlopen); its columns
+// start, end, eventType, globalTid, domainId and the message text, numbered by text as they
+// first come (0: NULL, the empty one). The ranges added, -1 (err: why). nvtxr_ranges_messages
+// writes their texts (UTF-8 bytes one after the other into out, offsets: count + 1 of them;
+// either NULL to size them) and returns how many.
+NVTXR_API int64_t nvtxr_ranges_add_sqlite(void* ranges, const char* library, const char* uri, const char* query,
+                                          char* err, uint32_t err_len);
+NVTXR_API int64_t nvtxr_ranges_messages(void* ranges, int64_t* offsets, char* out);
 
 #endif  // NVTX_PLUGINS_TF_READER_DECODE_H_

@@ -26,6 +26,9 @@ void RangeColumns::Clear() {
   domain.clear();
   flags.clear();
   name.clear();
+  pairs.clear();
+  pair_index_.clear();
+  last_pair_ = -1;
   lowest = std::numeric_limits<int64_t>::max();
   highest = std::numeric_limits<int64_t>::min();
   rows = 0;
@@ -46,13 +49,55 @@ void RangeColumns::AddRows(const NvtxrRow* r, int64_t n) {
   rows += n;
 }
 
+bool RangeColumns::AddExportRow(int64_t s, int64_t e, bool open, int64_t type, int64_t global_tid, int64_t domain_id,
+                                uint32_t msg) {
+  constexpr int64_t kMask = 0xFFFFFF;                       // 24 bits of pid, 24 bits of tid in a globalTid
+  bool push_pop = type == 59 || type == 70;                 // NvtxPushPopRange, NVTXT's
+  if (!push_pop && type != 60 && type != 71) return false;  // (not a range: a mark, a domain's creation ...)
+  int64_t pid = (global_tid >> 24) & kMask, tid = global_tid & kMask;
+  // the pair's index: the last one again (most rows), else by a hash of both
+  uint64_t key = static_cast<uint64_t>(domain_id) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(pid);
+  if (last_pair_ < 0 || key != last_pair_key_ || pairs[2 * last_pair_] != domain_id ||
+      pairs[2 * last_pair_ + 1] != pid) {
+    auto range = pair_index_.equal_range(key);
+    last_pair_ = -1;
+    for (auto it = range.first; it != range.second; ++it) {
+      if (pairs[2 * it->second] == domain_id && pairs[2 * it->second + 1] == pid) last_pair_ = it->second;
+    }
+    if (last_pair_ < 0) {
+      last_pair_ = static_cast<int64_t>(pairs.size() / 2);
+      pair_index_.emplace(key, static_cast<uint32_t>(last_pair_));
+      pairs.push_back(domain_id);
+      pairs.push_back(pid);
+    }
+    last_pair_key_ = key;
+  }
+  Append(s, open ? -1 : e, pid, tid, msg, static_cast<uint32_t>(last_pair_),
+         static_cast<uint8_t>((open ? kOpen : 0) | (push_pop ? kPushPop : 0)));
+  return true;
+}
+
+int64_t RangeColumns::AddExportRows(int64_t n, const int64_t* s, const int64_t* e, const uint8_t* e_valid,
+                                    int64_t e_offset, const int64_t* event_type, const int64_t* global_tid,
+                                    const int64_t* domain_id, const int32_t* msg) {
+  int64_t added = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t bit = static_cast<uint64_t>(e_offset + i);
+    bool open = e_valid != nullptr && ((e_valid[bit >> 3] >> (bit & 7)) & 1) == 0;
+    added += AddExportRow(s[i], e[i], open, event_type[i], global_tid[i], domain_id[i], static_cast<uint32_t>(msg[i]));
+  }
+  rows += n;
+  return added;
+}
+
 int64_t RangeColumns::Collect(Decoder* decoder, int64_t capacity) { return decoder->NextRanges(this, capacity); }
 
 void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, std::vector<int64_t>* keys) {
   // the (domain, message) pairs are few: each range's pair numbered in a table of the pairs
   // (direct when domains x strings is small, else hashed)
   std::vector<int64_t> pair_key;
-  std::vector<int32_t> raw(size());
+  std::vector<int32_t>& raw = name;  // (each range's pair, then its name: in place)
+  raw.resize(size());
   uint32_t max_domain = 0, max_message = 0;
   for (size_t i = 0; i < size(); ++i) {
     max_domain = std::max(max_domain, domain[i]);
@@ -88,8 +133,11 @@ void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, 
   for (size_t p = 0; p < pair_key.size(); ++p) {
     rank[p] = static_cast<int32_t>(std::lower_bound(keys->begin(), keys->end(), pair_key[p]) - keys->begin());
   }
-  name.resize(size());
   for (size_t i = 0; i < size(); ++i) name[i] = rank[raw[i]];
+  if (size() > (size_t(1) << 22)) {  // (a large input: their 8 bytes a range not held while it is mapped)
+    std::vector<uint32_t>().swap(message);
+    std::vector<uint32_t>().swap(domain);
+  }
 }
 
 }  // namespace nvtx_reader

@@ -2,7 +2,8 @@
 // decoder hands them out (what `nvtx-tf analyze` needs of a range: 45 bytes, not a row's
 // 80), filled straight from the decoder without passing through Python. Then each range's
 // name: (domain, message) made one index, as nvtx_plugins_tf/recorder/reports/ranges.py
-// numbers them (domains of equal name merged).
+// numbers them (domains of equal name merged). Or the rows of an nsys export's NVTX_EVENTS
+// (AddExportRows), their domains then (domainId, pid) pairs.
 #ifndef NVTX_PLUGINS_TF_READER_RANGE_COLUMNS_H_
 #define NVTX_PLUGINS_TF_READER_RANGE_COLUMNS_H_
 
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 #include <vector>
 
 #include "reader/decode.h"
@@ -33,6 +35,12 @@ struct RangeColumns {
   int64_t highest = std::numeric_limits<int64_t>::min();
   int64_t rows = 0;
 
+ private:
+  std::unordered_map<uint64_t, uint32_t> pair_index_;  // (AddExportRows) hash of a pair -> its index
+  uint64_t last_pair_key_ = 0;
+  int64_t last_pair_ = -1;
+
+ public:
   size_t size() const { return start.size(); }
   void Reserve(size_t n);
   // Empty again, the room kept (the next input's columns reuse the pages already touched).
@@ -56,6 +64,16 @@ struct RangeColumns {
     domain.push_back(dom);
     flags.push_back(f);
   }
+  // Appends the ranges of n rows of an nsys export (decode.h, nvtxr_ranges_add_export):
+  // message[i] becomes the range's message, the index of its (domainId, pid) pair (`pairs`,
+  // in the order they first come) its domain. Returns the ranges added.
+  int64_t AddExportRows(int64_t n, const int64_t* s, const int64_t* e, const uint8_t* e_valid, int64_t e_offset,
+                        const int64_t* event_type, const int64_t* global_tid, const int64_t* domain_id,
+                        const int32_t* msg);
+  // One row of an export (AddExportRows' rule); whether it is a range (then appended).
+  bool AddExportRow(int64_t s, int64_t e, bool open, int64_t type, int64_t global_tid, int64_t domain_id, uint32_t msg);
+  // An export's (domainId, pid) pairs, two int64 each, in the order they first came.
+  std::vector<int64_t> pairs;
   // Decodes up to capacity rows of the decoder into the columns; returns how many (0: the
   // segment, or after Finish the open ranges, are done).
   int64_t Collect(Decoder* decoder, int64_t capacity);

@@ -277,19 +277,14 @@ struct ThreadOrder {
   }
 };
 
-// The parents of one thread's ranges `items` (in the order they came, the order they
-// ended) by mapper._parents' rule: in (start, end descending, read order) order, a range's
-// depth is the number of the earlier ones still open after its start, and its parent the
-// last earlier one a level up.
-void ThreadParents(const std::vector<Order>& items, std::vector<Order>* sorted, std::vector<int64_t>* parent) {
-  sorted->clear();
-  ThreadOrder order{*sorted};
-  for (const Order& o : items) order.Add(o);
-  order.Finish();
+// The parents of one thread's ranges `sorted` (ThreadOrder's, finished) by mapper._parents'
+// rule: in (start, end descending, read order) order, a range's depth is the number of the
+// earlier ones still open after its start, and its parent the last earlier one a level up.
+void ThreadParents(const std::vector<Order>& sorted, std::vector<int64_t>* parent) {
   // the ends of the earlier ranges still open, descending (nested ranges end in stack
   // order: a new end goes last, the first to close)
   std::vector<int64_t> last_at, open_ends;
-  for (const Order& it : *sorted) {
+  for (const Order& it : sorted) {
     (*parent)[it.index] = -1;
     while (!open_ends.empty() && open_ends.back() <= it.start) open_ends.pop_back();
     size_t depth = open_ends.size();
@@ -362,16 +357,26 @@ void Parents(const RangeColumns& c, RankStatsWork* work) {
     }
   }
   if (!any_sorting) return;
+  // each such thread's ranges put in order as they come (an export's rows come in start
+  // order: no move), in the room of its NestStep roots (no second copy of them)
+  std::vector<ThreadOrder> orders;
+  orders.reserve(sorting.size());
   for (size_t t = 0; t < sorting.size(); ++t) {
     if (sorting[t]) work->threads[t].clear();
+    orders.push_back(ThreadOrder{work->threads[t]});
   }
   for (size_t i = 0; i < c.size(); ++i) {
     if (!nested(i)) continue;
     size_t t = thread_of(i);
-    if (sorting[t]) work->threads[t].push_back(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
+    if (sorting[t]) orders[t].Add(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
   }
   for (size_t t = 0; t < sorting.size(); ++t) {
-    if (sorting[t]) ThreadParents(work->threads[t], &work->sorted, &parent);
+    if (!sorting[t]) continue;
+    orders[t].Finish();
+    ThreadParents(work->threads[t], &parent);
+    if (work->threads[t].size() > (size_t(1) << 22)) {  // (a large input's: not held while it is mapped)
+      std::vector<Order>().swap(work->threads[t]);
+    }
   }
 }
 

@@ -53,9 +53,8 @@ struct RankStatsWork {
   std::vector<int64_t> parent, durations, steps, inner, keys;
   std::vector<uint32_t> histogram;
   std::vector<std::vector<int64_t>> by_process;
-  // per thread: the ranges not yet given a parent (Parents), or all its ranges to sort
+  // per thread: the ranges not yet given a parent (Parents), or all its ranges, sorted
   std::deque<std::vector<NestItem>> threads;  // (a deque: its vectors stay where they are)
-  std::vector<NestItem> sorted;
 };
 
 // The results of every process of `c` (named: RangeColumns::Name), by pid

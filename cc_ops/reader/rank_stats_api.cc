@@ -1,14 +1,17 @@
-// The C API of analyze's native mapper (decode.h, ABI 10) over range_columns.h and
+// The C API of analyze's native mapper (decode.h, ABI 10 and 11) over range_columns.h and
 // rank_stats.h. No C++ exception crosses it.
 #include <string.h>
 
+#include <algorithm>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "reader/decode.h"
 #include "reader/decoder.h"
 #include "reader/range_columns.h"
 #include "reader/rank_stats.h"
+#include "reader/sqlite_ranges.h"
 
 namespace {
 
@@ -20,6 +23,7 @@ struct Ranges {
   std::vector<int64_t> keys;
   std::vector<RankStats> results;
   nvtx_reader::RankStatsWork work;
+  nvtx_reader::SqliteMessages messages;
 };
 
 Ranges* R(void* ranges) { return static_cast<Ranges*>(ranges); }
@@ -165,4 +169,57 @@ NVTXR_API int nvtxr_rank_stats_copy(void* ranges, int64_t process, int field, vo
   if (size < 0) return -1;
   if (size) memcpy(out, data, static_cast<size_t>(size) * 8);
   return 0;
+}
+
+NVTXR_API int64_t nvtxr_ranges_add_export(void* ranges, int64_t n, const int64_t* start, const int64_t* end,
+                                          const uint8_t* end_valid, int64_t end_offset, const int64_t* event_type,
+                                          const int64_t* global_tid, const int64_t* domain_id, const int32_t* message) {
+  if (!ranges || n < 0 || (n > 0 && (!start || !end || !event_type || !global_tid || !domain_id || !message))) {
+    return -1;
+  }
+  try {
+    return R(ranges)->columns.AddExportRows(n, start, end, end_valid, end_offset, event_type, global_tid, domain_id,
+                                            message);
+  } catch (...) {
+    return -1;
+  }
+}
+
+NVTXR_API int64_t nvtxr_ranges_pairs(void* ranges, int64_t* out) {
+  if (!ranges) return -1;
+  const std::vector<int64_t>& pairs = R(ranges)->columns.pairs;
+  if (out && !pairs.empty()) memcpy(out, pairs.data(), pairs.size() * sizeof(int64_t));
+  return static_cast<int64_t>(pairs.size() / 2);
+}
+
+NVTXR_API int64_t nvtxr_ranges_add_sqlite(void* ranges, const char* library, const char* uri, const char* query,
+                                          char* err, uint32_t err_len) {
+  if (!ranges || !uri || !query) return -1;
+  std::string why;
+  int64_t n;
+  try {
+    n = nvtx_reader::ReadSqliteRanges(library, uri, query, &R(ranges)->columns, &R(ranges)->messages, &why);
+  } catch (...) {
+    n = -1;
+    why = "out of memory";
+  }
+  if (n < 0 && err && err_len) {
+    size_t k = std::min<size_t>(why.size(), err_len - 1);
+    memcpy(err, why.data(), k);
+    err[k] = 0;
+  }
+  return n;
+}
+
+NVTXR_API int64_t nvtxr_ranges_messages(void* ranges, int64_t* offsets, char* out) {
+  if (!ranges) return -1;
+  const std::vector<std::string>& values = R(ranges)->messages.values;
+  int64_t at = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (offsets) offsets[i] = at;
+    if (out) memcpy(out + at, values[i].data(), values[i].size());
+    at += static_cast<int64_t>(values[i].size());
+  }
+  if (offsets) offsets[values.size()] = at;
+  return static_cast<int64_t>(values.size());
 }

@@ -1,100 +1,24 @@
-// nvtxr_sqlite_insert (sqlite_insert.h): SQLite's C API through dlopen. The prototypes below
-// are SQLite's stable C interface (unchanged since 3.5), declared here so that no sqlite3.h
-// is needed to build.
+// nvtxr_sqlite_insert (sqlite_insert.h): SQLite's C API through dlopen (sqlite_api.h).
 #include "reader/sqlite_insert.h"
 
-#include <dlfcn.h>
 #include <string.h>
 
 #include <algorithm>
 #include <string>
 
+#include "reader/sqlite_api.h"
+
 namespace {
 
-struct sqlite3;
-struct sqlite3_stmt;
-
-constexpr int kOk = 0;
-constexpr int kDone = 101;
-constexpr int kOpenReadWrite = 0x00000002;
-constexpr int kOpenNoMutex = 0x00008000;
-
-// The functions used, resolved from one dlopen-ed library.
-struct Api {
-  int (*open_v2)(const char*, sqlite3**, int, const char*);
-  int (*close)(sqlite3*);
-  int (*exec)(sqlite3*, const char*, int (*)(void*, int, char**, char**), void*, char**);
-  int (*prepare_v2)(sqlite3*, const char*, int, sqlite3_stmt**, const char**);
-  int (*bind_int64)(sqlite3_stmt*, int, long long);
-  int (*bind_double)(sqlite3_stmt*, int, double);
-  int (*bind_text)(sqlite3_stmt*, int, const char*, int, void (*)(void*));
-  int (*bind_null)(sqlite3_stmt*, int);
-  int (*step)(sqlite3_stmt*);
-  int (*reset)(sqlite3_stmt*);
-  int (*finalize)(sqlite3_stmt*);
-  int (*extended_errcode)(sqlite3*);
-  const char* (*errmsg)(sqlite3*);
-  void (*free)(void*);
-};
-
-void SetError(char* err, uint32_t err_len, const std::string& message) {
-  if (!err || err_len == 0) return;
-  size_t n = std::min<size_t>(message.size(), err_len - 1);
-  memcpy(err, message.data(), n);
-  err[n] = 0;
-}
-
-// The library loaded and its functions, or nullptr (err says why). Kept loaded.
-//
-// Loaded into a link-map namespace of its own (dlmopen LM_ID_NEWLM), so that every call
-// inside it stays inside it: TensorFlow's libtensorflow_cc.so.2 exports a SQLite of its own
-// (266 sqlite3_* symbols) into the global scope (its Python loader uses RTLD_GLOBAL), and a
-// libsqlite3 loaded after it would take TensorFlow's functions for its internal calls while
-// we call its own: two SQLite versions on one connection, a crash (seen: the SQLite export
-// of a process that had imported TensorFlow, then sqlite3, segfaulted in the insert). Where
-// dlmopen fails (a glibc without namespaces left), dlopen with RTLD_DEEPBIND (the library's
-// own symbols first).
-void* Load(const char* library, Api* api, std::string* err) {
-  if (!library) {
-    *err = "no library named";
-    return nullptr;
-  }
-  void* handle = dlmopen(LM_ID_NEWLM, library, RTLD_NOW | RTLD_LOCAL);
-  if (!handle) handle = dlopen(library, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-  if (!handle) {
-    const char* why = dlerror();
-    *err = why ? why : "dlopen failed";
-    return nullptr;
-  }
-  struct Symbol {
-    const char* name;
-    void** slot;
-  } symbols[] = {
-      {"sqlite3_open_v2", reinterpret_cast<void**>(&api->open_v2)},
-      {"sqlite3_close", reinterpret_cast<void**>(&api->close)},
-      {"sqlite3_exec", reinterpret_cast<void**>(&api->exec)},
-      {"sqlite3_prepare_v2", reinterpret_cast<void**>(&api->prepare_v2)},
-      {"sqlite3_bind_int64", reinterpret_cast<void**>(&api->bind_int64)},
-      {"sqlite3_bind_double", reinterpret_cast<void**>(&api->bind_double)},
-      {"sqlite3_bind_text", reinterpret_cast<void**>(&api->bind_text)},
-      {"sqlite3_bind_null", reinterpret_cast<void**>(&api->bind_null)},
-      {"sqlite3_step", reinterpret_cast<void**>(&api->step)},
-      {"sqlite3_reset", reinterpret_cast<void**>(&api->reset)},
-      {"sqlite3_finalize", reinterpret_cast<void**>(&api->finalize)},
-      {"sqlite3_extended_errcode", reinterpret_cast<void**>(&api->extended_errcode)},
-      {"sqlite3_errmsg", reinterpret_cast<void**>(&api->errmsg)},
-      {"sqlite3_free", reinterpret_cast<void**>(&api->free)},
-  };
-  for (const Symbol& s : symbols) {
-    *s.slot = dlsym(handle, s.name);
-    if (!*s.slot) {
-      *err = std::string(library) + " has no " + s.name;
-      dlclose(handle);
-      return nullptr;
-    }
-  }
-  return handle;
-}
+using nvtx_reader::sqlite::Api;
+using nvtx_reader::sqlite::kDone;
+using nvtx_reader::sqlite::kOk;
+using nvtx_reader::sqlite::kOpenNoMutex;
+using nvtx_reader::sqlite::kOpenReadWrite;
+using nvtx_reader::sqlite::Load;
+using nvtx_reader::sqlite::SetError;
+using nvtx_reader::sqlite::sqlite3;
+using nvtx_reader::sqlite::sqlite3_stmt;
 
 // Columns bound, in this order (NVTX_EVENTS's own order; jsonTextId is always NULL).
 constexpr const char* kInsert =
@@ -248,7 +172,6 @@ NVTXR_API int nvtxr_sqlite_available(const char* library, char* err, uint32_t er
     SetError(err, err_len, why);
     return 0;
   }
-  dlclose(handle);
   return 1;
 }
 
@@ -276,6 +199,5 @@ NVTXR_API int nvtxr_sqlite_insert(const char* library, const char* path, const N
     rc = -2;
   }
   if (rc != 0) SetError(err, err_len, why);
-  dlclose(handle);
   return rc;
 }

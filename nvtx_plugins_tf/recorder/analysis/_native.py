@@ -8,6 +8,7 @@ turns this path off (the numpy mapper then reads the recordings too).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 
@@ -96,6 +97,50 @@ class NativeRanges:
         if n < 0:
             raise MemoryError("nvtxr_ranges_collect failed")
         return n
+
+    def add_export(
+        self, n: int, start, end, end_valid, end_offset: int, event_type, global_tid, domain_id, message
+    ) -> int:
+        """Append ``n`` rows of an nsys export's NVTX_EVENTS (cc_ops/reader/decode.h,
+        nvtxr_ranges_add_export): ``start``, ``end``, ``event_type``, ``global_tid``,
+        ``domain_id`` addresses of int64 columns (Arrow's buffers: not copied), ``end_valid``
+        the address of ``end``'s validity bitmap (0: no NULL) from bit ``end_offset``,
+        ``message`` a contiguous int32 numpy array (each row's message index). The ranges
+        added."""
+        n = self._lib.nvtxr_ranges_add_export(
+            self._ptr, n, start, end, end_valid or None, end_offset, event_type, global_tid, domain_id,
+            message.ctypes.data,
+        )  # fmt: skip
+        if n < 0:
+            raise MemoryError("nvtxr_ranges_add_export failed")
+        return n
+
+    def add_sqlite(self, library: str, uri: str, query: str) -> list[str]:
+        """Append the rows of ``query`` on the SQLite file ``uri`` read natively
+        (cc_ops/reader/sqlite_ranges.h; its columns: start, end, eventType, globalTid,
+        domainId, the message text); the messages, by the index the ranges hold. OSError
+        (SQLite's message) when the file cannot be read."""
+        err = ctypes.create_string_buffer(512)
+        n = self._lib.nvtxr_ranges_add_sqlite(self._ptr, library.encode(), uri.encode(), query.encode(), err, 512)
+        if n < 0:
+            self.clear()  # (none of its rows kept)
+            raise OSError(err.value.decode(errors="replace") or "nvtxr_ranges_add_sqlite failed")
+        count = self._lib.nvtxr_ranges_messages(self._ptr, None, None)
+        offsets = np.zeros(count + 1, dtype=np.int64)
+        self._lib.nvtxr_ranges_messages(self._ptr, offsets.ctypes.data, None)
+        data = ctypes.create_string_buffer(int(offsets[-1]) + 1)
+        self._lib.nvtxr_ranges_messages(self._ptr, offsets.ctypes.data, data)
+        raw, at = data.raw, offsets.tolist()
+        return [raw[at[i] : at[i + 1]].decode(errors="replace") for i in range(count)]
+
+    def pairs(self) -> np.ndarray:
+        """The (domainId, pid) pairs of the export's ranges (n x 2), in the order they came:
+        a range's domain index is its pair's row."""
+        n = self._lib.nvtxr_ranges_pairs(self._ptr, None)
+        out = np.zeros((n, 2), dtype=np.int64)
+        if n:
+            self._lib.nvtxr_ranges_pairs(self._ptr, out.ctypes.data)
+        return out
 
     def bounds(self) -> tuple[int, int, int, int]:
         """(first start, last time over every row decoded, rows decoded, ranges)."""

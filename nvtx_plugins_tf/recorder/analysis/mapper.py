@@ -7,13 +7,16 @@ ranges' durations; and the rank's steps (the ranges named by the step) on the wa
 
 Two implementations of the same rules: a recording is decoded and mapped natively in one
 pass (:mod:`._native`, cc_ops/reader/rank_stats.h: about 0.1 s of a core per 1M ranges, a
-third of the numpy code's); exports, and recordings with ``NVTX_TF_ANALYZE_NATIVE=0``, by the
-numpy code here (:func:`map_ranges`). tests/test_analyze_native.py holds them to the same
-values.
+third of the numpy code's), and so is an export in nsys's schema, its NVTX_EVENTS streamed
+into the same native columns batch by batch (reports/_export_batches.py: a parquetdir's Arrow
+buffers in place); with ``NVTX_TF_ANALYZE_NATIVE=0`` both go through the numpy code here
+(:func:`map_ranges`), the reference. tests/test_analyze_native.py and
+tests/test_analyze_exports.py hold them to the same values.
 
-Memory: one input's ranges at a time (at most about 200 bytes a range while it is read; about
-110 natively, kept by the thread for its next input), never all ranks'; a rank's result is
-columns of a few hundred KB (per range name and per step).
+Memory: one input's ranges at a time (at most about 200 bytes a range while the numpy code
+reads it; about 110 natively, kept by the thread for its next input, plus a batch of an
+export's rows), never all ranks'; a rank's result is columns of a few hundred KB (per range
+name and per step).
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..exports._sqlite_native import LIBSQLITE3
 from ..exports.nsys_tables import session_start_utc
+from ..reports._export_batches import feed_export
 from ..reports._nsys_parquet import is_parquetdir
 from ..reports._nsys_sqlite import is_sqlite
+from ..reports.names import range_label
 from ..reports.ranges import Ranges, _clock_shifts, key_labels, load_ranges, merged_domains, session_times
 from . import _native, sketch
 
@@ -142,6 +148,10 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
     (:mod:`._native`, unless ``NVTX_TF_ANALYZE_NATIVE=0``), an export (and a recording
     without it) by the numpy code below: the same values."""
     path = Path(path)
+    if _is_export(path) and _native.enabled():
+        out = _map_export_native(path, step)
+        if out is not None:
+            return out
     if _is_export(path):
         ranges = load_ranges(path, row_ids=False)
         _release_arrow_memory()
@@ -221,6 +231,56 @@ def _map_recording_native(path: Path, step: StepSpec | None) -> list[RankResult]
             # on one wall clock (the numpy path's rule): the session's times are ns - origin - shift
             base = (epoch if epoch is not None else 0) + clock_shift.get(pid, 0) - origin - shift
             result.aligned = epoch is not None
+            result.step_name = str(chosen)
+            result.step_row = p["step_row"]
+            result.step_start, result.step_end = p["step_start"] + base, p["step_end"] + base
+            result.work_rows, result.step_work = p["work_rows"], p["step_work"]
+        out.append(result)
+    return out
+
+
+def _map_export_native(path: Path, step: StepSpec | None) -> list[RankResult] | None:
+    """map_input of an export in nsys's schema: its rows streamed into the native mapper's
+    columns (reports/_export_batches.py), named by the numpy path's rules (the domain of a
+    (domainId, pid) pair: its first creation in that process; domains, and messages, of
+    equal text are one). None when two names would have the same label (a message holding
+    a domain's "domain:" prefix): the numpy path then maps the input (it merges such names)."""
+    native = _native.thread_ranges()
+    info = feed_export(
+        path, native.add_export, native.reserve, lambda uri, query: native.add_sqlite(LIBSQLITE3, uri, query)
+    )
+    _release_arrow_memory()
+    pairs = native.pairs()
+    domains = [""] + sorted({n for n in info.domain_names.values() if n})
+    domain_index = {d: i for i, d in enumerate(domains)}
+    dom_map = np.array(
+        [domain_index[info.domain_names.get((d, p)) or ""] if d else 0 for d, p in pairs.tolist()] or [0],
+        dtype=np.int64,
+    )
+    n_messages = len(info.messages)
+    keys = native.name(dom_map, n_messages)
+    name_domain = [domains[int(k) // (n_messages + 1)] for k in keys]
+    name_message = [info.messages[int(k) % (n_messages + 1)] for k in keys]
+    if len({range_label(d, m) for d, m in zip(name_domain, name_message)}) < len(keys):
+        native.clear()
+        return None
+    chosen = _choose_step(None, name_domain, name_message, step)
+    is_step = None
+    if chosen is not None:
+        is_step = np.array([chosen.matches(d, m) for d, m in zip(name_domain, name_message)], dtype=np.uint8)
+    processes = native.rank_stats(is_step, len(keys))
+    stem = _stem(path)
+    out = []
+    for p in processes:
+        pid = p["pid"]
+        name = stem if len(processes) == 1 else f"{stem}:{pid}"
+        result = RankResult(name, str(path), pid, p["events"], p["open_ranges"])
+        result.names = [(name_domain[n], name_message[n]) for n in p["rows"].tolist()]
+        for f in ("count", "sum", "min", "max", "m2", "q1", "median", "q3", "sketch_row", "sketch_key", "sketch_count"):
+            setattr(result, f, p[f])
+        if chosen is not None:
+            base = info.epoch_ns if info.epoch_ns is not None else 0  # (an export: one clock)
+            result.aligned = info.epoch_ns is not None
             result.step_name = str(chosen)
             result.step_row = p["step_row"]
             result.step_start, result.step_end = p["step_start"] + base, p["step_end"] + base

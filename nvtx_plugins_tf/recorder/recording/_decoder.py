@@ -10,7 +10,7 @@ import numpy as np
 from ..._native_libs import native_library
 from ..._paths import native_path
 
-ABI_VERSION = 10
+ABI_VERSION = 11
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -188,6 +188,11 @@ def library() -> ctypes.CDLL:
                 "nvtxr_rank_stats_header": (ctypes.c_int, [vp, i64, vp]),
                 "nvtxr_rank_stats_size": (i64, [vp, i64, ctypes.c_int]),
                 "nvtxr_rank_stats_copy": (ctypes.c_int, [vp, i64, ctypes.c_int, vp]),
+                # ABI 11: an nsys export's rows as the native mapper's input
+                "nvtxr_ranges_add_export": (i64, [vp, i64, vp, vp, vp, i64, vp, vp, vp, vp]),
+                "nvtxr_ranges_pairs": (i64, [vp, vp]),
+                "nvtxr_ranges_add_sqlite": (i64, [vp, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, vp, u32]),
+                "nvtxr_ranges_messages": (i64, [vp, vp, vp]),
             }
             for name, (restype, argtypes) in sigs.items():
                 fn = getattr(lib, name)

@@ -1,0 +1,270 @@
+"""The rows of an export in Nsight Systems' schema (a parquetdir or an SQLite file, ours or
+``nsys export``'s) streamed batch by batch into a consumer of columns -- analyze's native
+mapper (:mod:`..analysis._native`) -- never the whole input in memory: a parquetdir's
+``NVTX_EVENTS.parquet`` is read in record batches of the columns needed only, their Arrow
+buffers handed over in place (no copy); an SQLite file read by the consumer natively
+(``read_sqlite``: cc_ops/reader/sqlite_ranges.h) or, failing that, a query's rows at a time.
+
+The rules are :mod:`._export_ranges`' (the reference, read whole into numpy): a range's
+message is its registered string (``textId`` in ``StringIds``), else its ``text``; its
+domain's name is the domain's first creation (eventType 75, by start) in the range's
+process; a message NULL is the empty one (both give the same name). Messages are numbered
+by their text, so a message written plainly and through a registered string is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..._paths import arrow_file
+from ..recording.model import EVENT_DOMAIN_CREATE
+from ._export_ranges import RANGE_TYPES
+from ._nsys_parquet import events_columns
+from ._nsys_sqlite import MISSING_STRINGS, open_nsys_sqlite, pid_sql
+
+__all__ = ["ExportInfo", "feed_export", "BATCH_ROWS"]
+
+#: rows per batch (a few MB of columns)
+BATCH_ROWS = 1 << 16
+_MASK = 0xFFFFFF
+_NULL = np.iinfo(np.int64).min  # (an SQLite end NULL, as read)
+
+#: ``add(n, start, end, end_valid, end_offset, event_type, global_tid, domain_id, message)``:
+#: addresses of ``n`` int64 values each (``end_valid``: ``end``'s validity bitmap from bit
+#: ``end_offset``, 0: no NULL), ``message`` a contiguous int32 numpy array.
+AddRows = Callable[[int, int, int, int, int, int, int, int, np.ndarray], int]
+
+
+@dataclass
+class ExportInfo:
+    """What the batches leave besides the rows: ``messages`` (a message index's text),
+    ``domain_names`` ((domainId, pid) -> the domain's name: its first creation in that
+    process), ``epoch_ns`` (the session's start on the wall clock; None: unknown) and
+    ``rows`` (the rows handed to ``add``)."""
+
+    messages: list[str] = field(default_factory=list)
+    domain_names: dict[tuple[int, int], str | None] = field(default_factory=dict)
+    epoch_ns: int | None = None
+    rows: int = 0
+
+
+class _Messages(dict):
+    """Message texts numbered as they first come (NULL: the empty message): text -> index
+    (a lookup of a known text in C: ``map(messages.__getitem__, texts)``)."""
+
+    def __init__(self, info: ExportInfo):
+        super().__init__()
+        self.values = info.messages
+        self._last_dictionary: pa.Array | None = None
+        self._last_lut = np.zeros(0, dtype=np.int32)
+        self[None] = self[""]
+
+    def __missing__(self, text: str | None) -> int:
+        if text is None:
+            return self[""]
+        found = self[text] = len(self.values)
+        self.values.append(text)
+        return found
+
+    def of(self, text: str | None) -> int:
+        return self[text]
+
+    def lut(self, dictionary: pa.Array) -> np.ndarray:
+        """Each entry's index of a batch's dictionary of texts, and the empty message's last."""
+        last = self._last_dictionary
+        if last is None or not (dictionary is last or dictionary.equals(last)):
+            values = dictionary.to_pylist() + [None]
+            self._last_lut = np.array([self.of(v) for v in values], dtype=np.int32)
+            self._last_dictionary = dictionary
+        return self._last_lut
+
+
+def _address(array: pa.Array) -> int:
+    """The address of an int64/uint64 array's first value (its buffer, in place)."""
+    return array.buffers()[1].address + array.offset * 8
+
+
+def _int64(batch: pa.RecordBatch, name: str, present: set, keep: list) -> int:
+    """Column ``name`` of ``batch`` as 8-byte integers, NULL as 0 (0 throughout when the
+    export has no such column); its address (what must outlive the call is kept in ``keep``)."""
+    if name not in present:
+        column = pa.array(np.zeros(batch.num_rows, dtype=np.int64))
+    else:
+        column = batch.column(name)
+        if column.type not in (pa.int64(), pa.uint64()):
+            column = column.cast(pa.int64())
+        if column.null_count:
+            column = pc.fill_null(column, 0)
+    keep.append(column)
+    return _address(column)
+
+
+#: ``read(uri, query)``: the rows of ``query`` on the SQLite file ``uri`` read natively into
+#: the consumer (its columns: start, end, eventType, globalTid, domainId, the message text);
+#: returns the messages by index; OSError when it cannot (nothing then added).
+ReadSqlite = Callable[[str, str], list[str]]
+
+
+def feed_export(
+    path, add: AddRows, reserve: Callable[[int], None] | None = None, read_sqlite: ReadSqlite | None = None
+) -> ExportInfo:
+    """Stream the export ``path`` (a parquetdir or an SQLite file) into ``add``, in the
+    order of its NVTX_EVENTS rows, after ``reserve(rows)`` (at least the rows to come: the
+    consumer's room made once); an SQLite file through ``read_sqlite`` when given (and it
+    can), else a query's rows at a time. ValueError naming it as :mod:`._export_ranges`
+    raises."""
+    path = Path(path)
+    reserve = reserve or (lambda rows: None)
+    if path.is_dir():
+        return _feed_parquetdir(path, add, reserve)
+    return _feed_sqlite(path, add, reserve, read_sqlite)
+
+
+def _registered(directory: Path, messages: _Messages) -> tuple[np.ndarray, np.ndarray] | None:
+    """StringIds.parquet as (ids ascending, their message indexes); None without the file."""
+    import pyarrow.parquet as pq
+
+    strings = directory / "StringIds.parquet"
+    if not strings.is_file():
+        return None
+    with arrow_file(strings) as source:
+        table = pq.read_table(source, columns=["id", "value"])
+    ids = table.column("id").to_numpy().astype(np.int64)
+    index = np.array([messages.of(v) for v in table.column("value").to_pylist()], dtype=np.int32)
+    # (a duplicate id: its first row, as pc.index_in finds it)
+    ids, first = np.unique(ids, return_index=True)
+    return ids, index[first]
+
+
+def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], None]) -> ExportInfo:
+    import pyarrow.parquet as pq
+
+    info = ExportInfo()
+    messages = _Messages(info)
+    present = events_columns(directory)
+    wanted = ("start", "end", "eventType", "globalTid", "domainId", "text", "textId")
+    columns = [c for c in wanted if c in present]
+    registered: tuple[np.ndarray, np.ndarray] | None | bool = False  # (False: not read yet)
+    creates: list[tuple[int, int, int, int, str]] = []
+    with arrow_file(directory / "NVTX_EVENTS.parquet") as source:
+        reader = pq.ParquetFile(source, read_dictionary=["text"] if "text" in present else None)
+        reserve(reader.metadata.num_rows)
+        for batch in reader.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=False):
+            n, keep = batch.num_rows, []
+            etype = _int64(batch, "eventType", present, keep)
+            start = _int64(batch, "start", present, keep)
+            gtid = _int64(batch, "globalTid", present, keep)
+            domain = _int64(batch, "domainId", present, keep)
+            if "end" in present:
+                end_col = batch.column("end")
+                if end_col.type != pa.int64():
+                    end_col = end_col.cast(pa.int64())
+                keep.append(end_col)
+                end, valid = _address(end_col), end_col.buffers()[0]
+                end_valid, end_offset = (
+                    (valid.address if valid is not None and end_col.null_count else 0),
+                    end_col.offset,
+                )
+            else:  # (every range open)
+                zeros = np.zeros(n + 8, dtype=np.int64)
+                keep.append(zeros)
+                end, end_valid, end_offset = zeros.ctypes.data, zeros.ctypes.data, 0
+            # each row's message: its text (a dictionary's index), or its registered string
+            if "text" in present:
+                text = batch.column("text")
+                if not pa.types.is_dictionary(text.type):
+                    text = pc.dictionary_encode(text)
+                lut = messages.lut(text.dictionary)
+                indices = text.indices
+                if indices.null_count:
+                    indices = pc.fill_null(indices, len(lut) - 1)
+                message = lut[indices.to_numpy()]
+            else:
+                message = np.full(n, messages.of(""), dtype=np.int32)
+            if "textId" in present and batch.column("textId").null_count < n:
+                if registered is False:
+                    registered = _registered(directory, messages)
+                if registered is None:
+                    raise ValueError(f"{directory}: {MISSING_STRINGS.format(table='StringIds.parquet')}")
+                text_id = batch.column("textId")
+                ids = pc.fill_null(text_id, -1).to_numpy().astype(np.int64, copy=False)
+                known, index = registered
+                if len(known):
+                    at = np.minimum(np.searchsorted(known, ids), len(known) - 1)
+                    found = known[at] == ids
+                    if text_id.null_count:
+                        found &= pc.is_valid(text_id).to_numpy(zero_copy_only=False)
+                    message = np.where(found, index[at], message)
+            message = np.ascontiguousarray(message, dtype=np.int32)
+            # the domains' creations (a few rows): their message names the domain
+            is_create = pc.equal(batch.column("eventType"), EVENT_DOMAIN_CREATE)
+            if pc.any(is_create).as_py():
+                rows = np.flatnonzero(is_create.to_numpy(zero_copy_only=False))
+                for r in rows.tolist():
+                    dom = batch.column("domainId")[r].as_py() if "domainId" in present else 0
+                    g = batch.column("globalTid")[r].as_py() if "globalTid" in present else 0
+                    creates.append((batch.column("start")[r].as_py(), info.rows + r, dom or 0, ((g or 0) >> 24) & _MASK,
+                                    messages.values[int(message[r])]))  # fmt: skip
+            add(n, start, end, end_valid, end_offset, etype, gtid, domain, message)
+            info.rows += n
+    for _, _, dom, pid, name in sorted(creates, key=lambda c: (c[0], c[1])):
+        info.domain_names.setdefault((dom, pid), name)
+    session = directory / "TARGET_INFO_SESSION_START_TIME.parquet"
+    if session.is_file():
+        with arrow_file(session) as source:
+            values = pq.read_table(source, columns=["utcEpochNs"]).column(0).to_pylist()
+        info.epoch_ns = values[0] if values else None
+    return info
+
+
+def _feed_sqlite(
+    path: Path, add: AddRows, reserve: Callable[[int], None], read_sqlite: ReadSqlite | None
+) -> ExportInfo:
+    info = ExportInfo()
+    messages = _Messages(info)
+    with open_nsys_sqlite(path) as db:
+        if db.has_table("TARGET_INFO_SESSION_START_TIME"):
+            row = db.con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+            info.epoch_ns = row[0] if row else None
+        creates = db.con.execute(
+            f"SELECT domainId, {pid_sql('globalTid')}, text FROM NVTX_EVENTS "
+            f"WHERE eventType = {EVENT_DOMAIN_CREATE} ORDER BY start, rowid"
+        )
+        for dom, pid, name in creates:
+            info.domain_names.setdefault((dom or 0, pid or 0), name)
+        (last_rowid,) = db.con.execute("SELECT max(rowid) FROM NVTX_EVENTS").fetchone()
+        reserve(last_rowid or 0)
+        if read_sqlite is not None:
+            query = (
+                f"SELECT e.start, e.end, e.eventType, coalesce(e.globalTid, 0), coalesce(e.domainId, 0), {db.text} "
+                f"FROM NVTX_EVENTS e {db.join} WHERE e.eventType IN {RANGE_TYPES} ORDER BY e.rowid"
+            )
+            try:
+                info.messages[:] = read_sqlite(path.resolve().as_uri() + "?mode=ro", query)
+                return info
+            except OSError:
+                pass  # (no SQLite library to open, a damaged file: the sqlite3 module's reading and errors below)
+        cursor = db.con.execute(
+            f"SELECT e.start, coalesce(e.end, {_NULL}), e.eventType, coalesce(e.globalTid, 0), "
+            f"coalesce(e.domainId, 0), {db.text} FROM NVTX_EVENTS e {db.join} "
+            f"WHERE e.eventType IN {RANGE_TYPES} ORDER BY e.rowid"
+        )
+        while True:
+            rows = cursor.fetchmany(BATCH_ROWS)
+            if not rows:
+                break
+            n = len(rows)
+            start, end, etype, gtid, domain, text = zip(*rows)
+            ints = [np.array(c, dtype=np.int64) for c in (start, end, etype, gtid, domain)]
+            valid = np.packbits(ints[1] != _NULL, bitorder="little")
+            message = np.fromiter(map(messages.__getitem__, text), dtype=np.int32, count=n)
+            start_a, end_a, etype_a, gtid_a, domain_a = (a.ctypes.data for a in ints)
+            add(n, start_a, end_a, valid.ctypes.data, 0, etype_a, gtid_a, domain_a, message)
+            info.rows += n
+    return info
