@@ -31,7 +31,9 @@ class TFOpRangesUnavailable(RuntimeError):
 
 
 def _symbols():
-    import tensorflow as tf
+    from nvtx_plugins_tf import _tensorflow
+
+    tf = _tensorflow.require()
 
     path = os.path.join(tf.sysconfig.get_lib(), _LIBRARY)
     try:
