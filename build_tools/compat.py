@@ -98,8 +98,19 @@ def _say(text: str) -> None:
     print(f"compat: {text}", file=sys.stderr, flush=True)
 
 
+_log: Path | None = None  # the row's log: out/compat/<name>.log, every command and its output
+
+
 def _run(cmd: list[str], *, cwd: Path = ROOT, env: dict | None = None, timeout: float = 3600) -> tuple[int, str]:
-    """(exit status, output) of ``cmd``; its output also goes to the log."""
+    """(exit status, output) of ``cmd``; both also go to the row's log."""
+    code, output = _run_quietly(cmd, cwd=cwd, env=env, timeout=timeout)
+    if _log is not None:
+        with open(_log, "a") as log:
+            log.write(f"$ {' '.join(map(str, cmd))}\n{output}\n[exit {code}]\n")
+    return code, output
+
+
+def _run_quietly(cmd: list[str], *, cwd: Path, env: dict | None, timeout: float) -> tuple[int, str]:
     _say("$ " + " ".join(map(str, cmd)))
     try:
         proc = subprocess.run(
@@ -202,10 +213,14 @@ def _installed(python: Path, dists: list[str]) -> dict:
     return json.loads(proc.stdout) if proc.returncode == 0 else {}
 
 
-def check_one(spec: str, venvs: Path, tests: tuple[str, ...], reuse: bool) -> dict:
+def check_one(spec: str, venvs: Path, tests: tuple[str, ...], reuse: bool, out: Path) -> dict:
     """Install, build, test and record quick starts for one TensorFlow; the row's figures."""
+    global _log
     dist, version = dist_and_version(spec)
     name = f"{dist}-{version}" if version else dist
+    _log = out / f"{name}.log"
+    _log.write_text("")
+    _say(f"{spec}: every command and its output in {_log}")
     venv = venvs / name
     python = _venv_python(venv)
     row: dict = {"spec": spec, "name": name, "ok": False}
@@ -264,6 +279,7 @@ def check_one(spec: str, venvs: Path, tests: tuple[str, ...], reuse: bool) -> di
     row["tests_ok"] = code == 0
     if code != 0:
         row["failure"] = _first_failure(output)
+        row["failed_tests"] = [line for line in output.splitlines() if line.startswith(("FAILED ", "ERROR "))]
 
     # 4. README quick starts 1 and 2 under record
     step = time.monotonic()
@@ -350,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     args.venvs.mkdir(parents=True, exist_ok=True)
     failed = []
     for spec in [*specs, *args.report_only]:
-        row = check_one(spec, args.venvs.resolve(), tests, args.reuse)
+        row = check_one(spec, args.venvs.resolve(), tests, args.reuse, out)
         (out / f"{row['name']}.json").write_text(json.dumps(row, indent=1))
         line = table_row(row, selection)
         print(line, flush=True)

@@ -83,6 +83,7 @@ def test_missing_symbol_is_one_clear_line(monkeypatch):
     from nvtx_plugins_tf import tf_ops_annotation
 
     monkeypatch.setattr(tf_ops_annotation, "_ENABLE", MISSING)
+    monkeypatch.setattr(tf_ops_annotation, "_ENABLED_FLAG", MISSING)  # TensorFlow 2.16/2.17's way
     for switch in (nvtx_tf.tf_op_ranges, nvtx_tf.tf_op_ranges_enabled):
         with pytest.raises(nvtx_tf.TFOpRangesUnavailable) as info:
             switch()
@@ -100,7 +101,7 @@ def _record_tf_ops(script, prefix, env):
 # TensorFlow (importing the package does not): record's start-up switch then runs into it.
 LACKING = f"""
 import nvtx_plugins_tf.tf_ops_annotation as annotation
-annotation._ENABLE = {MISSING!r}
+annotation._ENABLE = annotation._ENABLED_FLAG = {MISSING!r}
 import tensorflow as tf
 import nvtx_plugins_tf as nvtx_tf
 with nvtx_tf.ops.range("after", domain_name="Script"):
