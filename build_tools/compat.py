@@ -326,7 +326,7 @@ def table_row(row: dict, selection: str) -> str:
     else:
         tests = "-"
     quick = "-" if "quick_starts" not in row else ("yes" if row["quick_starts"] else "**no**")
-    failure = row.get("failure", "").replace("|", "\\|") or "-"
+    failure = row.get("failure", "").replace("|", "/") or "-"  # no escaped pipe: MkDocs shows the backslash
     return f"| {tf} | {packages} | {build} | {tests} | {quick} | {row.get('total_s', '-')} | {failure} |"
 
 
