@@ -246,7 +246,8 @@ def check_one(spec: str, venvs: Path, tests: tuple[str, ...], reuse: bool, out: 
     if code == 0:
         keras2, no_deps = tf_keras_requirement(dist, tf_version or "")
         code, output = _run([*pip, *(["--no-deps"] if no_deps else []), keras2])
-    after = _installed(python, ["tensorflow", dist, "keras", "tf_keras", "tf_keras-nightly", "numpy", "pyarrow"])
+    names = ["tensorflow", dist, "keras", "keras-nightly", "tf_keras", "tf_keras-nightly", "numpy", "pyarrow"]
+    after = _installed(python, names)
     row["versions"] = after
     row["install_s"] = round(time.monotonic() - step)
     if code != 0:
@@ -314,7 +315,8 @@ def table_row(row: dict, selection: str) -> str:
     dist, version = dist_and_version(row["spec"])
     tf = f"{dist} {version or v.get(dist) or '?'}"
     keras2 = v.get("tf_keras") or v.get("tf_keras-nightly") or "-"
-    packages = f"{v.get('keras') or '-'} / {keras2} / {v.get('numpy') or '-'} / {v.get('pyarrow') or '-'}"
+    keras3 = v.get("keras") or v.get("keras-nightly") or "-"
+    packages = f"{keras3} / {keras2} / {v.get('numpy') or '-'} / {v.get('pyarrow') or '-'}"
     build = "-" if "build" not in row else (f"yes, {row['build_s']} s" if row["build"] else "**no**")
     counts = row.get("tests")
     if counts:

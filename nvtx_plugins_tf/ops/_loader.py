@@ -8,7 +8,9 @@ damaged library is never handed to ``dlopen``: that would crash the process with
 SIGBUS). Otherwise it is rebuilt once into the cache (a C++ compile against TensorFlow's
 headers, which the import waits for; ``NVTX_TF_NO_AUTO_BUILD=1`` turns that off) and,
 when that fails, loading raises one ImportError line with the exact command to run (which
-builds into the cache when the package folder is read-only). Never a bare "undefined
+builds into the cache when the package folder is read-only). A build that failed is
+remembered there for that TensorFlow and those sources: later loads, in this process or
+another, say so with the log's path instead of compiling again. Never a bare "undefined
 symbol", "cannot open shared object file" or a crash.
 """
 
