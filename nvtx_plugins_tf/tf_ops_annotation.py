@@ -37,6 +37,11 @@ def _symbols():
     from nvtx_plugins_tf import _tensorflow
 
     tf = _tensorflow.require()
+    if not tf.test.is_built_with_cuda():  # TSL's ScopedAnnotation makes NVTX calls only in CUDA builds
+        raise TFOpRangesUnavailable(
+            f"TensorFlow {tf.__version__} is built without CUDA (tensorflow-cpu?): it makes no NVTX ranges of "
+            "its own to switch on; the tensorflow package (or tf-nightly) does"
+        )
 
     path = os.path.join(tf.sysconfig.get_lib(), _LIBRARY)
     try:
