@@ -10,14 +10,14 @@ PYTEST_ARGS ?=
 # The public modules whose docstring examples run with the tests.
 DOCTEST_MODULES := nvtx_plugins_tf/_paths.py nvtx_plugins_tf/ops/__init__.py nvtx_plugins_tf/ops/ranges.py nvtx_plugins_tf/recorder/reports/names.py nvtx_plugins_tf/tf_ops_annotation.py nvtx_plugins_tf/viewer.py nvtx_plugins_tf/keras/layers.py nvtx_plugins_tf/keras/wrappers.py nvtx_plugins_tf/keras/callbacks.py nvtx_plugins_tf/hooks.py nvtx_plugins_tf/_host_ranges.py nvtx_plugins_tf/recorder/analysis/sketch.py nvtx_plugins_tf/recorder/reports/_export_ranges.py
 
-.PHONY: all demo demo-ranks test bench native clean nsys lint sanitize docs pictures
+.PHONY: all demo demo-ranks test bench native clean nsys lint sanitize docs pictures compat compat-ci
 
 all: test
 
 $(INSTALLED): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,plot,view,dask,docs,lint]'
+	$(PY) -m pip install -q -e '.[tf,tf-keras,test,plot,view,dask,docs,lint]'
 	touch $@
 
 $(NATIVE): $(INSTALLED) $(NATIVE_SOURCES)
@@ -55,6 +55,19 @@ test: $(NATIVE)
 	-$(PY) build_tools/fetch_nsys.py
 	$(PY) -m pytest -q --doctest-modules $(DOCTEST_MODULES)
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+# The TensorFlow matrix (docs/install.md#tested-tensorflow-versions): each release in a fresh
+# virtualenv under COMPAT_VENVS (about 2.5 GB each), the op library built, the TensorFlow-facing
+# tests and README quick starts 1 and 2; the rows go into docs/install.md. COMPAT=... picks releases.
+COMPAT_VENVS ?= out/compat/venvs
+COMPAT ?=
+compat:
+	$(PYTHON) build_tools/compat.py --venvs $(COMPAT_VENVS) $(COMPAT)
+
+# CI's part of it (.ci/run): the oldest supported release on the focused subset, gating; tf-nightly
+# reported, not gating. The default release (2.21) runs in full in `make test`.
+compat-ci:
+	$(PYTHON) build_tools/compat.py --venvs $(COMPAT_VENVS) --focused --no-table tensorflow==2.16.2 --report-only tf-nightly
 
 # The recorder under AddressSanitizer + UndefinedBehaviorSanitizer and ThreadSanitizer: the
 # stress program of issue 20 (threads handing ranges over, signals, capture windows, deep

@@ -63,6 +63,25 @@ class BuildNative(build_ext):
     def get_ext_filename(self, ext_name):
         return str(Path(*ext_name.split(".")[:-1]) / build_native.LIBRARY_NAMES[ext_name.split(".")[-1]])
 
+    def _stamps(self):
+        """(built, in-place) paths of each library's build stamp (``libX.json``): setuptools
+        copies an editable install's libraries back into the source tree, not their stamps,
+        and the loaders refuse a library without one."""
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            inplace_file, regular_file = self._get_inplace_equivalent(build_py, ext)
+            yield (build_native.stamp_path(Path(regular_file)), build_native.stamp_path(Path(inplace_file)))
+
+    def copy_extensions_to_source(self):
+        super().copy_extensions_to_source()
+        for regular, inplace in self._stamps():
+            self.copy_file(str(regular), str(inplace), level=self.verbose)
+
+    def _get_output_mapping(self):
+        yield from super()._get_output_mapping()
+        if self.inplace:
+            yield from ((str(regular), str(inplace)) for regular, inplace in self._stamps())
+
     def build_extension(self, ext):
         target = ext.name.split(".")[-1]
         out_dir = Path(self.get_ext_fullpath(ext.name)).parent

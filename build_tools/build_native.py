@@ -206,7 +206,10 @@ def _compile_and_link(sources: list[Path], output: Path, cflags: list[str], ldfl
             while True:
                 done, pending = concurrent.futures.wait(futures, timeout=10)
                 for future in done:
-                    future.result()  # the first failure ends the build
+                    if future.exception() is not None:  # the first failure ends the build: the sources
+                        for other in futures:  # not started yet are not compiled
+                            other.cancel()
+                        future.result()
                 if not pending:
                     break
                 _say(f"building {output.name}: {len(done)}/{len(futures)} compiled, {time.monotonic() - started:.0f} s")

@@ -83,8 +83,8 @@ def _load_op_library() -> None:
     if _loader.loading():  # TensorFlow imported by the loader itself: it loads the library
         return
     with _autoload_lock:
-        globals()["ops"] = importlib.import_module(f"{__name__}.ops")
-        try:
+        try:  # inside TensorFlow's import: never raise into it (e.g. a TensorFlow too old for ops)
+            globals()["ops"] = importlib.import_module(f"{__name__}.ops")
             _loader.load()
         except ImportError as exc:
             warnings.warn(str(exc), OpLibraryWarning, stacklevel=2)

@@ -38,9 +38,9 @@ the payload.
 
 from __future__ import annotations
 
-import tensorflow as tf
+from nvtx_plugins_tf import _host_ranges, _tensorflow
 
-from nvtx_plugins_tf import _host_ranges
+tf = _tensorflow.require()
 
 __all__ = ["NVTXHook"]
 

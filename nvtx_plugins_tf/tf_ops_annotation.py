@@ -23,6 +23,8 @@ import os
 
 _ENABLE = "_ZN3tsl8profiler15AnnotationStack6EnableEb"  # tsl::profiler::AnnotationStack::Enable(bool)
 _GENERATION = "_ZN3tsl8profiler15AnnotationStack11generation_E"  # odd while enabled
+# TensorFlow 2.16 and 2.17: Enable is inline, over this exported std::atomic<int> (non-zero while enabled)
+_ENABLED_FLAG = "_ZN3tsl8profiler8internal20g_annotation_enabledE"
 _LIBRARY = "libtensorflow_framework.so.2"
 
 
@@ -31,27 +33,50 @@ class TFOpRangesUnavailable(RuntimeError):
 
 
 def _symbols():
-    import tensorflow as tf
+    """(enable(bool), enabled() -> bool) over the running TensorFlow's AnnotationStack."""
+    from nvtx_plugins_tf import _tensorflow
+
+    tf = _tensorflow.require()
+    if not tf.test.is_built_with_cuda():  # TSL's ScopedAnnotation makes NVTX calls only in CUDA builds
+        raise TFOpRangesUnavailable(
+            f"TensorFlow {tf.__version__} is built without CUDA (tensorflow-cpu?): it makes no NVTX ranges of "
+            "its own to switch on; the tensorflow package (or tf-nightly) does"
+        )
 
     path = os.path.join(tf.sysconfig.get_lib(), _LIBRARY)
     try:
         library = ctypes.CDLL(path)
+    except OSError as exc:
+        raise _unavailable(tf, path) from exc
+    try:
         enable = getattr(library, _ENABLE)
         generation = ctypes.c_int.in_dll(library, _GENERATION)
-    except (OSError, AttributeError, ValueError) as exc:
-        raise TFOpRangesUnavailable(
-            f"TensorFlow {tf.__version__} has no tsl::profiler::AnnotationStack::Enable in {path}: "
-            "its per-op NVTX ranges cannot be switched on (TensorFlow 2.16+ pip wheels have it)"
-        ) from exc
+    except (AttributeError, ValueError):
+        try:  # before 2.18: an aligned int store is what the inline Enable's atomic store compiles to on x86-64
+            flag = ctypes.c_int.in_dll(library, _ENABLED_FLAG)
+        except (AttributeError, ValueError) as exc:
+            raise _unavailable(tf, path) from exc
+
+        def enable_flag(on: bool) -> None:
+            flag.value = int(on)
+
+        return enable_flag, lambda: flag.value != 0
     enable.argtypes = [ctypes.c_bool]
     enable.restype = None
-    return enable, generation
+    return enable, lambda: bool(generation.value & 1)
+
+
+def _unavailable(tf, path: str) -> TFOpRangesUnavailable:
+    return TFOpRangesUnavailable(
+        f"TensorFlow {tf.__version__} has no tsl::profiler::AnnotationStack::Enable in {path}: "
+        "its per-op NVTX ranges cannot be switched on (TensorFlow 2.16+ pip wheels have it)"
+    )
 
 
 def tf_op_ranges_enabled() -> bool:
     """Whether TensorFlow currently emits its per-op ranges."""
-    _, generation = _symbols()
-    return bool(generation.value & 1)
+    _, enabled = _symbols()
+    return enabled()
 
 
 class tf_op_ranges:  # noqa: N801 - a function-like switch that is also a context manager
@@ -75,8 +100,8 @@ class tf_op_ranges:  # noqa: N801 - a function-like switch that is also a contex
     def __init__(self, enabled: bool = True):
         if not isinstance(enabled, bool):
             raise TypeError(f"enabled must be a bool, got {type(enabled).__name__}")
-        self._enable, generation = _symbols()
-        self._previous = bool(generation.value & 1)
+        self._enable, is_enabled = _symbols()
+        self._previous = is_enabled()
         self._enable(enabled)
 
     def __enter__(self) -> "tf_op_ranges":

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from nvtx_plugins_tf import recorder
+from nvtx_plugins_tf._tensorflow import version_tuple
 from nvtx_plugins_tf.recorder.reports.names import NAME_WIDTH
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -265,14 +266,19 @@ def _summary_rows(table: str) -> dict[str, int]:
 
 
 def test_xla(_record, tmp_path, child_env):
+    import tensorflow as tf
+
+    if not tf.test.is_built_with_cuda():
+        pytest.skip("XLA's ranges are TensorFlow's own NVTX calls, compiled into its CUDA builds only")
     steps = 3
     rec, out = _record("xla.py", "--steps", str(steps))
     assert "xla: loss" in out
     tsl = [r for r in rec.ranges if r.domain == "TSL"]
     passes = [r for r in tsl if re.match(r"XlaPass\W", r.message)]
-    compiles = [r for r in tsl if r.message.startswith("XlaCompile")]
+    compiles = [r for r in tsl if re.match(r"XlaCompile\W", r.message)]  # not 2.16's XlaCompileBackend
     assert len(compiles) == 1 and len(passes) > 10, sorted({r.message for r in tsl})
-    assert max(len(r.message) for r in passes) > NAME_WIDTH  # the long names the table shortens
+    if version_tuple(tf.__version__) >= (2, 18):  # 2.16's pass names carry no metadata: all short
+        assert max(len(r.message) for r in passes) > NAME_WIDTH  # the long names the table shortens
     # Our ranges, outside the jit function: the compile in the first call, one per step.
     (compile_range,) = rec.find(message="compile", domain="Loop")
     step_ranges = [r for r in rec.find(domain="Loop") if r.message.startswith("step ")]
@@ -281,7 +287,9 @@ def test_xla(_record, tmp_path, child_env):
     assert not any(_enclosing(step_ranges, r) for r in compiles + passes)  # compiled once
     table = _report(tmp_path / "xla", env=child_env())
     rows = _summary_rows(table)
-    assert rows.get("TSL:XlaCompile") == 1 and rows.get("TSL:XlaPass") == len(passes), table
+    # one row of shortened pass names (2.18+: "XlaPass:NAME#metadata#"), or a row per short name (2.16)
+    pass_rows = sum(n for name, n in rows.items() if name == "TSL:XlaPass" or name.startswith("TSL:XlaPass:"))
+    assert rows.get("TSL:XlaCompile") == 1 and pass_rows == len(passes), table
     assert rows.get("Loop:compile") == 1 and all(rows.get(f"Loop:step {i}") == 1 for i in range(steps)), table
     assert max(len(name) for name in rows) <= NAME_WIDTH and not any("…" in name for name in rows), table
     assert not rec.open_ranges

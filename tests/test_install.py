@@ -41,10 +41,8 @@ def _pip(*args: str, cwd: Path, path: str | None = None) -> subprocess.Completed
     )
 
 
-@pytest.fixture(scope="module")
-def source(tmp_path_factory) -> Path:
-    """A copy of the working tree without anything built (no .so, no build/, no .venv)."""
-    copy = tmp_path_factory.mktemp("install") / "nvtx_plugins_tf_src"
+def copy_checkout(copy: Path) -> Path:
+    """A copy of the working tree at ``copy`` without anything built (no .so, no build/, no .venv)."""
     junk = shutil.ignore_patterns(
         ".git", ".venv", "build", "dist", "out", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
     )
@@ -56,6 +54,12 @@ def source(tmp_path_factory) -> Path:
 
     shutil.copytree(ROOT, copy, ignore=ignore, symlinks=True)
     return copy
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    """A copy of the working tree without anything built (no .so, no build/, no .venv)."""
+    return copy_checkout(tmp_path_factory.mktemp("install") / "nvtx_plugins_tf_src")
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,10 @@ import nvtx_plugins_tf as nvtx_tf
 from nvtx_plugins_tf.testing import capture
 
 STEPS = 3
+#: TensorFlow's own NVTX calls are compiled into its CUDA builds only (not tensorflow-cpu's)
+needs_cuda_build = pytest.mark.skipif(
+    not tf.test.is_built_with_cuda(), reason="TensorFlow built without CUDA makes no NVTX ranges of its own"
+)
 
 
 def _training_step():
@@ -28,6 +32,7 @@ def _training_step():
     return step
 
 
+@needs_cuda_build
 def test_one_range_per_executed_op_per_step_nested_in_the_user_range():
     step = _training_step()
     x = tf.ones([2, 4])
@@ -79,10 +84,12 @@ def test_bad_argument_names_it():
 MISSING = "_ZN3tsl8profiler15AnnotationStack13NoSuchFeatureEb"
 
 
+@needs_cuda_build
 def test_missing_symbol_is_one_clear_line(monkeypatch):
     from nvtx_plugins_tf import tf_ops_annotation
 
     monkeypatch.setattr(tf_ops_annotation, "_ENABLE", MISSING)
+    monkeypatch.setattr(tf_ops_annotation, "_ENABLED_FLAG", MISSING)  # TensorFlow 2.16/2.17's way
     for switch in (nvtx_tf.tf_op_ranges, nvtx_tf.tf_op_ranges_enabled):
         with pytest.raises(nvtx_tf.TFOpRangesUnavailable) as info:
             switch()
@@ -100,7 +107,7 @@ def _record_tf_ops(script, prefix, env):
 # TensorFlow (importing the package does not): record's start-up switch then runs into it.
 LACKING = f"""
 import nvtx_plugins_tf.tf_ops_annotation as annotation
-annotation._ENABLE = {MISSING!r}
+annotation._ENABLE = annotation._ENABLED_FLAG = {MISSING!r}
 import tensorflow as tf
 import nvtx_plugins_tf as nvtx_tf
 with nvtx_tf.ops.range("after", domain_name="Script"):
@@ -140,6 +147,7 @@ for _ in range(3):
 """
 
 
+@needs_cuda_build
 def test_record_tf_ops_on_an_unmodified_script(tmp_path, child_env):
     from nvtx_plugins_tf.recorder.recording.reader import load
 
@@ -152,3 +160,12 @@ def test_record_tf_ops_on_an_unmodified_script(tmp_path, child_env):
     # the gradient's MatMul, once per step (the forward one is pruned: only the gradient is returned)
     grads = [r for r in recording.events if r.domain == "TSL" and r.message.startswith("gradient_tape/MatMul/MatMul:")]
     assert len(grads) == 3, sorted({r.message for r in recording.events})
+
+
+@pytest.mark.skipif(tf.test.is_built_with_cuda(), reason="a CUDA build has the ranges (tests above)")
+def test_tensorflow_without_cuda_says_it_has_no_ranges():
+    """tensorflow-cpu: the switch exists but TensorFlow makes no NVTX call (issue 34: 0 ranges, no word)."""
+    for switch in (nvtx_tf.tf_op_ranges, nvtx_tf.tf_op_ranges_enabled):
+        with pytest.raises(nvtx_tf.TFOpRangesUnavailable, match="built without CUDA") as info:
+            switch()
+        assert "\n" not in str(info.value) and tf.__version__ in str(info.value)

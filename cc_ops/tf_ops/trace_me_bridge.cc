@@ -7,8 +7,21 @@
 
 #include "tsl/profiler/lib/traceme.h"
 #include "tsl/profiler/lib/traceme_encode.h"
+
+// TensorFlow moved these two headers from tsl/ to xla/tsl/ in two steps: 2.16-2.17 have both
+// under tsl/, 2.18 has traceme_recorder.h under xla/tsl/ and time_utils.h under tsl/, 2.19 and
+// later both under xla/tsl/ (docs/install.md#tested-tensorflow-versions). The namespace stayed
+// ::tsl::profiler throughout.
+#if __has_include("xla/tsl/profiler/backends/cpu/traceme_recorder.h")
 #include "xla/tsl/profiler/backends/cpu/traceme_recorder.h"
+#else
+#include "tsl/profiler/backends/cpu/traceme_recorder.h"
+#endif
+#if __has_include("xla/tsl/profiler/utils/time_utils.h")
 #include "xla/tsl/profiler/utils/time_utils.h"
+#else
+#include "tsl/profiler/utils/time_utils.h"
+#endif
 
 namespace nvtx_tf {
 namespace {

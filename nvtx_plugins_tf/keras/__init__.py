@@ -11,11 +11,15 @@ Built on the Keras that ``tf.keras`` is: Keras 3, or ``tf_keras`` when
 * ``callbacks.NVTXCallback``: ranges for fit/evaluate/predict, epochs and batches.
 """
 
-from nvtx_plugins_tf.keras import callbacks, layers, wrappers
-from nvtx_plugins_tf.keras._compat import KERAS3, LEGACY, keras
-from nvtx_plugins_tf.keras.callbacks import NVTXCallback
-from nvtx_plugins_tf.keras.layers import NVTXEnd, NVTXStart
-from nvtx_plugins_tf.keras.wrappers import NVTXRange, annotate, is_annotated, unannotate
+from nvtx_plugins_tf import _tensorflow
+
+_tensorflow.require()  # one line when there is none (or too old), before the modules that import it
+
+from nvtx_plugins_tf.keras import callbacks, layers, wrappers  # noqa: E402
+from nvtx_plugins_tf.keras._compat import KERAS3, LEGACY, keras  # noqa: E402
+from nvtx_plugins_tf.keras.callbacks import NVTXCallback  # noqa: E402
+from nvtx_plugins_tf.keras.layers import NVTXEnd, NVTXStart  # noqa: E402
+from nvtx_plugins_tf.keras.wrappers import NVTXRange, annotate, is_annotated, unannotate  # noqa: E402
 
 __all__ = [
     "layers",

@@ -23,11 +23,15 @@ TensorShape([2, 16])
 plus :func:`mark`, the :func:`range` context manager, and ``color``/``category``/``payload``.
 """
 
-from nvtx_plugins_tf.ops import _dead_ranges, _ordering, _pfor, _tape_closer
-from nvtx_plugins_tf.ops import gradients as _gradients  # noqa: F401  (registers gradients)
-from nvtx_plugins_tf.ops._loader import library_path
-from nvtx_plugins_tf.ops._loader import load as load_library
-from nvtx_plugins_tf.ops.ranges import NvtxContext, disabled, enabled, end, mark, range, start, trace
+from nvtx_plugins_tf import _tensorflow
+
+_tensorflow.require()  # one line when there is none (or too old), before the modules that import it
+
+from nvtx_plugins_tf.ops import _dead_ranges, _ordering, _pfor, _tape_closer  # noqa: E402
+from nvtx_plugins_tf.ops import gradients as _gradients  # noqa: E402, F401  (registers gradients)
+from nvtx_plugins_tf.ops._loader import library_path  # noqa: E402
+from nvtx_plugins_tf.ops._loader import load as load_library  # noqa: E402
+from nvtx_plugins_tf.ops.ranges import NvtxContext, disabled, enabled, end, mark, range, start, trace  # noqa: E402
 
 _tape_closer.install()
 _ordering.install()

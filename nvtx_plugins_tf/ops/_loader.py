@@ -8,13 +8,17 @@ damaged library is never handed to ``dlopen``: that would crash the process with
 SIGBUS). Otherwise it is rebuilt once into the cache (a C++ compile against TensorFlow's
 headers, which the import waits for; ``NVTX_TF_NO_AUTO_BUILD=1`` turns that off) and,
 when that fails, loading raises one ImportError line with the exact command to run (which
-builds into the cache when the package folder is read-only). Never a bare "undefined
+builds into the cache when the package folder is read-only). A build that failed is
+remembered there for that TensorFlow and those sources: later loads, in this process or
+another, say so with the log's path instead of compiling again. Never a bare "undefined
 symbol", "cannot open shared object file" or a crash.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import json
 import os
 import sys
 import threading
@@ -70,11 +74,60 @@ def candidates(identity: dict) -> list[Path]:
     return [NATIVE_DIR / LIBRARY_NAME, cached_library_dir(identity) / LIBRARY_NAME]
 
 
+FAILED_NAME = "build-failed.json"  # in the cache folder: an automatic build that failed, and where its log is
+
+
+class AutomaticBuildFailed(RuntimeError):
+    """The automatic build of the op library failed, now or before (then it is not tried
+    again for the same sources and TensorFlow); the message names the log."""
+
+
+def failed_build(out_dir: Path, identity: dict) -> dict | None:
+    """The record of a failed build in ``out_dir`` (a TensorFlow version and ABI's cache
+    folder) of the same sources, or None: ``{"sources", "error", "log"}``."""
+    try:
+        record = json.loads((out_dir / FAILED_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("sources") != identity.get("sources"):
+        return None  # other sources (the package was updated): worth another try
+    return record
+
+
+def _remember_failure(out_dir: Path, identity: dict, exc: BaseException) -> dict:
+    """Keep the failed build's whole message in its log (unless the compiler's output is
+    there already) and write the record that spares the next processes the same build."""
+    log = out_dir / f"{LIBRARY_NAME}.build.log"
+    text = str(exc).strip() or repr(exc)
+    with contextlib.suppress(OSError):
+        if not log.is_file() or log.stat().st_size == 0:
+            log.write_text(text + "\n")
+    record = {"sources": identity.get("sources"), "error": text.splitlines()[0], "log": str(log)}
+    with contextlib.suppress(OSError):
+        partial = out_dir / f"{FAILED_NAME}.tmp{os.getpid()}"
+        partial.write_text(json.dumps(record, indent=1))
+        os.replace(partial, out_dir / FAILED_NAME)
+    return record
+
+
+def _failure_text(record: dict, before: bool) -> str:
+    error, log = str(record.get("error")), str(record.get("log"))
+    where = "" if log in error else f"; log: {log}"
+    if before:
+        return f"automatic build failed before for these sources and this TensorFlow, not tried again: {error}{where}"
+    return f"automatic build failed: {error}{where}"
+
+
 def build_into_cache(identity: dict | None = None, *, force: bool = False) -> Path:
     """Build the op library into the per-user cache (unless a good one is there, or ``force``).
 
     Used by the loader and by ``python -m nvtx_plugins_tf build`` when the package folder
-    is read-only. Builds of the same TensorFlow are serialized by a lock file.
+    is read-only. Builds of the same TensorFlow are serialized by a lock file. A failed
+    build (not a missing compiler: that is found at once) is remembered in the cache folder
+    (per TensorFlow version and ABI, and source digest): without ``force`` the next callers
+    get :class:`AutomaticBuildFailed` naming the log instead of compiling again (minutes of
+    g++ per process on a loaded machine); ``force`` (the build command) tries again and
+    raises the build's own error.
     """
     identity = identity or tensorflow_identity()
     out_dir = cached_library_dir(identity)
@@ -83,11 +136,25 @@ def build_into_cache(identity: dict | None = None, *, force: bool = False) -> Pa
         fcntl.flock(lock_file, fcntl.LOCK_EX)  # another process may be building it
         library = out_dir / LIBRARY_NAME
         if force or not _matches(library, identity):
+            failed = None if force else failed_build(out_dir, identity)
+            if failed is not None:
+                raise AutomaticBuildFailed(_failure_text(failed, before=True))
             print(
                 f"nvtx_plugins_tf: building the op library for TensorFlow {identity['tf_version']} into {out_dir}",
                 file=sys.stderr,
             )
-            build_module().build_tf_ops(out_dir)
+            for stale in (out_dir / FAILED_NAME, out_dir / f"{LIBRARY_NAME}.build.log"):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+            try:
+                build_module().build_tf_ops(out_dir)
+            except Exception as exc:
+                if compiler_missing(exc):  # found at once, and its message is the way out
+                    raise
+                record = _remember_failure(out_dir, identity, exc)
+                if force:
+                    raise
+                raise AutomaticBuildFailed(_failure_text(record, before=False)) from exc
         why = problem(library, identity)
         if why is not None:
             raise RuntimeError(f"the library just built in {out_dir} does not verify: {why}")
@@ -130,8 +197,9 @@ def _load() -> ModuleType:
     with _lock:
         if _module is not None:
             return _module
-        import tensorflow as tf
+        from nvtx_plugins_tf import _tensorflow
 
+        tf = _tensorflow.require()  # installed, and not older than the oldest supported
         identity = tensorflow_identity()
         library = next((c for c in candidates(identity) if _matches(c, identity)), None)
         if library is None:
@@ -140,6 +208,8 @@ def _load() -> ModuleType:
             refusal = _refusal_message(identity)
             try:
                 library = build_into_cache(identity)
+            except AutomaticBuildFailed as exc:  # remembered: the next load here and elsewhere says it again
+                raise ImportError(f"{refusal} ({exc})") from None
             except Exception as exc:  # noqa: BLE001 - one line with the way out
                 if compiler_missing(exc):  # its own way out, not a second command
                     raise ImportError(f"nvtx_plugins_tf: the op library is not built: {exc}") from None
