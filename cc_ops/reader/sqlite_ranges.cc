@@ -5,7 +5,6 @@
 // (reports/_export_batches.py: the rules of reports/_export_ranges.py).
 #include "reader/sqlite_ranges.h"
 
-
 #include <string>
 
 #include "reader/sqlite_api.h"
