@@ -218,6 +218,33 @@ def _map_recording_native(path: Path, step: StepSpec | None) -> list[RankResult]
         epoch = session_start_utc(reader, origin + shift) if processes else None
         clock_shift = _clock_shifts(reader) if processes else {}
         damage = _damage(reader)
+    # on one wall clock (the numpy path's rule): the session's times are ns - origin - shift
+    return _rank_results(
+        path,
+        processes,
+        name_domain,
+        name_message,
+        chosen,
+        lambda pid: (epoch if epoch is not None else 0) + clock_shift.get(pid, 0) - origin - shift,
+        aligned=epoch is not None,
+        damage=damage,
+    )
+
+
+def _rank_results(
+    path: Path,
+    processes: list[dict],
+    name_domain: list[str],
+    name_message: list[str],
+    chosen,
+    base_of,
+    *,
+    aligned: bool,
+    damage: str = "",
+) -> list[RankResult]:
+    """The native mapper's per-process results as :class:`RankResult` rows (recordings and
+    exports alike): named after the input (``STEM`` or ``STEM:PID``), with the chosen step's
+    times moved by ``base_of(pid)`` onto the wall clock."""
     stem = _stem(path)
     out = []
     for p in processes:
@@ -228,9 +255,8 @@ def _map_recording_native(path: Path, step: StepSpec | None) -> list[RankResult]
         for f in ("count", "sum", "min", "max", "m2", "q1", "median", "q3", "sketch_row", "sketch_key", "sketch_count"):
             setattr(result, f, p[f])
         if chosen is not None:
-            # on one wall clock (the numpy path's rule): the session's times are ns - origin - shift
-            base = (epoch if epoch is not None else 0) + clock_shift.get(pid, 0) - origin - shift
-            result.aligned = epoch is not None
+            base = base_of(pid)
+            result.aligned = aligned
             result.step_name = str(chosen)
             result.step_row = p["step_row"]
             result.step_start, result.step_end = p["step_start"] + base, p["step_end"] + base
@@ -269,24 +295,10 @@ def _map_export_native(path: Path, step: StepSpec | None) -> list[RankResult] | 
     if chosen is not None:
         is_step = np.array([chosen.matches(d, m) for d, m in zip(name_domain, name_message)], dtype=np.uint8)
     processes = native.rank_stats(is_step, len(keys))
-    stem = _stem(path)
-    out = []
-    for p in processes:
-        pid = p["pid"]
-        name = stem if len(processes) == 1 else f"{stem}:{pid}"
-        result = RankResult(name, str(path), pid, p["events"], p["open_ranges"])
-        result.names = [(name_domain[n], name_message[n]) for n in p["rows"].tolist()]
-        for f in ("count", "sum", "min", "max", "m2", "q1", "median", "q3", "sketch_row", "sketch_key", "sketch_count"):
-            setattr(result, f, p[f])
-        if chosen is not None:
-            base = info.epoch_ns if info.epoch_ns is not None else 0  # (an export: one clock)
-            result.aligned = info.epoch_ns is not None
-            result.step_name = str(chosen)
-            result.step_row = p["step_row"]
-            result.step_start, result.step_end = p["step_start"] + base, p["step_end"] + base
-            result.work_rows, result.step_work = p["work_rows"], p["step_work"]
-        out.append(result)
-    return out
+    base = info.epoch_ns if info.epoch_ns is not None else 0  # (an export: one clock)
+    return _rank_results(
+        path, processes, name_domain, name_message, chosen, lambda _pid: base, aligned=info.epoch_ns is not None
+    )
 
 
 def map_ranges(path: Path, ranges: Ranges, step: StepSpec | None = None) -> list[RankResult]:
