@@ -64,10 +64,13 @@ COMPAT ?=
 compat:
 	$(PYTHON) build_tools/compat.py --venvs $(COMPAT_VENVS) $(COMPAT)
 
-# CI's part of it (.ci/run): the oldest supported release on the focused subset, gating; tf-nightly
-# reported, not gating. The default release (2.21) runs in full in `make test`.
+# CI's part of it (.ci/run): the oldest supported release in full and the others between it and
+# the default on the focused subset, gating; tf-nightly reported, not gating. The default release
+# (2.21) runs in full in `make test`.
+COMPAT_FOCUSED := tensorflow==2.17.1 tensorflow==2.18.1 tensorflow==2.19.1 tensorflow==2.20.0
 compat-ci:
-	$(PYTHON) build_tools/compat.py --venvs $(COMPAT_VENVS) --focused --no-table tensorflow==2.16.2 --report-only tf-nightly
+	$(PYTHON) build_tools/compat.py --venvs $(COMPAT_VENVS) --no-table tensorflow==2.16.2
+	$(PYTHON) build_tools/compat.py --venvs $(COMPAT_VENVS) --focused --no-table $(COMPAT_FOCUSED) --report-only tf-nightly
 
 # The recorder under AddressSanitizer + UndefinedBehaviorSanitizer and ThreadSanitizer: the
 # stress program of issue 20 (threads handing ranges over, signals, capture windows, deep
