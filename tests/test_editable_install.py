@@ -21,11 +21,25 @@ BUILT_BY_PIP = ("recorder", "reader", "host")  # pip's isolated build has no Ten
 
 
 def test_editable_install_leaves_verified_libraries_with_their_stamps(tmp_path):
+    # (--ignore-installed: else pip uninstalls this venv's own install of the package first,
+    # whatever --prefix says, and every later test's subprocess loses nvtx_plugins_tf)
     source = copy_checkout(tmp_path / "src")
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--prefix", tmp_path / "prefix", "-e", "."],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--ignore-installed",
+            "--prefix",
+            tmp_path / "prefix",
+            "-e",
+            ".",
+        ],
         cwd=source,
         env=env,
         capture_output=True,

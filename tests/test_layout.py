@@ -184,6 +184,7 @@ PUBLIC_NAMES = {
     ],
     "nvtx_plugins_tf.ops": [
         "NvtxContext",
+        "disabled",
         "enabled",
         "end",
         "library_path",
@@ -205,6 +206,7 @@ PUBLIC_NAMES = {
         "is_annotated",
         "keras",
         "layers",
+        "unannotate",
         "wrappers",
     ],
     "nvtx_plugins_tf.hooks": ["NVTXHook"],
