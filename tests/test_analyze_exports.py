@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from test_analyze_native import _assert_same, _write_process
 
-from nvtx_plugins_tf.recorder.analysis import mapper
+from nvtx_plugins_tf.recorder.analysis import mapper, native_mapper
 from nvtx_plugins_tf.recorder.exports.parquet import export_parquetdir
 from nvtx_plugins_tf.recorder.exports.sqlite import export_sqlite
 
@@ -55,7 +55,7 @@ def test_native_mapper_on_exports_is_the_numpy_mapper(tmp_path, monkeypatch, see
     """sqlite: the file read natively (cc_ops/reader/sqlite_ranges.h); sqlite-module: no
     SQLite library to open there, read through Python's sqlite3 module in batches."""
     if kind == "sqlite-module":
-        monkeypatch.setattr(mapper, "LIBSQLITE3", "libno-such-sqlite.so")
+        monkeypatch.setattr(native_mapper, "LIBSQLITE3", "libno-such-sqlite.so")
     rng = np.random.default_rng(seed)
     rec = tmp_path / "rank.nvtxrec"
     _write_process(rec, rng, 100, 1_700_000_000 * 10**9, {1: "train"}, 3000)

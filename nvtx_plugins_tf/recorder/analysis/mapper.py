@@ -6,8 +6,8 @@ sum of squared deviations, exact quartiles and a quantile sketch (:mod:`.sketch`
 ranges' durations; and the rank's steps (the ranges named by the step) on the wall clock.
 
 Two implementations of the same rules: a recording is decoded and mapped natively in one
-pass (:mod:`._native`, cc_ops/reader/rank_stats.h: about 0.1 s of a core per 1M ranges, a
-third of the numpy code's), and so is an export in nsys's schema, its NVTX_EVENTS streamed
+pass (:mod:`.native_mapper` over :mod:`._native`, cc_ops/reader/rank_stats.h: about 0.1 s
+of a core per 1M ranges, a third of the numpy code's), and so is an export in nsys's schema, its NVTX_EVENTS streamed
 into the same native columns batch by batch (reports/_export_batches.py: a parquetdir's Arrow
 buffers in place); with ``NVTX_TF_ANALYZE_NATIVE=0`` both go through the numpy code here
 (:func:`map_ranges`), the reference. tests/test_analyze_native.py and
@@ -21,121 +21,27 @@ name and per step).
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..exports._sqlite_native import LIBSQLITE3
-from ..exports.nsys_tables import session_start_utc
-from ..reports._export_batches import feed_export
 from ..reports._nsys_parquet import is_parquetdir
 from ..reports._nsys_sqlite import is_sqlite
-from ..reports.names import range_label
-from ..reports.ranges import Ranges, _clock_shifts, key_labels, load_ranges, merged_domains, session_times
-from . import _native, sketch
+from ..reports.ranges import Ranges, load_ranges
+from . import _native, native_mapper, sketch
+from .rank_result import (  # noqa: F401  (DEFAULT_STEPS, StepSpec, RankResult: named here too)
+    DEFAULT_STEPS,
+    RankResult,
+    StepSpec,
+    _check_readable,
+    _choose_step,
+    _damage,
+    _release_arrow_memory,
+    _split,
+    _stem,
+)
 
 __all__ = ["StepSpec", "RankResult", "map_input", "DEFAULT_STEPS"]
-
-#: the step ranges our Keras callback and session hooks emit, tried in this order
-DEFAULT_STEPS = ("batch@Keras", "step@Keras", "step", "batch")
-
-
-@dataclass(frozen=True)
-class StepSpec:
-    """Which ranges are steps: message ``name`` or ``name N`` (a number), in ``domain``
-    (None: any; ``""``: the default domain)."""
-
-    name: str
-    domain: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> "StepSpec":
-        name, _, domain = text.partition("@")
-        return cls(name.strip(), (domain.strip() if domain.strip() != "default" else "") if _ else None)
-
-    def matches(self, domain: str, message: str) -> bool:
-        if self.domain is not None and domain != self.domain:
-            return False
-        return message == self.name or bool(re.fullmatch(re.escape(self.name) + r" \d+", message))
-
-    def __str__(self) -> str:
-        return self.name if self.domain is None else f"{self.name}@{self.domain or 'default'}"
-
-
-_I64 = np.zeros(0, dtype=np.int64)
-_F64 = np.zeros(0, dtype=np.float64)
-
-
-@dataclass
-class RankResult:
-    """One rank, as columns (a few hundred KB whatever its number of ranges: the reducer holds
-    every rank's): ``name`` (the input's name without its suffix, with :pid when it holds
-    several processes), ``file`` (the input), ``events`` (its ranges), ``open_ranges``.
-
-    Per range name (``names``: (domain, message), one element of each array per name): the
-    closed ranges' ``count``, ``sum``, ``min``, ``max``, ``m2`` (sum of squared deviations from
-    the mean: merged exactly, Chan et al.), the exact quartiles ``q1``, ``median``, ``q3``
-    (numpy's linear interpolation), and a quantile sketch (:mod:`.sketch`) as rows
-    (``sketch_row``: the name's index, ``sketch_key``: the bucket, ``sketch_count``).
-
-    The steps (the ranges named by ``step_name``), in start order: ``step_row`` (the name's
-    index), ``step_start``/``step_end`` in wall-clock ns (session ns when the input has no
-    wall-clock anchor: ``aligned`` False), and ``step_work[step, j]``: the ns of the step that
-    the ranges named ``names[work_rows[j]]`` cover on this rank, any thread (their overlap
-    with the step: a read that began before the step counts for the part the step waited;
-    the step ranges and the ranges around the whole step, as the epoch's, left out)."""
-
-    name: str
-    file: str
-    pid: int
-    events: int
-    open_ranges: int
-    names: list[tuple[str, str]] = field(default_factory=list)
-    count: np.ndarray = field(default_factory=lambda: _I64)
-    sum: np.ndarray = field(default_factory=lambda: _I64)
-    min: np.ndarray = field(default_factory=lambda: _I64)
-    max: np.ndarray = field(default_factory=lambda: _I64)
-    m2: np.ndarray = field(default_factory=lambda: _F64)
-    q1: np.ndarray = field(default_factory=lambda: _F64)
-    median: np.ndarray = field(default_factory=lambda: _F64)
-    q3: np.ndarray = field(default_factory=lambda: _F64)
-    sketch_row: np.ndarray = field(default_factory=lambda: _I64)
-    sketch_key: np.ndarray = field(default_factory=lambda: _I64)
-    sketch_count: np.ndarray = field(default_factory=lambda: _I64)
-    step_name: str = ""
-    aligned: bool = True
-    step_row: np.ndarray = field(default_factory=lambda: _I64)
-    step_start: np.ndarray = field(default_factory=lambda: _I64)
-    step_end: np.ndarray = field(default_factory=lambda: _I64)
-    work_rows: np.ndarray = field(default_factory=lambda: _I64)
-    step_work: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
-    damage: str = ""  #: the input's damage (a recording's reader's description), "" when intact
-
-    @property
-    def n_steps(self) -> int:
-        return len(self.step_start)
-
-
-def _split(label: str, domain: str) -> str:
-    return label[len(domain) + 1 :] if domain and label.startswith(domain + ":") else label
-
-
-def _choose_step(ranges: Ranges, domains: list[str], messages: list[str], step: StepSpec | None) -> StepSpec | None:
-    if step is not None:
-        return step
-    present = set(zip(domains, messages))
-    for text in DEFAULT_STEPS:
-        spec = StepSpec.parse(text)
-        if any(spec.matches(d, m) for d, m in present):
-            return spec
-    return None
-
-
-def _stem(path: Path) -> str:
-    """The input's name (a recording's names its rank: rank3.nvtxrec)."""
-    return path.name[: -len(".nvtxrec")] if path.name.endswith(".nvtxrec") else path.stem
 
 
 def _is_export(path: Path) -> bool:
@@ -145,11 +51,11 @@ def _is_export(path: Path) -> bool:
 def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
     """The rank results of one input (see the module docstring). Raises OSError or ValueError
     (naming the input) when it cannot be read. A recording is mapped natively
-    (:mod:`._native`, unless ``NVTX_TF_ANALYZE_NATIVE=0``), an export (and a recording
+    (:mod:`.native_mapper`, unless ``NVTX_TF_ANALYZE_NATIVE=0``), an export (and a recording
     without it) by the numpy code below: the same values."""
     path = Path(path)
     if _is_export(path) and _native.enabled():
-        out = _map_export_native(path, step)
+        out = native_mapper.map_export(path, step)
         if out is not None:
             return out
     if _is_export(path):
@@ -157,7 +63,7 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
         _release_arrow_memory()
         return map_ranges(path, ranges, step)
     if _native.enabled():
-        return _map_recording_native(path, step)
+        return native_mapper.map_recording(path, step)
     from ..recording.reader import reading
 
     with reading(path) as reader:
@@ -168,137 +74,6 @@ def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
     for result in out:
         result.damage = damage
     return out
-
-
-def _check_readable(reader) -> None:
-    """Raises ValueError (the first segment's error) when not one segment of the recording
-    could be read: the input is then left out and named, not taken for one without ranges."""
-    if not reader.processes and reader.errors:
-        raise ValueError(f"no segment could be read: {reader.errors[0]}")
-
-
-def _damage(reader) -> str:
-    """The recording's damage in words ("" when intact), as ``report`` says it."""
-    damage = reader.damage()
-    return damage.describe() if damage.damaged else ""
-
-
-def _release_arrow_memory() -> None:
-    """Hand the memory pyarrow's pool kept from reading an export back to the system (its
-    allocator keeps freed pages for reuse: about 100 MB an input, per mapper thread)."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
-
-
-def _map_recording_native(path: Path, step: StepSpec | None) -> list[RankResult]:
-    """map_input of a recording: decoded and mapped in one native pass (the GIL released),
-    the names, the chosen step and the clocks by the same rules as the numpy path's."""
-    from ..recording.reader import reading
-
-    native = _native.thread_ranges()
-    with reading(path) as reader:
-        native.reserve(reader.total_bytes() // 32)  # (two 16-byte events a range)
-        reader.collect(native)
-        _check_readable(reader)
-        lowest, highest, rows, _ = native.bounds()
-        strings = reader.strings()
-        _, shift, _ = session_times(reader, lowest, highest, rows)
-        dom_map, dom_list = merged_domains(reader)
-        keys = native.name(dom_map, len(strings))
-        labels = key_labels(keys, dom_list, strings)
-        name_domain = [dom_list[int(k) // (len(strings) + 1)] for k in keys]
-        name_message = [_split(label, name_domain[i]) for i, label in enumerate(labels)]
-        chosen = _choose_step(None, name_domain, name_message, step)
-        is_step = None
-        if chosen is not None:
-            is_step = np.array([chosen.matches(d, m) for d, m in zip(name_domain, name_message)], dtype=np.uint8)
-        processes = native.rank_stats(is_step, len(keys))
-        origin = reader.origin_ns
-        epoch = session_start_utc(reader, origin + shift) if processes else None
-        clock_shift = _clock_shifts(reader) if processes else {}
-        damage = _damage(reader)
-    # on one wall clock (the numpy path's rule): the session's times are ns - origin - shift
-    return _rank_results(
-        path,
-        processes,
-        name_domain,
-        name_message,
-        chosen,
-        lambda pid: (epoch if epoch is not None else 0) + clock_shift.get(pid, 0) - origin - shift,
-        aligned=epoch is not None,
-        damage=damage,
-    )
-
-
-def _rank_results(
-    path: Path,
-    processes: list[dict],
-    name_domain: list[str],
-    name_message: list[str],
-    chosen,
-    base_of,
-    *,
-    aligned: bool,
-    damage: str = "",
-) -> list[RankResult]:
-    """The native mapper's per-process results as :class:`RankResult` rows (recordings and
-    exports alike): named after the input (``STEM`` or ``STEM:PID``), with the chosen step's
-    times moved by ``base_of(pid)`` onto the wall clock."""
-    stem = _stem(path)
-    out = []
-    for p in processes:
-        pid = p["pid"]
-        name = stem if len(processes) == 1 else f"{stem}:{pid}"
-        result = RankResult(name, str(path), pid, p["events"], p["open_ranges"], damage=damage)
-        result.names = [(name_domain[n], name_message[n]) for n in p["rows"].tolist()]
-        for f in ("count", "sum", "min", "max", "m2", "q1", "median", "q3", "sketch_row", "sketch_key", "sketch_count"):
-            setattr(result, f, p[f])
-        if chosen is not None:
-            base = base_of(pid)
-            result.aligned = aligned
-            result.step_name = str(chosen)
-            result.step_row = p["step_row"]
-            result.step_start, result.step_end = p["step_start"] + base, p["step_end"] + base
-            result.work_rows, result.step_work = p["work_rows"], p["step_work"]
-        out.append(result)
-    return out
-
-
-def _map_export_native(path: Path, step: StepSpec | None) -> list[RankResult] | None:
-    """map_input of an export in nsys's schema: its rows streamed into the native mapper's
-    columns (reports/_export_batches.py), named by the numpy path's rules (the domain of a
-    (domainId, pid) pair: its first creation in that process; domains, and messages, of
-    equal text are one). None when two names would have the same label (a message holding
-    a domain's "domain:" prefix): the numpy path then maps the input (it merges such names)."""
-    native = _native.thread_ranges()
-    info = feed_export(
-        path, native.add_export, native.reserve, lambda uri, query: native.add_sqlite(LIBSQLITE3, uri, query)
-    )
-    _release_arrow_memory()
-    pairs = native.pairs()
-    domains = [""] + sorted({n for n in info.domain_names.values() if n})
-    domain_index = {d: i for i, d in enumerate(domains)}
-    dom_map = np.array(
-        [domain_index[info.domain_names.get((d, p)) or ""] if d else 0 for d, p in pairs.tolist()] or [0],
-        dtype=np.int64,
-    )
-    n_messages = len(info.messages)
-    keys = native.name(dom_map, n_messages)
-    name_domain = [domains[int(k) // (n_messages + 1)] for k in keys]
-    name_message = [info.messages[int(k) % (n_messages + 1)] for k in keys]
-    if len({range_label(d, m) for d, m in zip(name_domain, name_message)}) < len(keys):
-        native.clear()
-        return None
-    chosen = _choose_step(None, name_domain, name_message, step)
-    is_step = None
-    if chosen is not None:
-        is_step = np.array([chosen.matches(d, m) for d, m in zip(name_domain, name_message)], dtype=np.uint8)
-    processes = native.rank_stats(is_step, len(keys))
-    base = info.epoch_ns if info.epoch_ns is not None else 0  # (an export: one clock)
-    return _rank_results(
-        path, processes, name_domain, name_message, chosen, lambda _pid: base, aligned=info.epoch_ns is not None
-    )
 
 
 def map_ranges(path: Path, ranges: Ranges, step: StepSpec | None = None) -> list[RankResult]:

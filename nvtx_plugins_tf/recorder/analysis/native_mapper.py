@@ -1,0 +1,140 @@
+"""The native mapper's side of :func:`.mapper.map_input`: a recording decoded and mapped in
+one native pass (:mod:`._native`, the GIL released), an export in nsys's schema streamed into
+the same columns (reports/_export_batches.py); names, the chosen step and the clocks by the
+numpy path's rules (:mod:`.mapper`, the reference: the same values, tests/test_analyze_native.py
+and tests/test_analyze_exports.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..exports._sqlite_native import LIBSQLITE3
+from ..exports.nsys_tables import session_start_utc
+from ..reports._export_batches import feed_export
+from ..reports.names import range_label
+from ..reports.ranges import _clock_shifts, key_labels, merged_domains, session_times
+from . import _native
+from .rank_result import (
+    RankResult,
+    StepSpec,
+    _check_readable,
+    _choose_step,
+    _damage,
+    _release_arrow_memory,
+    _split,
+    _stem,
+)
+
+__all__ = ["map_recording", "map_export"]
+
+
+def map_recording(path: Path, step: StepSpec | None) -> list[RankResult]:
+    """map_input of a recording: decoded and mapped in one native pass (the GIL released),
+    the names, the chosen step and the clocks by the same rules as the numpy path's."""
+    from ..recording.reader import reading
+
+    native = _native.thread_ranges()
+    with reading(path) as reader:
+        native.reserve(reader.total_bytes() // 32)  # (two 16-byte events a range)
+        reader.collect(native)
+        _check_readable(reader)
+        lowest, highest, rows, _ = native.bounds()
+        strings = reader.strings()
+        _, shift, _ = session_times(reader, lowest, highest, rows)
+        dom_map, dom_list = merged_domains(reader)
+        keys = native.name(dom_map, len(strings))
+        labels = key_labels(keys, dom_list, strings)
+        name_domain = [dom_list[int(k) // (len(strings) + 1)] for k in keys]
+        name_message = [_split(label, name_domain[i]) for i, label in enumerate(labels)]
+        chosen = _choose_step(None, name_domain, name_message, step)
+        is_step = None
+        if chosen is not None:
+            is_step = np.array([chosen.matches(d, m) for d, m in zip(name_domain, name_message)], dtype=np.uint8)
+        processes = native.rank_stats(is_step, len(keys))
+        origin = reader.origin_ns
+        epoch = session_start_utc(reader, origin + shift) if processes else None
+        clock_shift = _clock_shifts(reader) if processes else {}
+        damage = _damage(reader)
+    # on one wall clock (the numpy path's rule): the session's times are ns - origin - shift
+    return _rank_results(
+        path,
+        processes,
+        name_domain,
+        name_message,
+        chosen,
+        lambda pid: (epoch if epoch is not None else 0) + clock_shift.get(pid, 0) - origin - shift,
+        aligned=epoch is not None,
+        damage=damage,
+    )
+
+
+def _rank_results(
+    path: Path,
+    processes: list[dict],
+    name_domain: list[str],
+    name_message: list[str],
+    chosen,
+    base_of,
+    *,
+    aligned: bool,
+    damage: str = "",
+) -> list[RankResult]:
+    """The native mapper's per-process results as :class:`RankResult` rows (recordings and
+    exports alike): named after the input (``STEM`` or ``STEM:PID``), with the chosen step's
+    times moved by ``base_of(pid)`` onto the wall clock."""
+    stem = _stem(path)
+    out = []
+    for p in processes:
+        pid = p["pid"]
+        name = stem if len(processes) == 1 else f"{stem}:{pid}"
+        result = RankResult(name, str(path), pid, p["events"], p["open_ranges"], damage=damage)
+        result.names = [(name_domain[n], name_message[n]) for n in p["rows"].tolist()]
+        for f in ("count", "sum", "min", "max", "m2", "q1", "median", "q3", "sketch_row", "sketch_key", "sketch_count"):
+            setattr(result, f, p[f])
+        if chosen is not None:
+            base = base_of(pid)
+            result.aligned = aligned
+            result.step_name = str(chosen)
+            result.step_row = p["step_row"]
+            result.step_start, result.step_end = p["step_start"] + base, p["step_end"] + base
+            result.work_rows, result.step_work = p["work_rows"], p["step_work"]
+        out.append(result)
+    return out
+
+
+def map_export(path: Path, step: StepSpec | None) -> list[RankResult] | None:
+    """map_input of an export in nsys's schema: its rows streamed into the native mapper's
+    columns (reports/_export_batches.py), named by the numpy path's rules (the domain of a
+    (domainId, pid) pair: its first creation in that process; domains, and messages, of
+    equal text are one). None when two names would have the same label (a message holding
+    a domain's "domain:" prefix): the numpy path then maps the input (it merges such names)."""
+    native = _native.thread_ranges()
+    info = feed_export(
+        path, native.add_export, native.reserve, lambda uri, query: native.add_sqlite(LIBSQLITE3, uri, query)
+    )
+    _release_arrow_memory()
+    pairs = native.pairs()
+    domains = [""] + sorted({n for n in info.domain_names.values() if n})
+    domain_index = {d: i for i, d in enumerate(domains)}
+    dom_map = np.array(
+        [domain_index[info.domain_names.get((d, p)) or ""] if d else 0 for d, p in pairs.tolist()] or [0],
+        dtype=np.int64,
+    )
+    n_messages = len(info.messages)
+    keys = native.name(dom_map, n_messages)
+    name_domain = [domains[int(k) // (n_messages + 1)] for k in keys]
+    name_message = [info.messages[int(k) % (n_messages + 1)] for k in keys]
+    if len({range_label(d, m) for d, m in zip(name_domain, name_message)}) < len(keys):
+        native.clear()
+        return None
+    chosen = _choose_step(None, name_domain, name_message, step)
+    is_step = None
+    if chosen is not None:
+        is_step = np.array([chosen.matches(d, m) for d, m in zip(name_domain, name_message)], dtype=np.uint8)
+    processes = native.rank_stats(is_step, len(keys))
+    base = info.epoch_ns if info.epoch_ns is not None else 0  # (an export: one clock)
+    return _rank_results(
+        path, processes, name_domain, name_message, chosen, lambda _pid: base, aligned=info.epoch_ns is not None
+    )
