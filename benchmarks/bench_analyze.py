@@ -9,7 +9,7 @@ interleaved rounds (the order rotated every round; medians and quartiles over th
 * analyze, embedded engine (one process, a thread per core), on the recordings and on the
   parquetdirs: every output (all_stats, rank_stats, pace, stragglers, heatmap.png); on both
   also with ``NVTX_TF_ANALYZE_NATIVE=0`` (the numpy mapper, the reference, instead of the
-  native one: parquetdirs streamed into it in batches, reports/_export_batches.py);
+  native one: parquetdirs streamed into it in batches, nsys_inputs/batches.py);
 * analyze on a dask.distributed LocalCluster of 2 worker processes (``--workers 2``), on the
   recordings;
 * ``nsys recipe nvtx_sum --mode concurrent`` (Nsight Systems 2023.4.4, fetched by

@@ -1,4 +1,4 @@
-"""analyze's native mapper on exports in nsys's schema (reports/_export_batches.py streaming
+"""analyze's native mapper on exports in nsys's schema (nsys_inputs/batches.py streaming
 a parquetdir's or an SQLite file's NVTX_EVENTS into cc_ops/reader/rank_stats.h) against the
 numpy mapper (analysis/mapper.py, ``NVTX_TF_ANALYZE_NATIVE=0``, the reference), value for
 value, and against the recording the export was made of: the same rank results, so the same

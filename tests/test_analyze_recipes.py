@@ -298,7 +298,7 @@ def test_a_folder_of_reports_and_their_exports_is_one_input_per_rank(recipe, rep
 # ------------------------------------------------------------------------------ native mapper
 @pytest.mark.parametrize("source", ["sqlite", "parquetdir"])
 def test_native_mapper_is_the_numpy_mapper_on_nsys_exports(reports, monkeypatch, source):
-    """Issue 36: nsys's own exports streamed into the native mapper (reports/_export_batches.py)
+    """Issue 36: nsys's own exports streamed into the native mapper (nsys_inputs/batches.py)
     give the numpy mapper's values, rank by rank (as tests/test_analyze_exports.py on ours)."""
     from test_analyze_exports import _by_name
     from test_analyze_native import _assert_same

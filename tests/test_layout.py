@@ -110,7 +110,16 @@ def test_no_import_cycles():
 # The recorder's packages in the order data flows (docs/architecture.md): a module imports
 # only from its own package and those before it. ``outputs`` and ``merge`` sit on top.
 RECORDER = f"{PACKAGE}.recorder"
-RECORDER_LAYERS = {"recording": 0, "exports": 1, "reports": 2, "timeline": 3, "analysis": 3, "outputs": 4, "merge": 4}
+RECORDER_LAYERS = {
+    "recording": 0,
+    "exports": 1,
+    "nsys_inputs": 2,  # nsys's exports read (in the schema exports writes), for reports and analysis
+    "reports": 3,
+    "timeline": 4,
+    "analysis": 4,
+    "outputs": 5,
+    "merge": 5,
+}
 
 
 def _layer(module: str) -> tuple[str, int | None] | None:

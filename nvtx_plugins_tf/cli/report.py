@@ -85,8 +85,8 @@ def _check_combinations(args) -> str:
 def _merged(values: list[str], tmp: Path) -> str:
     """Several recordings (hosts) merged as ``nvtx-tf merge`` does, into ``tmp``."""
     from ..recorder.merge import MergeError, merge
-    from ..recorder.reports._nsys_parquet import is_parquetdir
-    from ..recorder.reports.summary import is_sqlite
+    from ..recorder.nsys_inputs.parquetdir import is_parquetdir
+    from ..recorder.nsys_inputs.sqlite import is_sqlite
 
     paths = [recording_path(v) for v in values]
     for value, path in zip(values, paths):
@@ -110,7 +110,7 @@ def _report_parquetdir(args, path: Path) -> int:
     import sqlite3
     import tempfile
 
-    from ..recorder.reports._nsys_parquet import parquetdir_to_sqlite
+    from ..recorder.nsys_inputs.parquetdir import parquetdir_to_sqlite
 
     with tempfile.TemporaryDirectory(prefix="nvtx-tf-report-") as tmp:
         copy = Path(tmp) / (path.name + ".sqlite")
@@ -139,7 +139,8 @@ def cmd_report(args) -> int:
 
 
 def _report(args, value: str) -> int:
-    from ..recorder.reports.summary import is_sqlite, summarize
+    from ..recorder.nsys_inputs.sqlite import is_sqlite
+    from ..recorder.reports.summary import summarize
 
     report_type = _check_combinations(args)
     domains = _selected_domains(args.domain)
@@ -155,7 +156,7 @@ def _report(args, value: str) -> int:
             f"{value}: a device or special file, not a recording folder, a .nvtxseg segment or an SQLite file",
             EXIT_INPUT_NOT_FOUND,
         )
-    from ..recorder.reports._nsys_parquet import is_parquetdir
+    from ..recorder.nsys_inputs.parquetdir import is_parquetdir
 
     if path.is_dir() and is_parquetdir(path):  # nsys's parquetdir export, or ours
         return _report_parquetdir(args, path)
@@ -257,9 +258,9 @@ def _print_nsys_report(ranges, report_type: str, domains, args, path: Path) -> i
 
 def _report_pairs(path: Path) -> int:
     """``report --pairs``: backward ranges with the forward ranges they mirror."""
+    from ..recorder.nsys_inputs.sqlite import is_sqlite
     from ..recorder.recording.reader import load
     from ..recorder.reports.pairs import NoRangeIds, format_pairs, pair_rows, sqlite_ranges
-    from ..recorder.reports.summary import is_sqlite
 
     if path.is_file() and is_sqlite(path):
         import sqlite3

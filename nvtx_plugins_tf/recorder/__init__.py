@@ -11,7 +11,8 @@ recording (:func:`load` into the data model of :mod:`.recording`, or streamed by
 
 This module is the public face; the work is done, data flowing one way, in
 :mod:`.recording` (model, reader) -> :mod:`.exports` (one decode, many files) ->
-:mod:`.reports` (summary, nsys's reports) -> :mod:`.timeline` (the PNG); :mod:`.merge`
+:mod:`.nsys_inputs` (nsys's exports read) -> :mod:`.reports` (summary, nsys's reports) ->
+:mod:`.timeline` (the PNG) and :mod:`.analysis`; :mod:`.merge`
 makes one recording of several, :mod:`.outputs` writes what ``record`` writes
 (docs/architecture.md).
 """

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 
 from ..._paths import RECORDING_SUFFIX, recording_path
-from ..reports._nsys_parquet import is_parquetdir
-from ..reports._nsys_sqlite import is_sqlite
+from ..nsys_inputs.parquetdir import is_parquetdir
+from ..nsys_inputs.sqlite import is_sqlite
 
 __all__ = ["InputError", "expand_inputs", "is_input"]
 

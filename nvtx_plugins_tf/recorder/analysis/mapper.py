@@ -8,7 +8,7 @@ ranges' durations; and the rank's steps (the ranges named by the step) on the wa
 Two implementations of the same rules: a recording is decoded and mapped natively in one
 pass (:mod:`.native_mapper` over :mod:`._native`, cc_ops/reader/rank_stats.h: about 0.1 s
 of a core per 1M ranges, a third of the numpy code's), and so is an export in nsys's schema, its NVTX_EVENTS streamed
-into the same native columns batch by batch (reports/_export_batches.py: a parquetdir's Arrow
+into the same native columns batch by batch (nsys_inputs/batches.py: a parquetdir's Arrow
 buffers in place); with ``NVTX_TF_ANALYZE_NATIVE=0`` both go through the numpy code here
 (:func:`map_ranges`), the reference. tests/test_analyze_native.py and
 tests/test_analyze_exports.py hold them to the same values.
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..reports._nsys_parquet import is_parquetdir
-from ..reports._nsys_sqlite import is_sqlite
+from ..nsys_inputs.parquetdir import is_parquetdir
+from ..nsys_inputs.sqlite import is_sqlite
 from ..reports.ranges import Ranges, load_ranges
 from . import _native, native_mapper, sketch
 from .rank_result import (  # noqa: F401  (DEFAULT_STEPS, StepSpec, RankResult: named here too)

@@ -1,6 +1,6 @@
 """The native mapper's side of :func:`.mapper.map_input`: a recording decoded and mapped in
 one native pass (:mod:`._native`, the GIL released), an export in nsys's schema streamed into
-the same columns (reports/_export_batches.py); names, the chosen step and the clocks by the
+the same columns (nsys_inputs/batches.py); names, the chosen step and the clocks by the
 numpy path's rules (:mod:`.mapper`, the reference: the same values, tests/test_analyze_native.py
 and tests/test_analyze_exports.py)."""
 
@@ -12,8 +12,8 @@ import numpy as np
 
 from ..exports._sqlite_native import LIBSQLITE3
 from ..exports.nsys_tables import session_start_utc
-from ..reports._export_batches import feed_export
-from ..reports.names import range_label
+from ..nsys_inputs.batches import feed_export
+from ..recording.model import range_label
 from ..reports.ranges import _clock_shifts, key_labels, merged_domains, session_times
 from . import _native
 from .rank_result import (
@@ -106,7 +106,7 @@ def _rank_results(
 
 def map_export(path: Path, step: StepSpec | None) -> list[RankResult] | None:
     """map_input of an export in nsys's schema: its rows streamed into the native mapper's
-    columns (reports/_export_batches.py), named by the numpy path's rules (the domain of a
+    columns (nsys_inputs/batches.py), named by the numpy path's rules (the domain of a
     (domainId, pid) pair: its first creation in that process; domains, and messages, of
     equal text are one). None when two names would have the same label (a message holding
     a domain's "domain:" prefix): the numpy path then maps the input (it merges such names)."""

@@ -38,7 +38,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..exports._arrays import array
-from ..reports.names import range_label
+from ..recording.model import range_label
 from . import sketch
 from .mapper import RankResult
 from .outdir import TABLES, OutdirError, staged

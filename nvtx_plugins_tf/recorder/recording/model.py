@@ -45,6 +45,7 @@ __all__ = [
     "decode_payload",
     "payload_array",
     "ranges_from_rows",
+    "range_label",
     "KIND_PUSH_POP",
     "KIND_START_END",
     "KIND_MARK",
@@ -113,6 +114,13 @@ def payload_array(payload_type: int, raw: np.ndarray) -> np.ndarray:
     if dtype.itemsize == 8:
         return raw.view(dtype)
     return (raw & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(dtype)
+
+
+def range_label(domain: str | None, message: str | None) -> str:
+    """A range's name (in the reports, ``analyze`` and nsys's exports read alike):
+    ``domain:message``, or the message in NVTX's default domain."""
+    message = message or ""
+    return f"{domain}:{message}" if domain else message
 
 
 @dataclass(slots=True)

@@ -1,9 +1,11 @@
-"""How the reports name ranges: ``domain:message`` labels (:func:`range_label`), the name
-``--domain`` gives NVTX's default domain (:data:`DEFAULT_DOMAIN`), families of numbered
-names sharing a row (:func:`group_names`), long names shortened in tables (:func:`shorten`).
+"""How the reports name ranges: the name ``--domain`` gives NVTX's default domain
+(:data:`DEFAULT_DOMAIN`), families of numbered names sharing a row (:func:`group_names`),
+long names shortened in tables (:func:`shorten`). A range's ``domain:message`` label itself
+is :func:`~..recording.model.range_label`, which nsys's exports are read with too
+(:mod:`..nsys_inputs`).
 
 Every report (:mod:`.summary`, :mod:`.nsys_reports`, :mod:`.pairs`) names ranges through
-this module, so that one range has one name in all of them.
+these, so that one range has one name in all of them.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-__all__ = ["DEFAULT_DOMAIN", "GROUP_MIN", "NAME_WIDTH", "group_names", "range_label", "selects_domain", "shorten"]
+__all__ = ["DEFAULT_DOMAIN", "GROUP_MIN", "NAME_WIDTH", "group_names", "selects_domain", "shorten"]
 
 GROUP_MIN = 10  # names in a numbered family before they share a row
 NAME_WIDTH = 100  # characters of a name in the table
@@ -60,9 +62,3 @@ def selects_domain(domains, name: str | None) -> bool:
     """Whether a domain selection (a set of names, None = all) keeps the domain ``name``;
     NVTX's default domain ('' or None) is selected as :data:`DEFAULT_DOMAIN`."""
     return domains is None or (name or DEFAULT_DOMAIN) in domains
-
-
-def range_label(domain: str | None, message: str | None) -> str:
-    """A range's name in the reports: ``domain:message``, or the message in NVTX's default domain."""
-    message = message or ""
-    return f"{domain}:{message}" if domain else message

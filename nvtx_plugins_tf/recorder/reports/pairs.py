@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..recording.model import EVENT_START_END, Range
-from ._nsys_sqlite import open_nsys_sqlite, pid_sql, tid_sql
+from ..nsys_inputs.sqlite import open_nsys_sqlite, pid_sql, tid_sql
+from ..recording.model import EVENT_START_END, Range, range_label
 from ._table import format_table
-from .names import range_label
 
 __all__ = ["PairRow", "NoRangeIds", "pair_ranges", "pair_rows", "format_pairs", "sqlite_ranges"]
 

@@ -2,7 +2,7 @@
 as arrays (:class:`Ranges`): read from a recording -- with the row ids and session-relative
 times our SQLite export writes, so that a recording and its export give the same report --
 or from an export in nsys's schema, ours or ``nsys export``'s: an SQLite file, or a parquetdir
-(:mod:`._export_ranges`).
+(:mod:`..nsys_inputs.ranges`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from ..exports.nsys_tables import anchor_process, session_start_utc
+from ..nsys_inputs.parquetdir import is_parquetdir
+from ..nsys_inputs.ranges import parquetdir_columns, sqlite_columns, unique_inverse
+from ..nsys_inputs.sqlite import is_sqlite, open_nsys_sqlite
 from ..recording._decoder import FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, KIND_START_END
-from ..recording.model import SAME_CLOCK_NS
-from ._export_ranges import parquetdir_columns, sqlite_columns, unique_inverse
-from ._nsys_parquet import is_parquetdir
-from ._nsys_sqlite import is_sqlite, open_nsys_sqlite
-from .names import DEFAULT_DOMAIN, range_label, selects_domain
+from ..recording.model import SAME_CLOCK_NS, range_label
+from .names import DEFAULT_DOMAIN, selects_domain
 
 __all__ = ["Ranges", "load_ranges", "sqlite_domain_names", "session_times", "merged_domains", "key_labels"]
 

@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from ..._printable import printable
+from ..nsys_inputs.sqlite import is_sqlite, open_nsys_sqlite, pid_sql
 from ..recording._decoder import FLAG_UNCLOSED, KIND_PUSH_POP, KIND_START_END
-from ..recording.model import EVENT_PUSH_POP, EVENT_START_END
-from ._nsys_sqlite import is_sqlite, open_nsys_sqlite, pid_sql
+from ..recording.model import EVENT_PUSH_POP, EVENT_START_END, range_label
 from ._table import format_table
-from .names import group_names, range_label, selects_domain, shorten
+from .names import group_names, selects_domain, shorten
 
 __all__ = ["SummaryRow", "OpenRanges", "Summary", "RecordingSummary", "summarize", "summarize_arrays"]
 

@@ -2,7 +2,7 @@
 ``REPORT_pqtdir/TABLE.parquet``) read as the SQLite file the reports read: the tables they
 use are copied into an SQLite file batch by batch (memory bounded), with nsys's own
 ``CREATE TABLE`` statements, so that every report reads a parquetdir exactly as it reads the
-SQLite export of the same report (:mod:`._nsys_sqlite`)."""
+SQLite export of the same report (:mod:`.sqlite`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Reading an SQLite file in Nsight Systems' export schema (ours or a real ``nsys export``).
 
-One place for what :mod:`.summary`, :mod:`.nsys_reports` and :mod:`.pairs` read alike, with
+One place for what :mod:`..reports.summary`, :mod:`..reports.nsys_reports` and :mod:`..reports.pairs` read alike, with
 the rules of nsys's own report scripts (``nsys stats -r nvtx_sum``, ``nvtx_pushpop_sum``
 ... in ``target-linux-x64/reports/``), so that the three agree with nsys and each other:
 

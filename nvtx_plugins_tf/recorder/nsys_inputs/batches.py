@@ -5,7 +5,7 @@ mapper (:mod:`..analysis._native`) -- never the whole input in memory: a parquet
 buffers handed over in place (no copy); an SQLite file read by the consumer natively
 (``read_sqlite``: cc_ops/reader/sqlite_ranges.h) or, failing that, a query's rows at a time.
 
-The rules are :mod:`._export_ranges`' (the reference, read whole into numpy): a range's
+The rules are :mod:`.ranges`' (the reference, read whole into numpy): a range's
 message is its registered string (``textId`` in ``StringIds``), else its ``text``; its
 domain's name is the domain's first creation (eventType 75, by start) in the range's
 process; a message NULL is the empty one (both give the same name). Messages are numbered
@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 
 from ..._paths import arrow_file
 from ..recording.model import EVENT_DOMAIN_CREATE
-from ._export_ranges import RANGE_TYPES
-from ._nsys_parquet import events_columns
-from ._nsys_sqlite import MISSING_STRINGS, open_nsys_sqlite, pid_sql
+from .parquetdir import events_columns
+from .ranges import RANGE_TYPES
+from .sqlite import MISSING_STRINGS, open_nsys_sqlite, pid_sql
 
 __all__ = ["ExportInfo", "feed_export", "BATCH_ROWS"]
 
@@ -117,7 +117,7 @@ def feed_export(
     """Stream the export ``path`` (a parquetdir or an SQLite file) into ``add``, in the
     order of its NVTX_EVENTS rows, after ``reserve(rows)`` (at least the rows to come: the
     consumer's room made once); an SQLite file through ``read_sqlite`` when given (and it
-    can), else a query's rows at a time. ValueError naming it as :mod:`._export_ranges`
+    can), else a query's rows at a time. ValueError naming it as :mod:`.ranges`
     raises."""
     path = Path(path)
     reserve = reserve or (lambda rows: None)

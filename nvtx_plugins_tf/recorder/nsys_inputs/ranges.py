@@ -1,7 +1,7 @@
 """The ranges of an export in Nsight Systems' schema (an SQLite file or a parquetdir, ours or
-``nsys export``'s) as column arrays, read with the rules of :mod:`._nsys_sqlite` (a row's
+``nsys export``'s) as column arrays, read with the rules of :mod:`.sqlite` (a row's
 message: its registered string, else its ``text``; its domain's name: the domain's first
-creation in the range's process), for :class:`~.ranges.Ranges`.
+creation in the range's process), for :class:`~..reports.ranges.Ranges`.
 
 Vectorised: the rows are read as columns (pyarrow for Parquet, one query for SQLite) and
 named through pyarrow's dictionary encoding, never one Python object per range beyond what
@@ -17,10 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..._paths import arrow_file
-from ..recording.model import EVENT_DOMAIN_CREATE, EVENT_PUSH_POP, EVENT_START_END
-from ._nsys_parquet import events_columns
-from ._nsys_sqlite import MISSING_STRINGS, open_nsys_sqlite, pid_sql
-from .names import range_label
+from ..recording.model import EVENT_DOMAIN_CREATE, EVENT_PUSH_POP, EVENT_START_END, range_label
+from .parquetdir import events_columns
+from .sqlite import MISSING_STRINGS, open_nsys_sqlite, pid_sql
 
 __all__ = ["RANGE_TYPES", "sqlite_columns", "parquetdir_columns", "unique_inverse"]
 
@@ -34,7 +33,7 @@ _MASK = 0xFFFFFF
 
 
 def sqlite_columns(path: Path) -> dict:
-    """The keyword arguments of :class:`~.ranges.Ranges` for the SQLite export ``path``
+    """The keyword arguments of :class:`~..reports.ranges.Ranges` for the SQLite export ``path``
     (row ids: NVTX_EVENTS' rowids)."""
     with open_nsys_sqlite(path) as db:
         (last,) = db.con.execute("SELECT max(max(start), coalesce(max(end), max(start))) FROM NVTX_EVENTS").fetchone()
@@ -59,7 +58,7 @@ def sqlite_columns(path: Path) -> dict:
 
 
 def parquetdir_columns(directory: Path) -> dict:
-    """The keyword arguments of :class:`~.ranges.Ranges` for the parquetdir ``directory``
+    """The keyword arguments of :class:`~..reports.ranges.Ranges` for the parquetdir ``directory``
     (row ids: the row's place in ``NVTX_EVENTS.parquet``, from 1). ValueError naming the
     directory when it holds no NVTX_EVENTS.parquet."""
     import pyarrow.parquet as pq
