@@ -23,14 +23,17 @@ namespaced rank (our SQLite) is placed by its session start to the same nanoseco
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
+from contextlib import closing
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from conftest import _child_env, needs_time_namespaces, nvtx_tf_ok
 
-from nvtx_plugins_tf.recorder.recording.clocks import SAME_CLOCK_NS
+from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
+from nvtx_plugins_tf.recorder.recording.clocks import SAME_CLOCK_NS, Clocks
 from nvtx_plugins_tf.recorder.recording.reader import load
 
 SOURCE = Path(__file__).resolve().parent / "nsys" / "rank_steps.c"
@@ -125,3 +128,68 @@ def test_an_export_of_the_namespaced_rank_is_placed_by_its_session_start(ranks, 
     rows = _pace(out)["rank1"]
     assert {row["ClockOffsetNs"] for row in rows} == {None}  # (an export: no monotonic clock known)
     assert [row["StartEpochNs"] for row in rows] == [row["StartEpochNs"] for row in pace["rank1"]]
+
+
+# ------------------------------------------------------------------ hostile anchors (synthetic)
+EPOCH = 1_700_000_000 * 10**9
+
+
+def synth_rank(path: Path, pid: int, realtime_ns: int, start_ns: int = 1000) -> Path:
+    """A recording of one process (the format's Python writer): 3 'step N' ranges each
+    around 'data', its realtime anchor ``realtime_ns`` with its monotonic ``start_ns``."""
+    seg = SegmentWriter(pid=pid, start_ns=start_ns, start_realtime_ns=realtime_ns, chunk_size=4096)
+    t = seg.thread(pid)
+    t.string(1, "data")
+    now = start_ns + 10_000
+    for i in range(3):
+        t.string(10 + i, f"step {i}").push(now, 10 + i).push(now + 10, 1).pop(now + 200_010).pop(now + 1_000_000)
+        now += 1_001_000
+    seg.write(path)
+    return path
+
+
+#: (row, the second rank's realtime anchor and monotonic start (the first's: EPOCH, 1000),
+#: the summary's line, the two ranks' ClockOffsetNs: equal, or its difference; None: null)
+ANCHORS = [
+    ("none-written", (0, 1000), "no wall-clock anchor (an older recorder, or a garbled header): b;", None),
+    # (before: "nvtx-tf: error: OverflowError: Python int too large to convert to C long", exit 1)
+    ("beyond-int64", (2**64 - 1, 1000), "no wall-clock anchor (an older recorder, or a garbled header): b;", None),
+    ("in-1970", (5, 10**15), "clocks: 2, on one wall clock", 5 - 10**15 - (EPOCH - 1000)),
+    ("just-under-1-ms-apart", (EPOCH + SAME_CLOCK_NS - 1, 1000), None, 0),
+    ("1-ms-apart", (EPOCH + SAME_CLOCK_NS, 1000), "clocks: 2, on one wall clock", SAME_CLOCK_NS),
+]
+
+
+@pytest.mark.parametrize("row", ANCHORS, ids=[r[0] for r in ANCHORS])
+def test_hostile_anchors(tmp_path, row):
+    """Whatever a header's anchor holds: exit 0, the tables written, the summary saying what
+    it did; a rank without a usable anchor stays on its session's clock, said in one line."""
+    _, (realtime, start), line, apart = row
+    a, b = synth_rank(tmp_path / "a.nvtxrec", 101, EPOCH), synth_rank(tmp_path / "b.nvtxrec", 102, realtime, start)
+    proc = nvtx_tf_ok("analyze", a, b, "-o", tmp_path / "out")
+    assert "Traceback" not in proc.stderr
+    if line is None:
+        assert not [ln for ln in proc.stdout.splitlines() if ln.startswith(("clocks:", "no wall-clock"))], proc.stdout
+    else:
+        assert line in proc.stdout, proc.stdout
+    pace = _pace(tmp_path / "out")
+    (offset_a,), (offset_b,) = ({r["ClockOffsetNs"] for r in pace[n]} for n in ("a", "b"))
+    assert offset_a == EPOCH - 1000
+    assert (offset_b is None) if apart is None else (offset_b - offset_a == apart)
+
+
+def test_an_anchor_beyond_int64_is_none_for_the_export_too(tmp_path):
+    """(before: ``nvtx-tf: error: OverflowError: Python int too large to convert to SQLite
+    INTEGER``, exit 1)"""
+    rec = synth_rank(tmp_path / "b.nvtxrec", 102, 2**64 - 1)
+    nvtx_tf_ok("export", rec, "-o", tmp_path / "b")
+    with closing(sqlite3.connect(tmp_path / "b.sqlite")) as db:
+        assert db.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchall() == [(None,)]
+
+
+def test_clocks_are_merges_rule():
+    """The first offset met within 1 ms is the clock: a chain 0, 0.9, 1.8 ms is two clocks (0
+    and 1.8 ms), in the order met; the reference is the smallest."""
+    clocks = Clocks()
+    assert [clocks.clock_of(o) for o in (0, 900_000, 1_800_000, 1_700_000)] == [0, 0, 1_800_000, 1_800_000]
+    assert (len(clocks), clocks.reference, clocks.shift(1_799_999)) == (2, 0, 1_800_000)

@@ -284,20 +284,29 @@ def _ms(ns: float) -> str:
 
 def _clock_lines(stepped: list[RankResult]) -> list[str]:
     """A line when the recordings' ranks ran on several clocks (hosts, time namespaces): how
-    many, and each one's offset (realtime - monotonic) against the first rank's (up to three)."""
+    many, and each one's offset (realtime - monotonic) against the first rank's (up to three);
+    one naming the ranks without a wall-clock anchor among others that have one."""
     first: dict[int, str] = {}
     for rank in stepped:
         if rank.clock_offset is not None:
             first.setdefault(rank.clock_offset, rank.name)
-    if len(first) < 2:
-        return []
-    (base, base_name), *others = first.items()
-    apart = ", ".join(f"{name} {(offset - base) / 1e9:+,.6f} s" for offset, name in others[:3])
-    more = f" and {len(others) - 3} more" if len(others) > 3 else ""
-    return [
-        f"clocks: {len(first)}, on one wall clock by their realtime anchors as merge aligns them "
-        f"(pace's ClockOffsetNs); against {base_name}'s: {apart}{more}"
-    ]
+    lines = []
+    if len(first) >= 2:
+        (base, base_name), *others = first.items()
+        apart = ", ".join(f"{name} {(offset - base) / 1e9:+,.6f} s" for offset, name in others[:3])
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        lines.append(
+            f"clocks: {len(first)}, on one wall clock by their realtime anchors as merge aligns them "
+            f"(pace's ClockOffsetNs); against {base_name}'s: {apart}{more}"
+        )
+    lost = [r.name for r in stepped if not r.aligned]
+    if lost and len(lost) < len(stepped):
+        more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
+        lines.append(
+            f"no wall-clock anchor (an older recorder, or a garbled header): {', '.join(lost[:3])}{more}; "
+            "their pace times are their own sessions', not on the others' timeline"
+        )
+    return lines
 
 
 def summary_lines(tables: Tables) -> list[str]:

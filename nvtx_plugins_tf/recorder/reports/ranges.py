@@ -228,6 +228,6 @@ def _clock_shifts(reader) -> dict[int, int]:
         return {}
     clocks = Clocks()
     anchor = clocks.clock_of(first.clock_offset)
-    anchored = sorted((p for p in reader.processes.values() if p.start_realtime_ns), key=lambda p: p.start_ns)
+    anchored = sorted((p for p in reader.processes.values() if p.anchored), key=lambda p: p.start_ns)
     shifts = {p.pid: clocks.clock_of(p.clock_offset) - anchor for p in anchored}
     return {pid: d for pid, d in shifts.items() if d}
