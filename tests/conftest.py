@@ -9,6 +9,8 @@
 * ``c_sample``: ``c_sample(name, *flags) -> Path``: tests/native/NAME.c (or the C file
   ``name`` when it is a Path) compiled with gcc against NVTX's headers, once a session per
   (name, flags).
+* ``nvtx_tf_ok(*args)`` (a function): runs ``nvtx-tf ARGS`` in a child, asserting it succeeds.
+* ``needs_time_namespaces()`` (a function): skips a test where ``unshare --time`` fails.
 * ``tsan_build``: (recorder, nvtx_sample) both built with -fsanitize=thread (skips without
   a working ThreadSanitizer runtime).
 * ``capture_steps``: call a step once outside the capture (tracing), then record N calls.
@@ -19,6 +21,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +65,42 @@ def _child_env(recording=None, **extra) -> dict:
         env.update(recorder.environment(recording))
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def _time_namespaces() -> str | None:
+    """None when ``unshare --time`` works here, else why not."""
+    if shutil.which("unshare") is None:
+        return "no unshare command"
+    try:
+        proc = subprocess.run(
+            ["unshare", "--time", "--fork", "--monotonic=1", "true"], capture_output=True, text=True, timeout=30
+        )
+    except OSError as exc:
+        return f"unshare: {exc}"
+    if proc.returncode != 0:
+        return f"unshare --time fails (root and Linux >= 5.6 needed): {proc.stderr.strip()}"
+    return None
+
+
+def needs_time_namespaces() -> None:
+    """Skips the test (fails it on CI, which runs as root on a recent kernel) when Linux
+    time namespaces (``unshare --time``) cannot be made here."""
+    reason = _time_namespaces()
+    if reason is not None:
+        if os.environ.get("CI") == "true":  # CI runs as root on a recent kernel: this must work there
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def nvtx_tf_ok(*args) -> subprocess.CompletedProcess:
+    """``python -m nvtx_plugins_tf ARGS`` in a child (``_child_env()``), which must succeed
+    (its output in the assertion's message otherwise)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", *map(str, args)],
+        env=_child_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
 
 
 def _recorder_env(record_dir, library=None, **extra) -> dict:

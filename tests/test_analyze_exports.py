@@ -44,8 +44,10 @@ def _mapped(path, monkeypatch, native: bool, step=None) -> list[mapper.RankResul
 
 
 def _renamed(results, name: str) -> list[mapper.RankResult]:
+    """``results`` named as the recording's, without what only a recording knows (its
+    monotonic clock's offset: an export's times are its session's)."""
     for r in results:
-        r.name, r.file = r.name.replace(name, "rank"), ""
+        r.name, r.file, r.clock_offset = r.name.replace(name, "rank"), "", None
     return results
 
 

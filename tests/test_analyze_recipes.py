@@ -50,8 +50,6 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
@@ -59,7 +57,7 @@ from pathlib import Path
 import nsys_oracle as oracle
 import numpy as np
 import pytest
-from conftest import _child_env
+from conftest import nvtx_tf_ok
 
 from nvtx_plugins_tf.recorder.analysis import mapper, sketch
 
@@ -80,17 +78,8 @@ def _command(workload: Path, rank: int) -> list:
     return [workload, rank, STEPS, SLOW]
 
 
-def _nvtx_tf(*args) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "nvtx_plugins_tf", *map(str, args)],
-        env=_child_env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
-
-
 def _analyze(inputs: list, out: Path) -> dict:
-    _nvtx_tf("analyze", *inputs, "--step", "step", "-o", out)
+    nvtx_tf_ok("analyze", *inputs, "--step", "step", "-o", out)
     return {name: pd.read_parquet(out / f"{name}.parquet") for name in ("all_stats", "rank_stats", "pace")}
 
 
@@ -148,7 +137,7 @@ def analyses(reports) -> dict:
 def ours(workload, tmp_path_factory) -> dict:
     """analyze's tables on the directory of our 4 recordings (and their SQLite exports)."""
     tmp = tmp_path_factory.mktemp("ours_ranks")
-    _each_rank(lambda rank: _nvtx_tf("record", "-o", tmp / "runs" / f"rank{rank}", "--", *_command(workload, rank)))
+    _each_rank(lambda rank: nvtx_tf_ok("record", "-o", tmp / "runs" / f"rank{rank}", "--", *_command(workload, rank)))
     return _analyze([tmp / "runs"], tmp / "analysis")
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import sqlite3
 import struct
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import _child_env
+from conftest import _child_env, needs_time_namespaces
 
 from nvtx_plugins_tf import cli
 from nvtx_plugins_tf.recorder import merge as merge_mod
@@ -55,29 +54,6 @@ else:
     nvtx.push_range("recv")
     nvtx.pop_range()
 """
-
-
-def _time_namespaces() -> str | None:
-    """None when ``unshare --time`` works here, else why not."""
-    if shutil.which("unshare") is None:
-        return "no unshare command"
-    try:
-        proc = subprocess.run(
-            ["unshare", "--time", "--fork", "--monotonic=1", "true"], capture_output=True, text=True, timeout=30
-        )
-    except OSError as exc:
-        return f"unshare: {exc}"
-    if proc.returncode != 0:
-        return f"unshare --time fails (root and Linux >= 5.6 needed): {proc.stderr.strip()}"
-    return None
-
-
-def _needs_time_namespaces():
-    reason = _time_namespaces()
-    if reason is not None:
-        if os.environ.get("CI") == "true":  # CI runs as root on a recent kernel: this must work there
-            pytest.fail(reason)
-        pytest.skip(reason)
 
 
 def nvtx_tf(*args):
@@ -129,7 +105,7 @@ def _offsets() -> tuple[int, int]:
 
 @needs_recorder
 def test_merge_aligns_hosts_with_different_monotonic_clocks(tmp_path):
-    _needs_time_namespaces()
+    needs_time_namespaces()
     off_a, off_b = _offsets()
     rec_a, rec_b = _run_workers(tmp_path, (off_a, off_b))
     raw_a, raw_b = load(rec_a), load(rec_b)

@@ -32,7 +32,8 @@ clock (two recordings of one host, its processes, containers sharing its kernel)
 get one offset, so their events keep their exact monotonic order. On one host the offset
 only moves when the wall clock is stepped (NTP slews both clocks alike), so its segments
 agree to the microsecond; two hosts whose offsets agree within 1 ms are aligned no worse
-than by their realtime anchors.
+than by their realtime anchors. The rule is :class:`.recording.clocks.Clocks`, which
+``analyze`` places its ranks by as well.
 
 Accuracy across hosts is that of their wall clocks: NTP keeps them within about a
 millisecond on a LAN (tens of milliseconds over the internet; PTP: microseconds). Events
@@ -50,7 +51,7 @@ from pathlib import Path
 
 from .._paths import PACKED_SEGMENT_SUFFIX, SEGMENT_SUFFIX, recording_stem
 from .recording import _decoder
-from .recording.model import SAME_CLOCK_NS
+from .recording.clocks import SAME_CLOCK_NS, Clocks
 from .recording.packed import unpacked
 from .recording.reader import CARRIED_DAMAGE, carried_damage, segment_files, segment_key
 
@@ -181,20 +182,12 @@ def open_sources(paths, labels=None) -> list[Source]:
 
 def _plan(sources: list[Source]) -> int:
     """Fill every source's offsets, shifts and pid map; returns the reference offset."""
-    clocks: list[int] = []  # one offset per clock, in order of discovery
-
-    def clock_of(offset: int) -> int:
-        for c in clocks:
-            if abs(offset - c) < SAME_CLOCK_NS:
-                return c
-        clocks.append(offset)
-        return offset
-
+    clocks = Clocks()  # (the rule analyze places its ranks by too)
     for src in sources:
         for seg in sorted((s for s in src.segments if s.valid), key=lambda s: s.start_ns):
             if seg.process not in src.offsets:  # the process's first segment
-                src.offsets[seg.process] = clock_of(seg.offset)
-    reference = min(clocks)
+                src.offsets[seg.process] = clocks.clock_of(seg.offset)
+    reference = clocks.reference
     taken: set[int] = set()
     for src in sources:
         own = {s.pid for s in src.segments if s.valid}

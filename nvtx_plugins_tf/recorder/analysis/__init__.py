@@ -15,7 +15,7 @@ from .engines import EngineUnavailable, check_scheduler_address, run_mappers, te
 from .inputs import InputError, expand_inputs
 from .mapper import DEFAULT_STEPS, StepSpec
 from .outdir import OutdirError, check_outdir
-from .ranks import distinct_names, once_each, step_candidates
+from .ranks import distinct_names, on_one_clock, once_each, step_candidates
 from .reduce import Tables, reduce_results, summary_lines, write_tables
 
 __all__ = [
@@ -87,7 +87,8 @@ def compute(
     LocalCluster of that many processes; ``scheduler``: a running Dask cluster. Raises
     InputError when no input is readable. A rank met twice (one file by two paths, a
     recording and its export) counts once; ranks of equal names from different folders are
-    told apart by their folders (``hostA/rank0``)."""
+    told apart by their folders (``hostA/rank0``); the recordings' ranks are put on one
+    wall clock by merge's rule (:func:`.ranks.on_one_clock`)."""
     paths = expand_inputs([str(i) for i in inputs])
     spec = StepSpec.parse(step) if step else None
     heatmap.preload()
@@ -96,6 +97,7 @@ def compute(
         raise InputError(f"no input could be read ({len(left_out)}); first: {left_out[0]}")
     ranks, counted_once = once_each(ranks)
     distinct_names(ranks)
+    on_one_clock(ranks)
     damaged = list({r.file: f"{r.file}: {r.damage}" for r in ranks if r.damage}.values())
     return Analysis(reduce_results(ranks, left_out), damaged, counted_once, spec)
 

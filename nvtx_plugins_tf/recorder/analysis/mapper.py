@@ -113,6 +113,8 @@ def map_ranges(path: Path, ranges: Ranges, step: StepSpec | None = None) -> list
             # on one wall clock: the input's anchor, and this process's clock's (merge's rule)
             base = (ranges.epoch_ns if ranges.epoch_ns is not None else 0) + ranges.clock_shift.get(pid, 0)
             result.aligned = ranges.epoch_ns is not None
+            if result.aligned and ranges.origin_ns is not None:  # (a recording: its monotonic time 0)
+                result.clock_offset = base - ranges.origin_ns
             result.step_name = str(chosen)
             order = np.argsort(ranges.start[steps], kind="stable")
             starts, ends = ranges.start[steps][order], ranges.end[steps][order]

@@ -67,6 +67,7 @@ def map_recording(path: Path, step: StepSpec | None) -> list[RankResult]:
         lambda pid: (epoch if epoch is not None else 0) + clock_shift.get(pid, 0) - origin - shift,
         aligned=epoch is not None,
         damage=damage,
+        clock_offsets=epoch is not None,
     )
 
 
@@ -80,10 +81,12 @@ def _rank_results(
     *,
     aligned: bool,
     damage: str = "",
+    clock_offsets: bool = False,
 ) -> list[RankResult]:
     """The native mapper's per-process results as :class:`RankResult` rows (recordings and
     exports alike): named after the input (``STEM`` or ``STEM:PID``), with the chosen step's
-    times moved by ``base_of(pid)`` onto the wall clock."""
+    times moved by ``base_of(pid)`` onto the wall clock (``clock_offsets``: from the process's
+    monotonic clock, a recording's: ``base_of(pid)`` is its ``clock_offset``)."""
     stem = _stem(path)
     out = []
     for p in processes:
@@ -96,6 +99,7 @@ def _rank_results(
         if chosen is not None:
             base = base_of(pid)
             result.aligned = aligned
+            result.clock_offset = base if clock_offsets else None
             result.step_name = str(chosen)
             result.step_row = p["step_row"]
             result.step_start, result.step_end = p["step_start"] + base, p["step_end"] + base

@@ -55,7 +55,10 @@ class RankResult:
 
     The steps (the ranges named by ``step_name``), in start order: ``step_row`` (the name's
     index), ``step_start``/``step_end`` in wall-clock ns (session ns when the input has no
-    wall-clock anchor: ``aligned`` False), and ``step_work[step, j]``: the ns of the step that
+    wall-clock anchor: ``aligned`` False), ``clock_offset``: a recording's, what was added to
+    its monotonic times to put them there (its clock's realtime - monotonic offset, by merge's
+    rule: :class:`~..recording.clocks.Clocks`; None for an export, placed by its session's
+    start, and without an anchor), and ``step_work[step, j]``: the ns of the step that
     the ranges named ``names[work_rows[j]]`` cover on this rank, any thread (their overlap
     with the step: a read that began before the step counts for the part the step waited;
     the step ranges and the ranges around the whole step, as the epoch's, left out)."""
@@ -79,6 +82,7 @@ class RankResult:
     sketch_count: np.ndarray = field(default_factory=lambda: _I64)
     step_name: str = ""
     aligned: bool = True
+    clock_offset: int | None = None
     step_row: np.ndarray = field(default_factory=lambda: _I64)
     step_start: np.ndarray = field(default_factory=lambda: _I64)
     step_end: np.ndarray = field(default_factory=lambda: _I64)

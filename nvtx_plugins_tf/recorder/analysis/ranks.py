@@ -7,6 +7,9 @@ an unmatched ``--step`` could have meant.
   steps on the wall clock; two real processes never match to the nanosecond.
 * Ranks of one name from different inputs (``hostA/rank0.nvtxrec``, ``hostB/rank0.nvtxrec``)
   are named with as many of their folders as tell them apart (``hostA/rank0``).
+* The recordings' ranks on one timeline by merge's rule (:class:`~..recording.clocks.Clocks`,
+  over every input): ranks whose clock offsets agree within 1 ms share one (the ranks of one
+  host keep their exact order), the others are placed by their own realtime anchors.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from ..recording.clocks import Clocks
 from .mapper import RankResult, StepSpec
 
-__all__ = ["once_each", "distinct_names", "step_candidates"]
+__all__ = ["once_each", "distinct_names", "on_one_clock", "step_candidates"]
 
 
 def _identity(rank: RankResult) -> tuple:
@@ -56,6 +60,21 @@ def distinct_names(ranks: list[RankResult]) -> None:
             labels = {f: Path(f).name + ":" for f in folders}
         for rank in same:
             rank.name = labels[rank.file] + name
+
+
+def on_one_clock(ranks: list[RankResult]) -> None:
+    """Every recording's rank on one wall clock as ``merge`` would put it (in place): in
+    (input, pid) order, a rank's ``clock_offset`` becomes its clock's (:class:`Clocks`:
+    the first offset met within 1 ms of it) and its steps move by the difference. Exports'
+    ranks (no monotonic clock known: ``clock_offset`` None) stay at their session's start."""
+    clocks = Clocks()
+    for rank in sorted(ranks, key=lambda r: (r.file, r.pid)):
+        if rank.clock_offset is None:
+            continue
+        move = clocks.clock_of(rank.clock_offset) - rank.clock_offset
+        if move:
+            rank.step_start, rank.step_end = rank.step_start + move, rank.step_end + move
+            rank.clock_offset += move
 
 
 def step_candidates(step: StepSpec, ranks: list[RankResult]) -> str:

@@ -10,8 +10,10 @@ tables, written as Parquet and CSV with pyarrow, and the summary.
   ranks'; the quartiles from the merged sketches, within 1 % of an order statistic next to
   the exact quartile (:mod:`.sketch`), where the recipe takes the min/median/max of the ranks'.
 * ``pace``: per rank and step, ``Start``/``End`` in ns from the earliest step of the run (the
-  ranks on one wall clock: each input's anchor), ``Duration``, ``Gap`` (from the end of the
-  rank's previous step; 0 for its first), ``StartEpochNs``.
+  ranks on one wall clock, as ``merge`` aligns them: :func:`.ranks.on_one_clock`),
+  ``Duration``, ``Gap`` (from the end of the rank's previous step; 0 for its first),
+  ``StartEpochNs``, ``ClockOffsetNs`` (what was added to the rank's monotonic times: a
+  recording's clock offset; null for an export, placed by its session's start).
 * ``stragglers``: per step (its index, on every rank that has it), the rank the others waited
   for. Under synchronous data parallelism every rank's step lasts as long as the slowest
   one's (the others wait inside the all-reduce), so the step's length cannot name the
@@ -144,6 +146,11 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
         "Duration": _cat([r.step_end - r.step_start for r in ranks], np.int64),
         "Gap": _cat(gaps, np.int64),
         "StartEpochNs": _cat([r.step_start for r in ranks], np.int64),
+        "ClockOffsetNs": array(
+            _cat([np.full(r.n_steps, r.clock_offset or 0) for r in ranks], np.int64),
+            pa.int64(),
+            _cat([np.full(r.n_steps, r.clock_offset is None) for r in ranks], bool),
+        ),
     }
     st = _stragglers(ranks, gid, keys)
     ints = {"Count", "Min", "Max", "Sum", "Rank", "Step", "Start", "End", "Duration", "Gap", "StartEpochNs"}
@@ -275,6 +282,33 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.2f} ms"
 
 
+def _clock_lines(stepped: list[RankResult]) -> list[str]:
+    """A line when the recordings' ranks ran on several clocks (hosts, time namespaces): how
+    many, and each one's offset (realtime - monotonic) against the first rank's (up to three);
+    one naming the ranks without a wall-clock anchor among others that have one."""
+    first: dict[int, str] = {}
+    for rank in stepped:
+        if rank.clock_offset is not None:
+            first.setdefault(rank.clock_offset, rank.name)
+    lines = []
+    if len(first) >= 2:
+        (base, base_name), *others = first.items()
+        apart = ", ".join(f"{name} {(offset - base) / 1e9:+,.6f} s" for offset, name in others[:3])
+        more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+        lines.append(
+            f"clocks: {len(first)}, on one wall clock by their realtime anchors as merge aligns them "
+            f"(pace's ClockOffsetNs); against {base_name}'s: {apart}{more}"
+        )
+    lost = [r.name for r in stepped if not r.aligned]
+    if lost and len(lost) < len(stepped):
+        more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
+        lines.append(
+            f"no wall-clock anchor (an older recorder, or a garbled header): {', '.join(lost[:3])}{more}; "
+            "their pace times are their own sessions', not on the others' timeline"
+        )
+    return lines
+
+
 def summary_lines(tables: Tables) -> list[str]:
     """At most ten lines: the run, its steps, the slowest rank and the ranges behind it."""
     ranks = tables.ranks
@@ -291,6 +325,7 @@ def summary_lines(tables: Tables) -> list[str]:
     overall = statistics.median(medians.values())
     steps = max(r.n_steps for r in stepped)
     lines.append(f"steps: {stepped[0].step_name!r}, up to {steps} per rank; median step {_ms(overall)}")
+    lines += _clock_lines(stepped)
     st = tables.stragglers.to_pydict()
     if not st["Step"]:
         lines.append("one rank with steps: no straggler to name")

@@ -182,7 +182,7 @@ def _iso(ns: int, tz) -> str:
 def anchor_process(reader: RecordingReader):
     """The process whose realtime anchor dates the session: the earliest that has one (None
     if none has)."""
-    anchored = [p for p in reader.processes.values() if p.start_realtime_ns]
+    anchored = [p for p in reader.processes.values() if p.anchored]
     return min(anchored, key=lambda p: p.start_ns) if anchored else None
 
 

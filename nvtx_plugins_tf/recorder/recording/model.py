@@ -171,10 +171,16 @@ class ProcessInfo:
     segment: str
 
     @property
+    def anchored(self) -> bool:
+        """Whether its realtime anchor dates it: written (0: an older recorder wrote none) and
+        a time ns since 1970 an int64 holds (before 2262; a garbled header's beyond is none)."""
+        return 0 < self.start_realtime_ns < 1 << 63
+
+    @property
     def clock_offset(self) -> int | None:
         """CLOCK_REALTIME minus CLOCK_MONOTONIC when the process started (its first segment):
-        added to its timestamps, the wall clock; None without the anchor (an older recorder)."""
-        return self.start_realtime_ns - self.start_ns if self.start_realtime_ns else None
+        added to its timestamps, the wall clock; None without an anchor (:attr:`anchored`)."""
+        return self.start_realtime_ns - self.start_ns if self.anchored else None
 
 
 #: Clock offsets (:attr:`ProcessInfo.clock_offset`) closer than this are one clock: the same

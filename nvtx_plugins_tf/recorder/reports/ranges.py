@@ -17,7 +17,8 @@ from ..nsys_inputs.parquetdir import is_parquetdir
 from ..nsys_inputs.ranges import parquetdir_columns, sqlite_columns, unique_inverse
 from ..nsys_inputs.sqlite import is_sqlite, open_nsys_sqlite
 from ..recording._decoder import FLAG_UNCLOSED, KIND_MARK, KIND_PUSH_POP, KIND_START_END
-from ..recording.model import SAME_CLOCK_NS, range_label
+from ..recording.clocks import Clocks
+from ..recording.model import range_label
 from .names import DEFAULT_DOMAIN, selects_domain
 
 __all__ = ["Ranges", "load_ranges", "sqlite_domain_names", "session_times", "merged_domains", "key_labels"]
@@ -41,6 +42,9 @@ class Ranges:
     domains: list[str]  #: '' = NVTX's default domain
     last_ns: int = 0  #: the last timestamp of the file (where open ranges end)
     epoch_ns: int | None = None  #: wall-clock time (ns since the Unix epoch) of time 0; None: unknown
+    #: a recording's: its CLOCK_MONOTONIC time of time 0 (None: an export, whose times are its
+    #: session's only)
+    origin_ns: int | None = None
     #: pid -> ns to add to that process's times besides ``epoch_ns``: a process of the recording
     #: on another monotonic clock than the first (another host, a time namespace), by the
     #: processes' realtime anchors (as ``merge`` aligns them); absent: on the first's clock
@@ -64,6 +68,7 @@ class Ranges:
             domains=self.domains,
             last_ns=self.last_ns,
             epoch_ns=self.epoch_ns,
+            origin_ns=self.origin_ns,
             clock_shift=self.clock_shift,
         )
 
@@ -172,6 +177,7 @@ def _from_recording(reader, row_ids: bool = True) -> Ranges:
         domains=dom_list or [""],
         last_ns=last,
         epoch_ns=session_start_utc(reader, origin + shift),
+        origin_ns=origin + shift,
         clock_shift=_clock_shifts(reader),
     )
 
@@ -216,10 +222,13 @@ def key_labels(keys, dom_list: list[str], strings: list[str]) -> list[str]:
 
 def _clock_shifts(reader) -> dict[int, int]:
     """pid -> its clock's offset from the clock of the process the session start is read
-    from (:func:`~..exports.nsys_tables.anchor_process`), for the processes on another clock
-    (offsets apart by :data:`SAME_CLOCK_NS` or more)."""
+    from (:func:`~..exports.nsys_tables.anchor_process`), for the processes on another clock,
+    by merge's rule (:class:`~..recording.clocks.Clocks`: offsets within 1 ms are one clock)."""
     first = anchor_process(reader)
     if first is None:
         return {}
-    shifts = {p.pid: p.clock_offset - first.clock_offset for p in reader.processes.values() if p.start_realtime_ns}
-    return {pid: d for pid, d in shifts.items() if abs(d) >= SAME_CLOCK_NS}
+    clocks = Clocks()
+    anchor = clocks.clock_of(first.clock_offset)
+    anchored = sorted((p for p in reader.processes.values() if p.anchored), key=lambda p: p.start_ns)
+    shifts = {p.pid: clocks.clock_of(p.clock_offset) - anchor for p in anchored}
+    return {pid: d for pid, d in shifts.items() if d}
