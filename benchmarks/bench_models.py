@@ -17,10 +17,11 @@ Sequence models (issue 37): ``lstm`` and ``gru`` (a layer of 256 units over 8 ti
 layer norm, pooling, Dense); ``--legacy`` runs them (and the others) on tf_keras
 (``TF_USE_LEGACY_KERAS=1``) instead of Keras 3. ``--inference`` times a ``tf.function`` call
 of each model on one batch instead of ``fit()`` (Keras 3's RNN probe call, pruned or not,
-shows there).
+shows there). ``--cpu-time`` times by the worker process's CPU time (all its threads) instead
+of the wall clock: on a machine other jobs share, waiting for a core no longer counts.
 
     python benchmarks/bench_models.py [--rounds 15] [--models mlp,frozen_mobilenet,...]
-    python benchmarks/bench_models.py --models lstm,gru,attention [--legacy] [--inference]
+    python benchmarks/bench_models.py --models lstm,gru,attention [--legacy] [--inference] [--cpu-time]
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def build(name: str):
     return model, keras.losses.SparseCategoricalCrossentropy(from_logits=name == "frozen_mobilenet"), 32, 3
 
 
-def measure(name: str, rounds: int, inference: bool = False) -> list[float]:
+def measure(name: str, rounds: int, inference: bool = False, cpu_time: bool = False) -> list[float]:
     """Per-round ratios annotated / plain (first round dropped)."""
     import numpy as np
     import tensorflow as tf
@@ -104,14 +105,16 @@ def measure(name: str, rounds: int, inference: bool = False) -> list[float]:
     calls = {id(m): tf.function(m.__call__) for m in (plain, annotated)}
     one_batch = tf.constant(x[:batch])
 
+    clock = time.process_time if cpu_time else time.perf_counter
+
     def timed(model) -> float:
-        t0 = time.perf_counter()
+        t0 = clock()
         if inference:
             for _ in range(steps):
                 calls[id(model)](one_batch).numpy()
         else:
             model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False)
-        return time.perf_counter() - t0
+        return clock() - t0
 
     ratios = []
     for r in range(rounds + 1):
@@ -131,14 +134,14 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
     return float(q1), float(q2), float(q3)
 
 
-def worker(models: list[str], rounds: int, inference: bool) -> None:
+def worker(models: list[str], rounds: int, inference: bool, cpu_time: bool = False) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     for name in models:
-        print("RESULT", json.dumps({"model": name, "ratios": measure(name, rounds, inference)}), flush=True)
+        print("RESULT", json.dumps({"model": name, "ratios": measure(name, rounds, inference, cpu_time)}), flush=True)
 
 
 def run_mode(
-    mode: str, models: list[str], rounds: int, legacy: bool = False, inference: bool = False
+    mode: str, models: list[str], rounds: int, legacy: bool = False, inference: bool = False, cpu_time: bool = False
 ) -> dict[str, list[float]]:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     if legacy:
@@ -150,6 +153,7 @@ def run_mode(
             env.update(recorder.environment(os.path.join(tmp, "bench.nvtxrec")))
         cmd = [sys.executable, __file__, "--worker", "--rounds", str(rounds), "--models", ",".join(models)]
         cmd += ["--inference"] if inference else []
+        cmd += ["--cpu-time"] if cpu_time else []
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"bench_models worker ({mode}) failed:\n{proc.stderr[-3000:]}")
@@ -167,17 +171,18 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--legacy", action="store_true", help="tf_keras (TF_USE_LEGACY_KERAS=1) instead of Keras 3")
     parser.add_argument("--inference", action="store_true", help="time tf.function calls instead of fit()")
+    parser.add_argument("--cpu-time", action="store_true", help="the worker's CPU time instead of the wall clock")
     parser.add_argument("--modes", default="no tool,recorder", help="no tool, recorder or both")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
     if args.worker:
-        worker(models, args.rounds, args.inference)
+        worker(models, args.rounds, args.inference, args.cpu_time)
         return 0
     header = ("model", "tool", "median annotated/plain", "quartiles", "target", "")
     rows = []
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
-        for name, ratios in run_mode(mode, models, args.rounds, args.legacy, args.inference).items():
+        for name, ratios in run_mode(mode, models, args.rounds, args.legacy, args.inference, args.cpu_time).items():
             q1, med, q3 = quartiles(ratios)
             rows.append(
                 (
@@ -193,7 +198,7 @@ def main(argv=None) -> int:
     keras_name = "tf_keras" if args.legacy else "Keras 3"
     print(
         f"{args.rounds} interleaved {what} rounds per model on {keras_name} (order flipped each round, "
-        f"first dropped), {os.cpu_count()} CPUs"
+        f"first dropped), {'CPU time' if args.cpu_time else 'wall clock'}, {os.cpu_count()} CPUs"
     )
     print_table(header, rows)
     return 0

@@ -203,9 +203,8 @@ MODELS = {
 }
 
 #: Models judged on inference in a tf.function (tests/test_dead_ranges.py). The RNNs'
-#: training step is not yet the same program: the cell's one NvtxBackwardEnd carries the
-#: gradients of its input and of its states, and the needed state gradients keep the input's
-#: (one MatMul per step) alive; the loop also accumulates the forward range ids.
+#: training step computes the plain ops but differs in loop bookkeeping (the loops carry the
+#: forward range ids, the backward ranges' payload): tests/test_rnn_training.py judges it.
 INFERENCE_MODELS = {f.__name__: f for f in (lstm, gru, attention)}
 
 

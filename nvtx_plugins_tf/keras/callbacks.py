@@ -196,6 +196,12 @@ class NVTXCallback(keras.callbacks.Callback):
         self._profile = profile_batches if self._active else None
         self._step = 0  # training steps begun, across epochs
         self._open: dict[str, int] = {}
+        # Per phase: the batches a pass over the data had, learned when Keras began one more
+        # and found the data exhausted (None: unknown); the index of the open batch range; a
+        # batch begun past the known count without a range, until its end or the pass's end.
+        self._known_batches: dict[str, int | None] = dict.fromkeys(_MODES)
+        self._batch_index: dict[str, int] = {}
+        self._skipped: dict[str, bool] = dict.fromkeys(_MODES, False)
         self._categories = {}
         if self._active:
             for mode in _MODES:
@@ -231,7 +237,7 @@ class NVTXCallback(keras.callbacks.Callback):
 
     def _end_mode(self, mode: str) -> None:
         if self._active:
-            self._end(mode + "/batch")
+            self._end_pass(mode)
             if mode == "train":
                 self._end("train/epoch")
                 self._end_profile()
@@ -248,22 +254,48 @@ class NVTXCallback(keras.callbacks.Callback):
             self._end("profile")
             self._profile = None
 
-    def _begin_batch(self, mode: str, batch: int) -> None:
-        """Start the batch range of ``mode`` (the hot path: one call per batch)."""
+    def _begin_batch(self, mode: str, batch: int) -> bool:
+        """Start the batch range of ``mode`` (the hot path: one call per batch); False when
+        ``batch`` is past the batches a pass had (no range: see _end_pass)."""
         key = _BATCH_KEYS[mode]
         previous = self._open.pop(key, None)
         domain = self._domain
         if previous is not None:  # left open by an interrupted loop
             domain.end(previous)
         batch = int(batch)
+        known = self._known_batches[mode]
+        if known is not None and batch >= known:
+            self._skipped[mode] = True
+            return False
+        self._batch_index[mode] = batch
         self._open[key] = domain.start(
             self.batch_message.format(batch=batch), self._argb["batch"], self._categories[mode], batch
         )
+        return True
 
     def _end_batch(self, mode: str) -> None:
         range_id = self._open.pop(_BATCH_KEYS[mode], None)
         if range_id is not None:
             self._domain.end(range_id)
+        elif self._skipped[mode]:  # the data had more batches this pass: forget the count
+            self._skipped[mode] = False
+            self._known_batches[mode] = None
+
+    def _end_pass(self, mode: str) -> None:
+        """A pass over the data (an epoch, a validation, an evaluate or predict call) ended.
+
+        A batch range still open is a batch Keras began and then found no data for (on data
+        of unknown length Keras learns the end only so): its range ends here, and its index is
+        the number of batches the pass had. Later passes of the same ``fit`` begin no range
+        from that index on (Keras 3 begins the batch past the end in every epoch and every
+        validation); one that turns out to have data ends with no range, and the count is
+        forgotten. The first pass's extra range cannot be taken back.
+        """
+        key = _BATCH_KEYS[mode]
+        if key in self._open:
+            self._known_batches[mode] = self._batch_index[mode]
+            self._end(key)
+        self._skipped[mode] = False
 
     @property
     def open_ranges(self) -> list[str]:
@@ -272,18 +304,22 @@ class NVTXCallback(keras.callbacks.Callback):
 
     # ------------------------------------------------------------------ Keras hooks
     def on_train_begin(self, logs=None):
+        self._known_batches["train"] = self._known_batches["test"] = None  # new data
         self._begin_mode("train")
 
     def on_train_end(self, logs=None):
         self._end_mode("train")
 
     def on_test_begin(self, logs=None):
+        if "train" not in self._open:  # evaluate(): new data (fit's validation keeps its count)
+            self._known_batches["test"] = None
         self._begin_mode("test")
 
     def on_test_end(self, logs=None):
         self._end_mode("test")
 
     def on_predict_begin(self, logs=None):
+        self._known_batches["predict"] = None
         self._begin_mode("predict")
 
     def on_predict_end(self, logs=None):
@@ -295,15 +331,15 @@ class NVTXCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if self._active:
-            self._end("train/batch")
+            self._end_pass("train")
             self._end("train/epoch")
 
     def on_train_batch_begin(self, batch, logs=None):
         if self._profile is not None and self._step == self._profile[0] and "profile" not in self._open:
             self._start_profile()
+        if self._batches and not self._begin_batch("train", batch):
+            return  # past the data's end (not a training step)
         self._step += 1
-        if self._batches:
-            self._begin_batch("train", batch)
 
     def on_train_batch_end(self, batch, logs=None):
         if self._active:

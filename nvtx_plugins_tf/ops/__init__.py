@@ -27,7 +27,7 @@ from nvtx_plugins_tf import _tensorflow
 
 _tensorflow.require()  # one line when there is none (or too old), before the modules that import it
 
-from nvtx_plugins_tf.ops import _dead_ranges, _ordering, _pfor, _tape_closer  # noqa: E402
+from nvtx_plugins_tf.ops import _dead_ranges, _ordering, _pfor, _tape_closer, _used_gradients  # noqa: E402
 from nvtx_plugins_tf.ops import gradients as _gradients  # noqa: E402, F401  (registers gradients)
 from nvtx_plugins_tf.ops._loader import library_path  # noqa: E402
 from nvtx_plugins_tf.ops._loader import load as load_library  # noqa: E402
@@ -37,6 +37,7 @@ _tape_closer.install()
 _ordering.install()
 _pfor.install()
 _dead_ranges.install()
+_used_gradients.install()
 
 __all__ = [
     "start",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from nvtx_plugins_tf.ops import _backward, _raw, _structure, _tape_closer
+from nvtx_plugins_tf.ops import _backward, _raw, _structure, _tape_closer, _used_gradients
 
 
 def _carries_gradient(grad) -> bool:
@@ -69,7 +69,14 @@ def _nvtx_start_grad(op, *grads):
     num_payload = op.get_attr("num_payload")
     passthrough = list(grads[:n])
     entry = _backward.take(_backward.range_key(op.outputs[-1]))
-    if entry is not None and any(_carries_gradient(g) for g in passthrough):
+    # Only the gradients the differentiator passes on go through the end: one op over an
+    # unused one too would keep it alive (an RNN cell's input gradient, _used_gradients.py).
+    carried = [g for g in passthrough if _carries_gradient(g)]
+    used = _used_gradients.used_inputs(op)
+    if used is not None and any(used[i] for i, g in enumerate(passthrough) if _carries_gradient(g)):
+        carried = [g for i, g in enumerate(passthrough) if _carries_gradient(g) and used[i]]
+    carried_ids = {id(g) for g in carried}
+    if entry is not None and carried:
         # Where the tape closer can see whether the gradients are used (this graph is the
         # one a tape.gradient call builds), the end is stateless and runs only if they are.
         # In another graph (the backward function of a nested tf.function, tf.gradients)
@@ -86,7 +93,7 @@ def _nvtx_start_grad(op, *grads):
             ended.append(out[0].op if tf.is_symbolic_tensor(out[0]) and prunable else _backward.ALWAYS_RUNS)
             return out
 
-        passthrough = _structure.through_tensors(passthrough, close_range, _carries_gradient)
+        passthrough = _structure.through_tensors(passthrough, close_range, lambda g: id(g) in carried_ids)
         entry.end_op = ended[0]
     # Otherwise no gradient leaves the region: the tape closer ends the range.
     return passthrough + [None] * (num_payload + _raw.num_text(op))
