@@ -83,6 +83,8 @@ def _damage(kind: str, data: bytes) -> bytes:
         d[16:24] = (100).to_bytes(8, "little")
     elif kind == "raw size past its frames":
         d[16:24] = (int.from_bytes(d[16:24], "little") + 3 * 4096).to_bytes(8, "little")
+    elif kind == "raw size of 2**62":
+        d[16:24] = (1 << 62).to_bytes(8, "little")
     elif kind == "more frames declared":
         d[32:40] = (len(f) + 2).to_bytes(8, "little")
     else:
@@ -185,3 +187,16 @@ def test_analyze_of_a_damaged_pack_is_one_line_and_exit_6(tmp_path, kind, words)
     assert line.startswith(f"nvtx-tf: error: damaged recording {rec}: ") and words in line, line
     assert "Traceback" not in proc.stderr
     assert pq.read_table(out / "rank_stats.parquet").num_rows > 0
+
+
+def test_a_raw_size_past_any_file_reads_the_frames_at_once(tmp_path, monkeypatch):
+    """A pack whose header claims 4 EiB of raw bytes: its frames are read, the rest counts as
+    unpublished chunks without being walked (the copy cannot be made that large: it reports
+    the segment unreadable)."""
+    rec = tmp_path / "rank.nvtxrec"
+    first, _ = _packed_recording(rec)
+    intact = _read(rec, monkeypatch, True)
+    first.write_bytes(_damage("raw size of 2**62", first.read_bytes()))
+    rows, damage, strings, _ = _read(rec, monkeypatch, True)
+    assert np.array_equal(rows, intact[0]) and strings == intact[2]
+    assert damage.unpublished_chunks > 1 << 40 and not damage.errors

@@ -44,6 +44,8 @@ class PackedSegment {
   // Bytes of the raw segment (the copy's size: the header's raw_size, or the end of the
   // last frame past it).
   uint64_t size() const { return size_; }
+  // Where the last frame's bytes end (zeros from there on).
+  uint64_t data_end() const { return frames_.empty() ? 0 : frames_.back().raw_offset + frames_.back().raw_len; }
   // pread on the raw segment: n bytes at off (fewer at its end); zeros where no frame unpacks.
   uint64_t Read(void* dst, uint64_t n, uint64_t off);
   // The bytes of [off, off + n) in place when one frame holds them all (else nullptr);

@@ -185,6 +185,12 @@ void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
   std::vector<ChunkRef> file_order;
   for (uint64_t k = 0; k < count; ++k) {
     uint64_t off = hsize + k * csize;
+    if (packed_.is_open() && off >= packed_.data_end()) {
+      // Past a packed segment's last frame its raw bytes are zeros: unpublished chunks (a raw
+      // size past the frames, however large, costs no time).
+      stats_.unpublished_chunks += count - k;
+      break;
+    }
     uint64_t avail = std::min<uint64_t>(csize, size - off);
     ChunkHeader ch{};
     int64_t got = ReadAt(&ch, std::min<uint64_t>(avail, sizeof(ch)), off);
