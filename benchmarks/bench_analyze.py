@@ -23,7 +23,7 @@ interleaved rounds (the order rotated every round; medians and quartiles over th
 Each command runs as its own process; peak RSS is the largest of its processes (the Dask
 workers' and the recipe's workers' included: getrusage of the waited-for children).
 
-    python benchmarks/bench_analyze.py [--ranks 8,64] [--ranges 1000000] [--rounds 3] [--keep DIR] [--only TEXT]
+    python benchmarks/bench_analyze.py [--ranks 8,64] [--ranges 1000000] [--rounds 3] [--keep DIR] [--only REGEX]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -134,7 +135,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=1000, help="steps per rank (default 1000)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--keep", type=Path, help="keep (and reuse) the ranks in this directory")
-    parser.add_argument("--only", action="append", help="time only the engines whose label holds this (repeatable)")
+    parser.add_argument(
+        "--only", action="append", help="time only the engines whose label this regular expression matches (repeatable)"
+    )
     args = parser.parse_args()
     counts = sorted({int(c) for c in args.ranks.split(",")})
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-analyze-"))
@@ -184,7 +187,7 @@ def main() -> int:
                 label = "nsys recipe nvtx_sum (concurrent), parquetdirs"
                 engines[label] = ([*recipe, "--output", str(out)], recipe_env)
             if args.only:
-                engines = {name: e for name, e in engines.items() if any(o in name for o in args.only)}
+                engines = {name: e for name, e in engines.items() if any(re.search(o, name) for o in args.only)}
             times: dict[str, list[tuple[float, float]]] = {name: [] for name in engines}
             names = list(engines)
             for r in range(args.rounds + 1):
