@@ -43,7 +43,6 @@ struct Codec {
   unsigned (*is_error)(size_t);
   unsigned long (*crc32)(unsigned long, const unsigned char*, unsigned);
   bool ok;
-  std::string why;
 };
 
 const Codec& GetCodec() {
@@ -51,11 +50,7 @@ const Codec& GetCodec() {
     Codec c{};
     void* zstd = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     void* zlib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-    if (!zstd || !zlib) {
-      const char* why = dlerror();
-      c.why = why ? why : "dlopen failed";
-      return c;
-    }
+    if (!zstd || !zlib) return c;
     c.create_dctx = reinterpret_cast<void* (*)()>(dlsym(zstd, "ZSTD_createDCtx"));
     c.free_dctx = reinterpret_cast<size_t (*)(void*)>(dlsym(zstd, "ZSTD_freeDCtx"));
     c.decompress_dctx =
@@ -63,7 +58,6 @@ const Codec& GetCodec() {
     c.is_error = reinterpret_cast<unsigned (*)(size_t)>(dlsym(zstd, "ZSTD_isError"));
     c.crc32 = reinterpret_cast<unsigned long (*)(unsigned long, const unsigned char*, unsigned)>(dlsym(zlib, "crc32"));
     c.ok = c.create_dctx && c.free_dctx && c.decompress_dctx && c.is_error && c.crc32;
-    if (!c.ok) c.why = "libzstd.so.1 or libz.so.1 lacks a function";
     return c;  // (never closed: loaded once per process)
   }();
   return codec;
@@ -115,12 +109,6 @@ int64_t ReadFully(int fd, void* dst, uint64_t n, uint64_t off) {
   return static_cast<int64_t>(got);
 }
 
-bool PackedSegment::Available(std::string* why) {
-  const Codec& c = GetCodec();
-  if (!c.ok && why) *why = c.why;
-  return c.ok;
-}
-
 void PackedSegment::Note(int64_t code, int64_t a, int64_t b) { damage_.push_back({code, a, b}); }
 
 bool PackedSegment::Open(const char* path, uint64_t cache_bytes) {
@@ -157,9 +145,6 @@ bool PackedSegment::Open(const char* path, uint64_t cache_bytes) {
     return false;
   }
   size_ = h.raw_size;
-  header_size_ = h.header_size;
-  chunk_size_ = h.chunk_size;
-  frames_declared_ = h.frames;
   dctx_ = codec.create_dctx();
   if (!dctx_) throw std::bad_alloc();
   // The walk of _unpack_into (packed.py): each frame's header, its packed bytes whole and

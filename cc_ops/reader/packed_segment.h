@@ -7,19 +7,19 @@
 // event (NvtxrUnpackDamage), which Python words as the copy path does, and reads as
 // zeros, as in the copy. Frames are unpacked when first read (the cursor's scan of the
 // chunk headers reads them all, in file order): into a cache of the caller's size (kept
-// for the next segment opened: its pages are not touched anew), the rest into one frame's buffer
-// each time they are read (a segment larger than the cache unpacks those frames again
-// in each pass over its chunks, memory staying bounded).
+// for the next segment opened: its pages are not touched anew), the rest into one frame's
+// buffer each time they are read (a segment larger than the cache unpacks those frames
+// again in each pass over its chunks, memory staying bounded).
 //
 // Zstandard and zlib (crc32) are not linked: they are opened at run time with dlopen
-// (libzstd.so.1, libz.so.1); where either cannot be, Available() is false and Python
-// unpacks the segment itself (packed.py).
+// (libzstd.so.1, libz.so.1); where either cannot be, Open notes kNvtxrUnpackUnavailable and
+// Python unpacks the segment itself (packed.py).
 #ifndef NVTX_PLUGINS_TF_READER_PACKED_SEGMENT_H_
 #define NVTX_PLUGINS_TF_READER_PACKED_SEGMENT_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
-#include <string>
 #include <vector>
 
 #include "reader/decode.h"
@@ -31,12 +31,14 @@ int64_t ReadFully(int fd, void* dst, uint64_t n, uint64_t off);
 
 class PackedSegment {
  public:
-  // Whether libzstd and libz could be loaded (once per process); *why says why not.
-  static bool Available(std::string* why);
+  PackedSegment() = default;
+  ~PackedSegment() { Close(); }
+  PackedSegment(const PackedSegment&) = delete;
+  PackedSegment& operator=(const PackedSegment&) = delete;
 
-  // Opens `path` and walks its frames; `cache_bytes`: the cache's size (0: none). false when it cannot be read as a raw
-  // segment at all (damage() says why: its header, version or codec, or the file); frames that do not unpack are in
-  // damage() and read as zeros.
+  // Opens `path` and walks its frames; `cache_bytes`: the cache's size (0: none). false
+  // when it cannot be read as a raw segment at all (damage() says why: its header, version
+  // or codec, or the file); frames that do not unpack are in damage() and read as zeros.
   bool Open(const char* path, uint64_t cache_bytes);
   void Close();
   bool is_open() const { return fd_ >= 0; }
@@ -65,22 +67,21 @@ class PackedSegment {
     bool failed;     // its bytes did not unpack (noted; read as zeros)
   };
   void Note(int64_t code, int64_t a, int64_t b);
-  // The unpacked bytes of frame k (nullptr: they do not unpack, noted once).
-  const uint8_t* Unpack(size_t k);
-  // Index of the frame holding raw offset off (frames_.size() when none).
+  // The unpacked bytes of frames_[i] (nullptr: they do not unpack, noted once).
+  const uint8_t* Unpack(size_t i);
+  // Index in frames_ of the last frame starting at or before raw offset off (frames_.size()
+  // when none).
   size_t FrameAt(uint64_t off) const;
 
   int fd_ = -1;
   void* dctx_ = nullptr;  // Zstandard's decompression context
   uint64_t size_ = 0;
-  uint32_t header_size_ = 0, chunk_size_ = 0;
-  uint64_t frames_declared_ = 0;
   std::vector<Frame> frames_;  // the frames that may unpack, in order
   std::vector<NvtxrUnpackDamage> damage_;
   std::vector<uint8_t> packed_;   // one frame's packed bytes
   std::vector<uint8_t> scratch_;  // one frame unpacked (not cached)
   int64_t scratch_frame_ = -1;
-  uint8_t* cache_ = nullptr;  // kCacheBytes, frames unpacked in the order they were first read
+  uint8_t* cache_ = nullptr;  // cache_bytes_, frames unpacked in the order they were first read
   uint64_t cache_used_ = 0, cache_bytes_ = 0;
 };
 
