@@ -8,17 +8,20 @@ place against the numpy mapper reading the copy."""
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 import zlib
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import _child_env
 from test_analyze_native import _assert_same, _write_process
 from test_packed import nvtx_tf
 
 from nvtx_plugins_tf import cli
 from nvtx_plugins_tf.recorder.analysis import mapper
-from nvtx_plugins_tf.recorder.recording import packed, reader
+from nvtx_plugins_tf.recorder.recording import _decoder, packed, reader
 from nvtx_plugins_tf.recorder.recording.packed import pack_recording
 from nvtx_plugins_tf.recorder.recording.reader import RecordingReader
 
@@ -200,3 +203,35 @@ def test_a_raw_size_past_any_file_reads_the_frames_at_once(tmp_path, monkeypatch
     rows, damage, strings, _ = _read(rec, monkeypatch, True)
     assert np.array_equal(rows, intact[0]) and strings == intact[2]
     assert damage.unpublished_chunks > 1 << 40 and not damage.errors
+
+
+def test_without_a_loadable_libzstd_the_copy_reads_it(tmp_path):
+    """A libzstd.so.1 without Zstandard's functions first on the library path: the reader
+    cannot unpack in place and says so; Python unpacks into the copy, and analyze's tables
+    are those read in place."""
+    fake = tmp_path / "lib"
+    fake.mkdir()
+    (fake / "empty.c").write_text("int nvtx_tf_not_zstd(void) { return 0; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", fake / "libzstd.so.1", fake / "empty.c"], check=True)
+    rec = tmp_path / "rank.nvtxrec"
+    _packed_recording(rec)
+    tables = {}
+    for name, env in (("in place", {}), ("fake libzstd", {"LD_LIBRARY_PATH": str(fake)})):
+        out = tmp_path / name
+        proc = subprocess.run(
+            [sys.executable, "-m", "nvtx_plugins_tf", "analyze", rec, "-o", out],
+            env=_child_env(**env), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        tables[name] = pq.read_table(out / "rank_stats.parquet").to_pandas()
+    assert len(tables["in place"]) and tables["in place"].equals(tables["fake libzstd"])  # (NaN Std equal)
+    probe = (
+        "import sys\nfrom nvtx_plugins_tf.recorder.recording import _decoder\n"
+        "print(_decoder.Decoder().open_packed(sys.argv[1], 0)[2])"
+    )
+    seg = str(next(rec.glob("*.nvtxsegz")))
+    for env, expected in (({}, "[]"), ({"LD_LIBRARY_PATH": str(fake)}, f"[({_decoder.UNPACK_UNAVAILABLE}, 0, 0)]")):
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, seg], env=_child_env(**env), capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0 and proc.stdout.strip() == expected, (proc.stdout, proc.stderr)
