@@ -10,6 +10,8 @@ interleaved rounds (the order rotated every round; medians and quartiles over th
   parquetdirs: every output (all_stats, rank_stats, pace, stragglers, heatmap.png); on both
   also with ``NVTX_TF_ANALYZE_NATIVE=0`` (the numpy mapper, the reference, instead of the
   native one: parquetdirs streamed into it in batches, nsys_inputs/batches.py);
+* analyze on the recordings packed as `record` leaves them (recording/packed.py): read frame
+  by frame, and with ``NVTX_TF_UNPACK_IN_PLACE=0`` unpacked into a copy first (as before);
 * analyze on a dask.distributed LocalCluster of 2 worker processes (``--workers 2``), on the
   recordings;
 * ``nsys recipe nvtx_sum --mode concurrent`` (Nsight Systems 2023.4.4, fetched by
@@ -21,7 +23,7 @@ interleaved rounds (the order rotated every round; medians and quartiles over th
 Each command runs as its own process; peak RSS is the largest of its processes (the Dask
 workers' and the recipe's workers' included: getrusage of the waited-for children).
 
-    python benchmarks/bench_analyze.py [--ranks 8,64] [--ranges 1000000] [--rounds 3] [--keep DIR]
+    python benchmarks/bench_analyze.py [--ranks 8,64] [--ranges 1000000] [--rounds 3] [--keep DIR] [--only REGEX]
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -132,6 +135,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=1000, help="steps per rank (default 1000)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--keep", type=Path, help="keep (and reuse) the ranks in this directory")
+    parser.add_argument(
+        "--only", action="append", help="time only the engines whose label this regular expression matches (repeatable)"
+    )
     args = parser.parse_args()
     counts = sorted({int(c) for c in args.ranks.split(",")})
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-analyze-"))
@@ -159,8 +165,13 @@ def main() -> int:
                     [*nvtx_tf, str(rec), "-o", str(out)],
                     dict(env, NVTX_TF_ANALYZE_NATIVE="0"),
                 ),
-                # the recordings as `record` leaves them (recording/packed.py): unpacked as they are read
+                # the recordings as `record` leaves them (recording/packed.py): unpacked as they are read,
+                # frame by frame (cc_ops/reader/packed_segment.h); before: into a copy first
                 "analyze, embedded, packed recordings": ([*nvtx_tf, str(packed), "-o", str(out)], env),
+                "analyze, embedded, packed recordings, NVTX_TF_UNPACK_IN_PLACE=0": (
+                    [*nvtx_tf, str(packed), "-o", str(out)],
+                    dict(env, NVTX_TF_UNPACK_IN_PLACE="0"),
+                ),
                 "analyze, embedded, parquetdirs": ([*nvtx_tf, str(pqt), "-o", str(out)], env),
                 "analyze, embedded, parquetdirs, NVTX_TF_ANALYZE_NATIVE=0": (
                     [*nvtx_tf, str(pqt), "-o", str(out)],
@@ -175,6 +186,8 @@ def main() -> int:
                 recipe = [str(nsys), "recipe", "nvtx_sum", "--mode", "concurrent", "--input", str(pqt)]
                 label = "nsys recipe nvtx_sum (concurrent), parquetdirs"
                 engines[label] = ([*recipe, "--output", str(out)], recipe_env)
+            if args.only:
+                engines = {name: e for name, e in engines.items() if any(re.search(o, name) for o in args.only)}
             times: dict[str, list[tuple[float, float]]] = {name: [] for name in engines}
             names = list(engines)
             for r in range(args.rounds + 1):

@@ -16,7 +16,7 @@ namespace {
 
 using nvtx_reader::Decoder;
 
-constexpr uint32_t kAbiVersion = 11;
+constexpr uint32_t kAbiVersion = 12;
 
 void SetError(char* err, uint32_t err_len, const std::string& message) {
   if (!err || err_len == 0) return;
@@ -73,17 +73,37 @@ NVTXR_API void* nvtxr_new(void) { return new (std::nothrow) Decoder(); }
 
 NVTXR_API void nvtxr_free(void* ctx) { delete D(ctx); }
 
-NVTXR_API int nvtxr_open_segment(void* ctx, const char* path, char* err, uint32_t err_len) {
+namespace {
+
+int OpenSegment(void* ctx, const char* path, bool packed, uint64_t cache_bytes, char* err, uint32_t err_len) {
   if (!ctx || !path) return -1;
   try {
     std::string error;
-    int rc = D(ctx)->Open(path, &error);
+    int rc = D(ctx)->Open(path, packed, cache_bytes, &error);
     if (rc != 0) SetError(err, err_len, error);
     return rc;
   } catch (...) {
     SetError(err, err_len, "out of memory");
     return -1;
   }
+}
+
+}  // namespace
+
+NVTXR_API int nvtxr_open_segment(void* ctx, const char* path, char* err, uint32_t err_len) {
+  return OpenSegment(ctx, path, /*packed=*/false, 0, err, err_len);
+}
+
+NVTXR_API int nvtxr_open_packed(void* ctx, const char* path, uint64_t cache_bytes, char* err, uint32_t err_len) {
+  return OpenSegment(ctx, path, /*packed=*/true, cache_bytes, err, err_len);
+}
+
+NVTXR_API int64_t nvtxr_unpack_damage(void* ctx, NvtxrUnpackDamage* out, int64_t capacity) {
+  if (!ctx) return 0;
+  const std::vector<NvtxrUnpackDamage>& damage = D(ctx)->unpack_damage();
+  const int64_t n = static_cast<int64_t>(damage.size());
+  for (int64_t i = 0; out && i < std::min(n, capacity); ++i) out[i] = damage[static_cast<size_t>(i)];
+  return n;
 }
 
 NVTXR_API int nvtxr_segment_info(void* ctx, NvtxrSegmentInfo* out) {

@@ -27,6 +27,7 @@
 //   rank_stats_api.cc      ABI 10: its C API (below); ABI 11: an nsys export's rows as input
 //   sqlite_ranges.{h,cc}   ABI 11: an SQLite export's range rows read natively into the columns
 //   sqlite_api.{h,cc}      SQLite through dlopen, for sqlite_insert (the SQLite export) and sqlite_ranges
+//   packed_segment.{h,cc}  ABI 12: a packed segment read frame by frame (Zstandard through dlopen)
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
 #define NVTX_PLUGINS_TF_READER_DECODE_H_
 
@@ -111,6 +112,23 @@ struct NvtxrStats {
                                  // counted in damaged_chunks; their records are read)
 };
 
+// ABI 12: what of a packed segment does not unpack (nvtxr_open_packed), in the terms of
+// packed.py's _unpack_into (Python words it): code, then its two numbers.
+enum NvtxrUnpackCode : int64_t {
+  kNvtxrUnpackNotPacked = 1,      // not a packed segment (its header): unreadable
+  kNvtxrUnpackUnknown = 2,        // a = version, b = codec: unreadable
+  kNvtxrUnpackTruncated = 3,      // the file ends before frame a; b = the chunks missing
+  kNvtxrUnpackHeader = 4,         // the segment's header does not unpack: unreadable
+  kNvtxrUnpackLostFrom = 5,       // frame a and those after it (b in all) do not unpack
+  kNvtxrUnpackFrame = 6,          // frame a (chunk a - 1) does not unpack
+  kNvtxrUnpackOsError = 7,        // a = errno: unreadable
+  kNvtxrUnpackUnavailable = 100,  // no Zstandard here (libzstd, libz): unpack it in Python
+};
+struct NvtxrUnpackDamage {
+  int64_t code;
+  int64_t a, b;
+};
+
 struct NvtxrDomain {
   int64_t pid;
   uint64_t create_ns;  // 0 when no kDomainCreate was seen
@@ -139,6 +157,15 @@ NVTXR_API void nvtxr_free(void* ctx);
 // unreadable_segments), -2 when its header is damaged (counted in damaged_segments).
 // err receives a message naming the file.
 NVTXR_API int nvtxr_open_segment(void* ctx, const char* path, char* err, uint32_t err_len);
+// ABI 12: open a packed segment (PID-START.nvtxsegz) as the raw segment it holds, unpacked
+// frame by frame as it is read (packed_segment.h), up to `cache_bytes` of its frames kept
+// unpacked while it is open (the rest unpacked again when read again). Returns as nvtxr_open_segment, and -3
+// when it cannot be read as a segment at all, nothing counted (nvtxr_unpack_damage says
+// why: for kNvtxrUnpackUnavailable, read it some other way).
+NVTXR_API int nvtxr_open_packed(void* ctx, const char* path, uint64_t cache_bytes, char* err, uint32_t err_len);
+// ABI 12: what of the packed segment opened last did not unpack (its frames read as zeros):
+// up to `capacity` entries into out (NULL: none); returns how many there are.
+NVTXR_API int64_t nvtxr_unpack_damage(void* ctx, NvtxrUnpackDamage* out, int64_t capacity);
 NVTXR_API int nvtxr_segment_info(void* ctx, NvtxrSegmentInfo* out);
 // ABI 3: the header of a segment file without decoding it (no context needed), e.g. to
 // place a segment in time or find a process' segments. Lenient: only the segment magic

@@ -10,10 +10,10 @@ namespace nvtx_reader {
 
 using namespace nvtx_record;
 
-int Decoder::Open(const char* path, std::string* error) {
+int Decoder::Open(const char* path, bool packed, uint64_t cache_bytes, std::string* error) {
   CloseSegment();
   phase_ = kIdle;
-  int rc = cursor_.Open(path, error);
+  int rc = cursor_.Open(path, packed, cache_bytes, error);
   if (rc != 0) return rc;
   const SegmentHeader& h = cursor_.header();
   // The process this segment belongs to (older writers: every segment on its own).

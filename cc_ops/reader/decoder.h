@@ -33,8 +33,9 @@ class Decoder {
  public:
   Decoder() : cursor_(stats_), matcher_(stats_) {}
 
-  // See nvtxr_open_segment.
-  int Open(const char* path, std::string* error);
+  // See nvtxr_open_segment (`packed`: nvtxr_open_packed).
+  int Open(const char* path, bool packed, uint64_t cache_bytes, std::string* error);
+  const std::vector<NvtxrUnpackDamage>& unpack_damage() const { return cursor_.unpack_damage(); }
   void CloseSegment();
   // Info of the open segment; false when none is open (or after Finish).
   bool SegmentInfo(NvtxrSegmentInfo* out) const;

@@ -18,20 +18,6 @@ namespace {
 constexpr uint32_t kMaxChunkSize = 1u << 30;
 constexpr uint32_t kMaxHeaderSize = 1u << 20;
 
-// pread until n bytes or EOF/error; returns bytes read, -1 on error (errno set).
-int64_t ReadFully(int fd, void* dst, uint64_t n, uint64_t off) {
-  uint8_t* out = static_cast<uint8_t*>(dst);
-  uint64_t got = 0;
-  while (got < n) {
-    ssize_t r = pread(fd, out + got, n - got, static_cast<off_t>(off + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return got ? static_cast<int64_t>(got) : -1;
-    if (r == 0) break;
-    got += static_cast<uint64_t>(r);
-  }
-  return static_cast<int64_t>(got);
-}
-
 }  // namespace
 
 FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
@@ -48,33 +34,23 @@ void FileDescriptor::Reset() {
   fd_ = -1;
 }
 
-int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, SegmentHeaderRead* out, std::string* error) {
-  memset(out, 0, sizeof(*out));
-  *fd = FileDescriptor(::open(path, O_RDONLY | O_CLOEXEC));
-  if (fd->get() < 0) {
-    *error = std::string("cannot open ") + path + ": " + strerror(errno);
-    return -1;
-  }
-  struct stat st;
-  if (fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fd->Reset();
-    *error = std::string("not a regular file: ") + path;
-    return -1;
-  }
-  uint64_t size = static_cast<uint64_t>(st.st_size);
+namespace {
+
+// The checks of a segment's header (the raw segment is `size` bytes; read(dst, n, off) reads
+// it as pread does): as ReadSegmentHeader.
+template <class Read>
+int ParseHeader(Read read, uint64_t size, bool lenient, SegmentHeaderRead* out, const char* path, std::string* error) {
   out->file_size = size;
   // The fields every writer wrote; lenient: up to start_ns.
   const uint64_t needed = lenient ? offsetof(SegmentHeader, start_realtime_ns) : kHeaderV1End;
   if (size < needed) {
-    fd->Reset();
     *error = std::string("segment header truncated: ") + path;
     return -2;
   }
   SegmentHeader& h = out->header;
-  int64_t got = ReadFully(fd->get(), &h, std::min<uint64_t>(size, sizeof(h)), 0);
+  int64_t got = read(&h, std::min<uint64_t>(size, sizeof(h)), 0);
   if (got < static_cast<int64_t>(needed)) {
     int e = errno;
-    fd->Reset();
     memset(&h, 0, sizeof(h));
     *error = std::string("cannot read ") + path + ": " + (got < 0 ? strerror(e) : "short read");
     return -1;
@@ -93,7 +69,6 @@ int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, Segmen
   else if (size < h.header_size)
     problem = "segment header truncated";
   if (problem) {
-    fd->Reset();
     *error = std::string(problem) + ": " + path;
     return -2;
   }
@@ -102,6 +77,28 @@ int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, Segmen
     memset(reinterpret_cast<char*>(&h) + kHeaderV1End, 0, sizeof(SegmentHeader) - kHeaderV1End);
   }
   return 0;
+}
+
+}  // namespace
+
+int ReadSegmentHeader(const char* path, bool lenient, FileDescriptor* fd, SegmentHeaderRead* out, std::string* error) {
+  memset(out, 0, sizeof(*out));
+  *fd = FileDescriptor(::open(path, O_RDONLY | O_CLOEXEC));
+  if (fd->get() < 0) {
+    *error = std::string("cannot open ") + path + ": " + strerror(errno);
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    fd->Reset();
+    *error = std::string("not a regular file: ") + path;
+    return -1;
+  }
+  const int file = fd->get();
+  int rc = ParseHeader([file](void* dst, uint64_t n, uint64_t off) { return ReadFully(file, dst, n, off); },
+                       static_cast<uint64_t>(st.st_size), lenient, out, path, error);
+  if (rc != 0) fd->Reset();
+  return rc;
 }
 
 void FillSegmentInfo(const SegmentHeader& h, NvtxrSegmentInfo* info) {
@@ -123,10 +120,20 @@ void FillSegmentInfo(const SegmentHeader& h, NvtxrSegmentInfo* info) {
   info->parent_process_start_ns = h.parent_process_start_ns;
 }
 
-int SegmentCursor::Open(const char* path, std::string* error) {
+int SegmentCursor::Open(const char* path, bool packed, uint64_t cache_bytes, std::string* error) {
   Close();
+  packed_.ClearDamage();
   SegmentHeaderRead read;
-  int rc = ReadSegmentHeader(path, /*lenient=*/false, &fd_, &read, error);
+  int rc;
+  if (packed) {
+    if (!packed_.Open(path, cache_bytes)) return -3;  // (nothing counted: Python words the damage)
+    memset(&read, 0, sizeof(read));
+    rc = ParseHeader([this](void* dst, uint64_t n, uint64_t off) { return ReadAt(dst, n, off); }, packed_.size(),
+                     /*lenient=*/false, &read, path, error);
+    if (rc != 0) packed_.Close();
+  } else {
+    rc = ReadSegmentHeader(path, /*lenient=*/false, &fd_, &read, error);
+  }
   if (rc != 0) {
     if (rc == -1)
       stats_.unreadable_segments++;
@@ -158,11 +165,13 @@ int SegmentCursor::Open(const char* path, std::string* error) {
 
 void SegmentCursor::Close() {
   fd_.Reset();
+  packed_.Close();
   order_.clear();
   order_.shrink_to_fit();
   next_chunk_ = 0;
   in_chunk_ = false;
   chunk_ = nullptr;
+  data_ = nullptr;
   if (buf_.size() > (1u << 20)) {
     buf_.clear();
     buf_.shrink_to_fit();
@@ -176,9 +185,15 @@ void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
   std::vector<ChunkRef> file_order;
   for (uint64_t k = 0; k < count; ++k) {
     uint64_t off = hsize + k * csize;
+    if (packed_.is_open() && off >= packed_.data_end()) {
+      // Past a packed segment's last frame its raw bytes are zeros: unpublished chunks (a raw
+      // size past the frames, however large, costs no time).
+      stats_.unpublished_chunks += count - k;
+      break;
+    }
     uint64_t avail = std::min<uint64_t>(csize, size - off);
     ChunkHeader ch{};
-    int64_t got = ReadFully(fd_.get(), &ch, std::min<uint64_t>(avail, sizeof(ch)), off);
+    int64_t got = ReadAt(&ch, std::min<uint64_t>(avail, sizeof(ch)), off);
     if (got < 0) {
       stats_.damaged_chunks++;
       continue;
@@ -234,24 +249,38 @@ void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
   for (const ChunkRef& c : file_order) order_.push_back(by_thread[c.thread_index][taken[c.thread_index]++]);
 }
 
+int64_t SegmentCursor::ReadAt(void* dst, uint64_t n, uint64_t off) {
+  if (packed_.is_open()) return static_cast<int64_t>(packed_.Read(dst, n, off));
+  return ReadFully(fd_.get(), dst, n, off);
+}
+
 uint64_t SegmentCursor::ReadChunk(const ChunkRef& c) {
+  if (packed_.is_open()) {
+    uint64_t got = 0;
+    const uint8_t* p = packed_.Bytes(c.offset, c.available, &got);
+    if (p) {  // (in place: one frame holds the chunk, as packed.py packs them)
+      data_ = p;
+      return got;
+    }
+  }
   if (buf_.size() < c.available) buf_.resize(c.available);
-  int64_t got = ReadFully(fd_.get(), buf_.data(), c.available, c.offset);
+  data_ = buf_.data();
+  int64_t got = ReadAt(buf_.data(), c.available, c.offset);
   return got < 0 ? 0 : static_cast<uint64_t>(got);
 }
 
 bool SegmentCursor::AllZero(uint64_t from, uint64_t to) const {
-  return std::all_of(buf_.data() + from, buf_.data() + to, [](uint8_t b) { return b == 0; });
+  return std::all_of(data_ + from, data_ + to, [](uint8_t b) { return b == 0; });
 }
 
 uint64_t SegmentCursor::LastNonZeroEnd(uint64_t from, uint64_t to) const {
-  while (to > from && buf_[to - 1] == 0) --to;
+  while (to > from && data_[to - 1] == 0) --to;
   return to;
 }
 
 uint64_t SegmentCursor::TornRecordEnd(uint64_t at) const {
   // (the body's words as the writers store them: record_format.h; a word not yet stored is 0)
-  auto word = [&](uint64_t off) { return at + off + 8 <= end_ ? Load64(buf_.data() + at + off) : 0; };
+  auto word = [&](uint64_t off) { return at + off + 8 <= end_ ? Load64(data_ + at + off) : 0; };
   auto pad8 = [](uint64_t v) { return (v + 7) & ~uint64_t(7); };
   uint64_t longest = kLostEventBytes;  // an event record without a payload block, or a short definition
   // kStringDef, kPayloadSchema: u32 byte length, u32 0, then the bytes.
@@ -269,6 +298,7 @@ uint64_t SegmentCursor::TornRecordEnd(uint64_t at) const {
 bool SegmentCursor::IsEndOfData(uint64_t at) const { return LastNonZeroEnd(at, end_) <= TornRecordEnd(at); }
 
 void SegmentCursor::Reread(uint64_t from) {
+  if (packed_.is_open()) return;  // (a packed segment's bytes do not change)
   int64_t got = ReadFully(fd_.get(), buf_.data() + from, end_ - from, chunk_->offset + from);
   const uint64_t n = got < 0 ? 0 : static_cast<uint64_t>(got);
   if (from + n < end_) {  // (cut meanwhile: what was read is what there is)
@@ -279,7 +309,7 @@ void SegmentCursor::Reread(uint64_t from) {
 
 uint64_t SegmentCursor::ResyncFrom(uint64_t from) const {
   for (uint64_t q = from; q + 8 <= end_; q += 8) {
-    const uint8_t* r = buf_.data() + q;
+    const uint8_t* r = data_ + q;
     // Only a full-form record: a compact event there could not be dated (the clock is lost
     // with the damage), and its one word is easily mimicked by the bytes of a damaged record
     // (a small timestamp, a range id).
@@ -300,7 +330,7 @@ bool SegmentCursor::NextChunk() {
   bool mismatch = chunk_->bad_seal;
   if (sealed && whole_) {
     uint64_t sum1, sum2;
-    ChunkSums(buf_.data(), sealed, &sum1, &sum2);
+    ChunkSums(data_, sealed, &sum1, &sum2);
     mismatch = sum1 != chunk_->sum1 || sum2 != chunk_->sum2;
   }
   if (mismatch) {
@@ -336,7 +366,7 @@ SegmentCursor::Step SegmentCursor::NextRecord(const uint8_t** p, uint64_t* len) 
     }
     return kChunkEnd;
   }
-  const uint8_t* r = buf_.data() + pos_;
+  const uint8_t* r = data_ + pos_;
   uint64_t n = Load64(r) == 0 ? 0 : RecordLength(r, end_ - pos_);
   if (n == 0 && Load64(r) == 0 && !chunk_->sealed_end) {
     // The end of an unsealed chunk's data (record_format.h, "End of data"): zeros, or the
@@ -384,7 +414,7 @@ SegmentCursor::Step SegmentCursor::NextRecord(const uint8_t** p, uint64_t* len) 
     }
     pos_ = next;
     clock_.Reset();  // the skipped bytes may have held events the clock counts from
-    r = buf_.data() + pos_;
+    r = data_ + pos_;
     n = RecordLength(r, end_ - pos_);
   }
   pos_ += n;

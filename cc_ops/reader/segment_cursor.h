@@ -12,6 +12,7 @@
 
 #include "format/record_format.h"
 #include "reader/decode.h"
+#include "reader/packed_segment.h"
 #include "reader/record_parse.h"
 
 namespace nvtx_reader {
@@ -65,10 +66,14 @@ class SegmentCursor {
 
   // Opens a segment: checks its header, counts its truncation and its dropped events,
   // finds and orders its chunks. Return codes as nvtxr_open_segment (0, -1, -2); counts
-  // unreadable and damaged segments itself. May throw std::bad_alloc.
-  int Open(const char* path, std::string* error);
+  // unreadable and damaged segments itself. `packed`: a packed segment (packed_segment.h),
+  // -3 when it cannot be read as one (nothing counted; unpack_damage() says why). May
+  // throw std::bad_alloc. `cache_bytes`: see PackedSegment::Open.
+  int Open(const char* path, bool packed, uint64_t cache_bytes, std::string* error);
   void Close();
-  bool is_open() const { return fd_.get() >= 0; }
+  bool is_open() const { return fd_.get() >= 0 || packed_.is_open(); }
+  // What of the packed segment opened last did not unpack (its frames read as zeros).
+  const std::vector<NvtxrUnpackDamage>& unpack_damage() const { return packed_.damage(); }
 
   const NvtxrSegmentInfo& info() const { return info_; }
   const nvtx_record::SegmentHeader& header() const { return header_; }
@@ -98,21 +103,25 @@ class SegmentCursor {
 
  private:
   void Scan(uint64_t size, uint32_t hsize, uint32_t csize);
-  // Reads chunk c into buf_; returns the bytes read (<= c.available).
+  // pread on the segment (raw or packed): n bytes at off; -1 on error.
+  int64_t ReadAt(void* dst, uint64_t n, uint64_t off);
+  // Reads chunk c (data_: its bytes, in buf_ or in place); returns the bytes read (<= c.available).
   uint64_t ReadChunk(const ChunkRef& c);
-  // The bytes of buf_ (n read) that hold c's records: up to a seal, else all.
+  // The bytes of data_ (n read) that hold c's records: up to a seal, else all.
   static uint64_t RecordsEnd(const ChunkRef& c, uint64_t n) {
     return c.sealed_end && c.sealed_end < n ? c.sealed_end : n;
   }
 
   NvtxrStats& stats_;
   FileDescriptor fd_;
+  PackedSegment packed_;  // open when the segment is packed (fd_ then is not)
   uint64_t segment_no_ = 0;
   NvtxrSegmentInfo info_{};
   nvtx_record::SegmentHeader header_{};
   std::vector<ChunkRef> order_;
   size_t next_chunk_ = 0;
-  std::vector<uint8_t> buf_;  // the chunk being decoded
+  std::vector<uint8_t> buf_;       // the chunk being decoded, read (raw) or unpacked across frames
+  const uint8_t* data_ = nullptr;  // its bytes: buf_, or a packed segment's frame in place
   bool in_chunk_ = false;
   const ChunkRef* chunk_ = nullptr;
   uint64_t pos_ = 0, end_ = 0;  // offsets into buf_
@@ -140,7 +149,7 @@ template <class F>
 void SegmentCursor::ForEachRecord(F f) {
   for (const ChunkRef& c : order_) {
     uint64_t n = RecordsEnd(c, ReadChunk(c));
-    ForEachRecordIn(static_cast<const uint8_t*>(buf_.data()), n, f);
+    ForEachRecordIn(data_, n, f);
   }
 }
 

@@ -2,7 +2,7 @@
 // read straight into analyze's native columns (range_columns.h), without a Python object a
 // row (the sqlite3 module makes a tuple a row: most of the time of a large file). SQLite is
 // opened at run time with dlopen (sqlite_api.h); the query is the caller's
-// (reports/_export_batches.py: the rules of reports/_export_ranges.py).
+// (nsys_inputs/batches.py: the rules of nsys_inputs/ranges.py).
 #include "reader/sqlite_ranges.h"
 
 #include <string>

@@ -10,7 +10,7 @@ import numpy as np
 from ..._native_libs import native_library
 from ..._paths import native_path
 
-ABI_VERSION = 11
+ABI_VERSION = 12
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -193,6 +193,9 @@ def library() -> ctypes.CDLL:
                 "nvtxr_ranges_pairs": (i64, [vp, vp]),
                 "nvtxr_ranges_add_sqlite": (i64, [vp, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, vp, u32]),
                 "nvtxr_ranges_messages": (i64, [vp, vp, vp]),
+                # ABI 12: a packed segment read frame by frame (cc_ops/reader/packed_segment.h)
+                "nvtxr_open_packed": (ctypes.c_int, [vp, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p, u32]),
+                "nvtxr_unpack_damage": (i64, [vp, vp, i64]),
             }
             for name, (restype, argtypes) in sigs.items():
                 fn = getattr(lib, name)
@@ -269,6 +272,9 @@ def rewrite_segment_header(
         raise ValueError("header does not hold a segment header")
 
 
+#: nvtxr_open_packed's note when Zstandard (libzstd.so.1, libz.so.1) cannot be loaded here
+UNPACK_UNAVAILABLE = 100
+
 #: rewrite_chunk's results
 CHUNK_DONE, CHUNK_UNPUBLISHED, CHUNK_DAMAGED = 0, 1, -2
 
@@ -308,6 +314,20 @@ class Decoder:
         err = ctypes.create_string_buffer(512)
         rc = self._lib.nvtxr_open_segment(self._ctx, native_path(path), err, len(err))
         return rc, err.value.decode(errors="surrogateescape")
+
+    def open_packed(self, path: str, cache_bytes: int) -> tuple[int, str, list[tuple[int, int, int]]]:
+        """Open the packed segment ``path`` as the raw segment it holds, unpacked frame by frame
+        as it is read, up to ``cache_bytes`` of it kept unpacked (``nvtxr_open_packed``): (rc,
+        error, what did not unpack as (code, a, b), see :meth:`.packed.Unpacked.note`). rc -3:
+        it cannot be read as a segment at all (nothing counted), or, with code
+        :data:`UNPACK_UNAVAILABLE`, not here."""
+        err = ctypes.create_string_buffer(512)
+        rc = self._lib.nvtxr_open_packed(self._ctx, native_path(path), cache_bytes, err, len(err))
+        n = self._lib.nvtxr_unpack_damage(self._ctx, None, 0)
+        damage = np.zeros((n, 3), dtype=np.int64)
+        if n:
+            self._lib.nvtxr_unpack_damage(self._ctx, damage.ctypes.data, n)
+        return rc, err.value.decode(errors="surrogateescape"), [tuple(d) for d in damage.tolist()]
 
     def segment_info(self) -> SegmentInfo | None:
         info = SegmentInfo()

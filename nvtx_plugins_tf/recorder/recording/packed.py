@@ -5,8 +5,10 @@ per push or pop and 16 per start or end, through shared mappings, so that a SIGK
 nothing. Once no process writes a segment any more, :func:`pack_recording` (``record`` calls
 it after the exports) replaces it with a packed one: the same bytes, each chunk a Zstandard
 frame of its own (pyarrow's codec), about 0.5 byte per push/pop event and 2-3 per start/end.
-Readers see the raw bytes again (:func:`unpacked`): the decoder and every guarantee about
-damage are those of the raw segment, and damage in a packed file costs the chunks it hit.
+Readers see the raw bytes again: the decoder reads the frames in place (cc_ops/reader/
+packed_segment.h, which walks them by the rules of :func:`_unpack_into`), or, the reference
+and the fallback, :func:`unpacked` copies them into a file first; every guarantee about damage
+is that of the raw segment, and damage in a packed file costs the chunks it hit.
 
 Layout (little-endian)::
 
@@ -273,6 +275,19 @@ def unpack_segment(path) -> Path:
     return target
 
 
+#: What does not unpack (the codes of NvtxrUnpackCode in cc_ops/reader/decode.h, whose reader
+#: of packed segments notes damage by the rules of :func:`_unpack_into`): see :meth:`Unpacked.note`.
+NOT_PACKED, UNKNOWN_CODEC, TRUNCATED, HEADER_DAMAGED, LOST_FROM, FRAME_DAMAGED, OS_ERROR = range(1, 8)
+_UNPACK_TEXT = {
+    NOT_PACKED: "not a packed segment (damaged header)",
+    UNKNOWN_CODEC: "packed segment version {a} codec {b} is not known here",
+    TRUNCATED: "packed file truncated ({b} chunk(s) missing)",
+    HEADER_DAMAGED: "the segment's header does not unpack (damaged)",
+    LOST_FROM: "{what} and the {after} after it do not unpack (damaged)",
+    FRAME_DAMAGED: "{what} does not unpack (damaged)",
+}
+
+
 @dataclass
 class Unpacked:
     """A packed segment's raw bytes, readable at :attr:`path` while open; :attr:`errors`
@@ -282,6 +297,16 @@ class Unpacked:
     errors: list[str]
     damaged_chunks: int = 0
     unreadable: bool = False
+
+    def note(self, packed, code: int, a: int = 0, b: int = 0) -> None:
+        """Word and count one thing of the packed file ``packed`` that did not unpack
+        (``code`` and its numbers: frame ``a`` and ``b`` frames, a version and a codec, or an
+        errno)."""
+        what = "header" if a == 0 else f"chunk {a - 1}"
+        text = _UNPACK_TEXT[code].format(a=a, b=b, what=what, after=b - 1) if code != OS_ERROR else os.strerror(a)
+        self.errors.append(f"{packed}: {text}")
+        self.damaged_chunks += b if code in (TRUNCATED, LOST_FROM) else int(code == FRAME_DAMAGED)
+        self.unreadable = self.unreadable or code in (NOT_PACKED, UNKNOWN_CODEC, HEADER_DAMAGED, OS_ERROR)
 
 
 @contextlib.contextmanager
@@ -326,13 +351,11 @@ def _unpack_into(path: Path, fd: int, header_only: bool) -> Unpacked:
         with open(path, "rb") as f:
             head = f.read(_PACK_HEADER.size)
             if len(head) < _PACK_HEADER.size or head[:8] != MAGIC:
-                out.errors.append(f"{path}: not a packed segment (damaged header)")
-                out.unreadable = True
+                out.note(path, NOT_PACKED)
                 return out
             _, version, codec_id, size, header_size, chunk_size, frames = _PACK_HEADER.unpack(head)
             if version != VERSION or codec_id != CODEC_ZSTD:
-                out.errors.append(f"{path}: packed segment version {version} codec {codec_id} is not known here")
-                out.unreadable = True
+                out.note(path, UNKNOWN_CODEC, version, codec_id)
                 return out
             if header_only:
                 frames = min(frames, 1)
@@ -344,8 +367,7 @@ def _unpack_into(path: Path, fd: int, header_only: bool) -> Unpacked:
                 expected = header_size if k == 0 else chunk_size
                 frame = f.read(_FRAME.size)
                 if len(frame) < _FRAME.size:
-                    out.damaged_chunks += frames - k
-                    out.errors.append(f"{path}: packed file truncated ({frames - k} chunk(s) missing)")
+                    out.note(path, TRUNCATED, k, frames - k)
                     break
                 packed_len, raw_len, crc, _ = _FRAME.unpack(frame)
                 data = f.read(packed_len) if packed_len <= 2 * expected + 4096 else b""
@@ -354,21 +376,16 @@ def _unpack_into(path: Path, fd: int, header_only: bool) -> Unpacked:
                     with contextlib.suppress(Exception):  # pyarrow's error for a garbled frame
                         raw = codec.decompress(data, decompressed_size=raw_len)
                 if raw is None or len(raw) != raw_len:
-                    what = "header" if k == 0 else f"chunk {k - 1}"
                     if k == 0:
-                        out.errors.append(f"{path}: the segment's header does not unpack (damaged)")
-                        out.unreadable = True
+                        out.note(path, HEADER_DAMAGED)
                         return out
                     if len(data) != packed_len:  # the frames' boundaries are lost from here on
-                        out.damaged_chunks += frames - k
-                        out.errors.append(f"{path}: {what} and the {frames - k - 1} after it do not unpack (damaged)")
+                        out.note(path, LOST_FROM, k, frames - k)
                         break
-                    out.damaged_chunks += 1
-                    out.errors.append(f"{path}: {what} does not unpack (damaged)")
+                    out.note(path, FRAME_DAMAGED, k)
                 else:
                     os.pwrite(fd, raw, offset)
                 offset += expected
     except OSError as exc:
-        out.errors.append(f"{path}: {exc.strerror}")
-        out.unreadable = True
+        out.note(path, OS_ERROR, exc.errno or 0)
     return out

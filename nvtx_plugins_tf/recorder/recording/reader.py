@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -25,7 +26,7 @@ from ..._paths import PACKED_SEGMENT_SUFFIX, SEGMENT_SUFFIX
 from . import _decoder
 from ._decoder import ROW_DTYPE
 from .model import DamageReport, ProcessInfo, Range, Recording, chunk_damage_text, ranges_from_rows
-from .packed import is_packed, raw_size, unpacked
+from .packed import Unpacked, is_packed, raw_size, unpacked
 
 __all__ = [
     "ROW_DTYPE",
@@ -46,6 +47,15 @@ DEFAULT_BATCH = 65536
 #: holds, per segment file, the damage its source had that copying could not keep (frames of a
 #: packed segment that did not unpack: the copy reads them as never written).
 CARRIED_DAMAGE = "merge.json"
+
+#: Packed segments are read frame by frame by the decoder (cc_ops/reader/packed_segment.h),
+#: not unpacked into a file first (:func:`.packed.unpacked`, the reference: the same rows,
+#: the same damage; also where Zstandard cannot be loaded natively).
+#: ``NVTX_TF_UNPACK_IN_PLACE=0`` unpacks into the file, as before (tests and benchmarks compare).
+UNPACK_IN_PLACE = os.environ.get("NVTX_TF_UNPACK_IN_PLACE", "1").strip() not in ("0", "false", "no", "off")
+#: Bytes of a packed segment kept unpacked while it is read (a larger one unpacks the rest
+#: again in each of the decoder's two passes over its chunks: memory stays bounded).
+UNPACK_CACHE = 64 << 20
 
 
 def segment_key(name: str) -> str:
@@ -173,6 +183,10 @@ class RecordingReader:
         """Open each segment and yield ``take()`` until ``count`` of it is 0, then the same
         for the ranges left open (``take``: the next rows of the decoder)."""
         for seg in self.segments:
+            opened = self._open_packed(seg) if UNPACK_IN_PLACE and is_packed(seg) else None
+            if opened is not None:
+                yield from self._read_segment(seg, opened[1], take, count, opened)
+                continue
             with unpacked(seg) as raw:
                 yield from self._read_segment(seg, raw, take, count)
         self._decoder.finish()
@@ -182,8 +196,22 @@ class RecordingReader:
                 break
             yield rows
 
-    def _read_segment(self, seg: Path, raw, take, count) -> Iterator:
-        """The rows of one segment (``raw``: its raw bytes, see :func:`.packed.unpacked`)."""
+    def _open_packed(self, seg: Path):
+        """Open the packed segment ``seg`` in the decoder: (the decoder's stats before, what
+        did not unpack as :class:`.packed.Unpacked`, rc, error); None when this decoder
+        cannot unpack (then :func:`.packed.unpacked` does)."""
+        before = self._decoder.stats()
+        rc, err, damage = self._decoder.open_packed(str(seg), UNPACK_CACHE)
+        if any(code == _decoder.UNPACK_UNAVAILABLE for code, _, _ in damage):
+            return None
+        raw = Unpacked(str(seg), [])
+        for code, a, b in sorted(damage, key=lambda d: d[1]):  # (in the order of the frames, as the copy)
+            raw.note(seg, code, a, b)
+        return before, raw, rc, err
+
+    def _read_segment(self, seg: Path, raw, take, count, opened=None) -> Iterator:
+        """The rows of one segment (``raw``: its raw bytes, see :func:`.packed.unpacked`;
+        ``opened``: :meth:`_open_packed`'s, the segment open in the decoder already)."""
         self.errors.extend(raw.errors)
         self._unpack_damage["chunks"] += raw.damaged_chunks
         carried = self._carried.get(segment_key(seg.name))
@@ -193,9 +221,12 @@ class RecordingReader:
         if raw.unreadable:
             self._unpack_damage["segments"] += 1
             return
-        before = self._decoder.stats()
+        if opened is None:
+            before = self._decoder.stats()
+            rc, err = self._decoder.open_segment(raw.path)
+        else:
+            before, _, rc, err = opened
         self._segment_chunks0 = before["chunks"]
-        rc, err = self._decoder.open_segment(raw.path)
         if rc != 0:
             self.errors.append((err or f"cannot read {seg}").replace(raw.path, str(seg)))
             return
