@@ -92,8 +92,10 @@ def compute(
     told apart by their folders (``hostA/rank0``)."""
     paths = expand_inputs([str(i) for i in inputs])
     spec = StepSpec.parse(step) if step else None
-    heatmap.preload()
-    ranks, left_out, notes = run_mappers(paths, spec, workers=workers, scheduler=scheduler, progress=progress)
+    # (matplotlib imported while the mappers run, not while Dask is imported and started)
+    ranks, left_out, notes = run_mappers(
+        paths, spec, workers=workers, scheduler=scheduler, progress=progress, started=heatmap.preload
+    )
     if not ranks and left_out:
         raise InputError(f"no input could be read ({len(left_out)}); first: {left_out[0]}")
     ranks, counted_once = once_each(ranks)

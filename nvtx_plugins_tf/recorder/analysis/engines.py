@@ -154,16 +154,20 @@ def run_mappers(
     workers: int | None = None,
     scheduler: str | None = None,
     progress: Callable[[int, int, int], None] | None = None,
+    started: Callable[[], None] | None = None,
 ) -> tuple[list[RankResult], list[str], list[str]]:
     """(every rank's results in input order, the lines of the inputs left out, the lines of
     the Dask workers that cannot see some inputs: those are read by the others). Inputs are
-    given to the workers as absolute paths."""
+    given to the workers as absolute paths. ``started`` is called once the engine is up (on
+    Dask: after its import and start, which need this process's CPU), as the mapping begins."""
     paths = [os.path.abspath(p) for p in inputs]
     results: list[tuple[list[RankResult], str | None] | None] = [None] * len(paths)
     done = events = 0
     notes: list[str] = []
     local = workers is None and scheduler is None
-    for i, result in _in_threads(paths, step) if local else _on_dask(paths, step, workers, scheduler, notes):
+    started = started or (lambda: None)
+    mapped = _in_threads(paths, step, started) if local else _on_dask(paths, step, workers, scheduler, notes, started)
+    for i, result in mapped:
         results[i] = result
         done += 1
         events += sum(r.events for r in result[0])
@@ -174,7 +178,7 @@ def run_mappers(
     return ranks, left_out, notes
 
 
-def _in_threads(paths: list[str], step: StepSpec | None):
+def _in_threads(paths: list[str], step: StepSpec | None, started: Callable[[], None]):
     """(input index, its result) as each is done, mapped by threads of this process: the
     reading (native decoder, pyarrow) and numpy's sorts release the GIL, so two cores give
     1.7x one's ranges/s (benchmarks/bench_analyze.py); memory is that of as many inputs as
@@ -200,6 +204,7 @@ def _in_threads(paths: list[str], step: StepSpec | None):
 
     for k in range(min(embedded_threads(), len(paths))):
         threading.Thread(target=work, name=f"nvtx-tf-analyze-{k}", daemon=True).start()
+    started()
     try:
         for _ in paths:
             i, result, exc = done.get()
@@ -242,7 +247,14 @@ def _where_seen(client, paths: list[str], notes: list[str]) -> tuple[list[list[s
     return [[w for w in sorted(unseen) if i not in blind.get(w, ())] for i in range(len(paths))], sorted(unseen)
 
 
-def _on_dask(paths: list[str], step: StepSpec | None, workers: int | None, scheduler: str | None, notes: list[str]):
+def _on_dask(
+    paths: list[str],
+    step: StepSpec | None,
+    workers: int | None,
+    scheduler: str | None,
+    notes: list[str],
+    started: Callable[[], None],
+):
     """(input index, its result) as each is done, mapped by one Dask task each, on the
     workers that see the input; on leaving early (a signal), the tasks not done are
     cancelled and the cluster closed quietly."""
@@ -265,6 +277,7 @@ def _on_dask(paths: list[str], step: StepSpec | None, workers: int | None, sched
                     continue
                 futures.append(client.submit(_safe_map, path, step, workers=seen, pure=False))
                 index[futures[-1].key] = i
+        started()
         for future in as_completed(futures):
             yield index[future.key], future.result()
     finally:
