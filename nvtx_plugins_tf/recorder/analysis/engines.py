@@ -275,7 +275,9 @@ def _on_dask(
                 if not seen:
                     yield i, ([], f"{path}: no Dask worker sees it ({', '.join(everyone)} cannot): {PATH_RULE}")
                     continue
-                futures.append(client.submit(_safe_map, path, step, workers=seen, pure=False))
+                # (loose: should every worker that sees it leave, a task runs elsewhere and its
+                # failure names that worker, rather than waiting for ever)
+                futures.append(client.submit(_safe_map, path, step, workers=seen, allow_other_workers=True, pure=False))
                 index[futures[-1].key] = i
         started()
         for future in as_completed(futures):
