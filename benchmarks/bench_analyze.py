@@ -13,15 +13,24 @@ interleaved rounds (the order rotated every round; medians and quartiles over th
 * analyze on the recordings packed as `record` leaves them (recording/packed.py): read frame
   by frame, and with ``NVTX_TF_UNPACK_IN_PLACE=0`` unpacked into a copy first (as before);
 * analyze on a dask.distributed LocalCluster of 2 worker processes (``--workers 2``), on the
-  recordings;
-* ``nsys recipe nvtx_sum --mode concurrent`` (Nsight Systems 2023.4.4, fetched by
+  recordings and on the parquetdirs, against ``nsys recipe nvtx_sum --mode dask-futures`` on
+  a LocalCluster of 2 worker processes of one thread (``NSYS_DASK_N_WORKERS=2``,
+  ``NSYS_DASK_THREADS_PER_WORKER=1``: the recipe's ``Client(**NSYS_DASK_*)``);
+* the same on a cluster of separate processes started once for the run, as on a real
+  cluster (``dask scheduler``, two ``dask worker --nworkers 1 --nthreads 1``): ``analyze
+  --scheduler ADDRESS`` against the recipe on the same cluster (Dask's ``DASK_SCHEDULER_ADDRESS``:
+  the recipe's ``NSYS_DASK_ADDRESS`` reaches its ``Client`` as True, not the string); their
+  workers are not the command's children, so the peak RSS shown is the client's only;
+* ``nsys recipe nvtx_sum --mode concurrent`` (Nsight Systems 2024.2.3 or 2023.4.4, fetched by
   build_tools/fetch_nsys.py; left out with a note when it cannot run here) on the
   parquetdirs: statistics only;
 * DuckDB (when installed: not a dependency) computing rank_stats' columns over the
   parquetdirs in one query, its threads one per core: the engine not chosen, measured.
 
 Each command runs as its own process; peak RSS is the largest of its processes (the Dask
-workers' and the recipe's workers' included: getrusage of the waited-for children).
+workers' and the recipe's workers' included: getrusage of the waited-for children). Each
+row's ratio is against the recipe in the same mode: the Dask rows against ``dask-futures`` on
+the same cluster size, the others against ``concurrent``.
 
     python benchmarks/bench_analyze.py [--ranks 8,64] [--ranges 1000000] [--rounds 3] [--keep DIR] [--only REGEX]
 """
@@ -29,10 +38,13 @@ workers' and the recipe's workers' included: getrusage of the waited-for childre
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,6 +61,10 @@ from _programs import build_program, quartiles  # noqa: E402
 from _table import print_table  # noqa: E402
 
 SLOW_RANK, SLOW_NS = 5, 20_000
+# the parquetdirs are nsys 2023.4's format; 2024.2.3's recipe takes them for stale and re-exports
+# the (empty) reports: "Cannot read from stream", "No output generated", and exit 0
+RECIPE_RELEASE = "2023.4.4"
+CLUSTER = "--scheduler: dask scheduler + 2 dask workers"  # (the rows on a cluster of separate processes)
 # Runs a command, then prints its wall time and the peak RSS of its largest process (KiB).
 _MEASURE = (
     "import resource, subprocess, sys, time\n"
@@ -119,13 +135,60 @@ def subset(folder: Path, kind: str, ranks: int) -> Path:
     return out
 
 
-def measure(command: list[str], env: dict) -> tuple[float, float]:
-    """(seconds, peak RSS MiB) of one run of ``command``."""
+@contextlib.contextmanager
+def dask_cluster(folder: Path, env: dict, workers: int = 2):
+    """The address of a Dask cluster of separate processes, as on a real cluster: ``dask
+    scheduler`` and ``workers`` ``dask worker`` processes of one thread each, in ``env``
+    (None without the ``dask`` command); all of them ended on leaving."""
+    dask = Path(sys.executable).with_name("dask")
+    if not dask.exists():
+        yield None
+        return
+    file = folder / "scheduler.json"
+    file.unlink(missing_ok=True)
+    procs = []
+    start = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True, "cwd": folder,
+             "env": env}  # fmt: skip
+    try:
+        procs.append(subprocess.Popen([str(dask), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                       "--no-dashboard", "--scheduler-file", str(file)], **start))  # fmt: skip
+        for _ in range(workers):
+            procs.append(subprocess.Popen([str(dask), "worker", "--scheduler-file", str(file), "--nworkers", "1",
+                                           "--nthreads", "1", "--no-dashboard"], **start))  # fmt: skip
+        import distributed
+
+        deadline = time.monotonic() + 120
+        while not (file.exists() and file.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        address = json.loads(file.read_text())["address"]
+        with distributed.Client(address, timeout="60s") as client:
+            client.wait_for_workers(workers, timeout=120)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def measure(command: list[str], env: dict, made: Path) -> tuple[float, float]:
+    """(seconds, peak RSS MiB) of one run of ``command``, which must make ``made`` (the
+    recipe exits 0 when it made nothing)."""
     proc = subprocess.run([sys.executable, "-c", _MEASURE, *command], env=env, capture_output=True, text=True)
     fields = proc.stdout.split()
-    if proc.returncode or not fields or fields[0] != "0":
+    if proc.returncode or not fields or fields[0] != "0" or not made.exists():
         raise RuntimeError(f"{' '.join(command[:4])}... failed: {proc.stderr.strip()[-800:]}")
     return float(fields[1]), int(fields[2]) / 1024
+
+
+def _mode(label: str) -> str:
+    """Which recipe row a row is held to: the same cluster (``--scheduler``), a LocalCluster of
+    2 workers, or the recipe's concurrent mode."""
+    return "scheduler" if "--scheduler" in label else "dask" if "Dask 2 workers" in label else "concurrent"
 
 
 def main() -> int:
@@ -142,7 +205,9 @@ def main() -> int:
     counts = sorted({int(c) for c in args.ranks.split(",")})
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-analyze-"))
     folder.mkdir(parents=True, exist_ok=True)
-    try:
+    with contextlib.ExitStack() as stack:
+        if args.keep is None:
+            stack.callback(shutil.rmtree, folder, ignore_errors=True)
         if not (folder / f"rank{max(counts) - 1:03d}_pqtdir").is_dir():
             t = time.perf_counter()
             make_ranks(folder, max(counts), args.ranges, args.steps)
@@ -151,9 +216,23 @@ def main() -> int:
             make_packed(folder, max(counts))
         env = dict(os.environ, PYTHONPATH=str(REPO))
         nvtx_tf = [sys.executable, "-m", "nvtx_plugins_tf", "analyze"]
-        nsys = fetch_nsys.nsys_path()
-        why = fetch_nsys.why_not() if nsys is None else None
-        recipe_env = fetch_nsys.run_env(env=dict(env, PATH=f"{Path(sys.executable).parent}:{env['PATH']}"))
+        nsys = fetch_nsys.nsys_path(RECIPE_RELEASE)
+        why = fetch_nsys.why_not(RECIPE_RELEASE) if nsys is None else None
+        recipe_env = fetch_nsys.run_env(
+            RECIPE_RELEASE, env=dict(env, PATH=f"{Path(sys.executable).parent}:{env['PATH']}")
+        )
+        recipe_dask = dict(recipe_env, NSYS_DASK_N_WORKERS="2", NSYS_DASK_THREADS_PER_WORKER="1")
+        address = None
+        cluster_rows = f"analyze {CLUSTER}; nsys recipe nvtx_sum (dask-futures, {CLUSTER})"
+        if importlib.util.find_spec("distributed") is not None and (
+            not args.only or any(re.search(o, cluster_rows) for o in args.only)
+        ):
+            # (the recipe's tasks name its modules, nsys_recipe and nvtx_sum.nvtx_sum: the scheduler
+            # and the workers unpickle them, nsys's Python packages on their path, as on a cluster)
+            packages = nsys.parent / "python" / "packages" if nsys is not None else None
+            packages = [str(packages), str(packages / "nsys_recipe" / "recipes")] if packages else []
+            worker_env = dict(env, PYTHONPATH=os.pathsep.join([*packages, env["PYTHONPATH"]]))
+            address = stack.enter_context(dask_cluster(folder, worker_env))
         rows = []
         for n in counts:
             rec, pqt, packed = subset(folder, "rec", n), subset(folder, "pqt", n), subset(folder, "packed", n)
@@ -178,7 +257,12 @@ def main() -> int:
                     dict(env, NVTX_TF_ANALYZE_NATIVE="0"),
                 ),
                 "analyze, Dask 2 workers, recordings": ([*nvtx_tf, str(rec), "-o", str(out), "--workers", "2"], env),
+                "analyze, Dask 2 workers, parquetdirs": ([*nvtx_tf, str(pqt), "-o", str(out), "--workers", "2"], env),
             }
+            if address is not None:  # a cluster of separate processes, started once
+                for kind, inputs in (("recordings", rec), ("parquetdirs", pqt)):
+                    label = f"analyze {CLUSTER}, {kind}"
+                    engines[label] = ([*nvtx_tf, str(inputs), "-o", str(out), "--scheduler", address], env)
             if importlib.util.find_spec("duckdb") is not None:  # the engine not chosen, measured
                 label = "DuckDB, rank_stats' columns only, parquetdirs"
                 engines[label] = ([sys.executable, "-c", _DUCKDB, str(pqt)], env)
@@ -186,6 +270,13 @@ def main() -> int:
                 recipe = [str(nsys), "recipe", "nvtx_sum", "--mode", "concurrent", "--input", str(pqt)]
                 label = "nsys recipe nvtx_sum (concurrent), parquetdirs"
                 engines[label] = ([*recipe, "--output", str(out)], recipe_env)
+                dask_recipe = [*recipe[:4], "dask-futures", *recipe[5:], "--output", str(out)]
+                label = "nsys recipe nvtx_sum (dask-futures, Dask 2 workers), parquetdirs"
+                engines[label] = (dask_recipe, recipe_dask)
+                if address is not None:
+                    label = f"nsys recipe nvtx_sum (dask-futures, {CLUSTER}), parquetdirs"
+                    # (DASK_SCHEDULER_ADDRESS: the recipe turns NSYS_DASK_ADDRESS's string into True)
+                    engines[label] = (dask_recipe, dict(recipe_env, DASK_SCHEDULER_ADDRESS=address))
             if args.only:
                 engines = {name: e for name, e in engines.items() if any(re.search(o, name) for o in args.only)}
             times: dict[str, list[tuple[float, float]]] = {name: [] for name in engines}
@@ -193,7 +284,8 @@ def main() -> int:
             for r in range(args.rounds + 1):
                 for name in names[r % len(names) :] + names[: r % len(names)]:
                     shutil.rmtree(out, ignore_errors=True)
-                    result = measure(*engines[name])
+                    made = out / "rank_stats.parquet" if not name.startswith("DuckDB") else Path(sys.executable)
+                    result = measure(*engines[name], made)
                     if r:  # the first round warms the page cache and imports
                         times[name].append(result)
             for name, results in times.items():
@@ -201,18 +293,16 @@ def main() -> int:
                 q1, med, q3 = quartiles(seconds)
                 rate = n * args.ranges / med / 1e6
                 peak = max(m for _, m in results)
-                rows.append((name, n, f"{med:.1f} ({q1:.1f}-{q3:.1f})", f"{rate:.2f}M", f"{peak:.0f}"))
+                d = 2 if med < 10 else 1
+                rows.append((name, n, f"{med:.{d}f} ({q1:.{d}f}-{q3:.{d}f})", f"{rate:.2f}M", f"{peak:.0f}"))
         print_table(("engine", "ranks", "seconds, median (quartiles)", "ranges/s", "peak RSS MiB"), rows)
-        recipe_rows = {(r[1]): r for r in rows if r[0].startswith("nsys")}
         for row in rows:
-            if not row[0].startswith("nsys") and row[1] in recipe_rows:
-                ratio = float(row[3][:-1]) / float(recipe_rows[row[1]][3][:-1])
-                print(f"{row[0]}, {row[1]} ranks: {ratio:.2f}x the recipe's ranges/s")
+            recipe = [r for r in rows if r[1] == row[1] and r[0].startswith("nsys") and _mode(r[0]) == _mode(row[0])]
+            if not row[0].startswith("nsys") and recipe:
+                ratio = float(row[3][:-1]) / float(recipe[0][3][:-1])
+                print(f"{row[0]}, {row[1]} ranks: {ratio:.2f}x the recipe's ranges/s ({recipe[0][0]})")
         if why:
             print(f"note: nsys recipe left out: {why} (python build_tools/fetch_nsys.py)")
-    finally:
-        if args.keep is None:
-            shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 

@@ -72,6 +72,8 @@ def cmd_analyze(args) -> int:
         analysis = compute(
             args.inputs, step=args.step, workers=args.workers, scheduler=args.scheduler, progress=terminal_progress()
         )
+        for line in analysis.notes:
+            warn(line)
         for line in analysis.tables.left_out:
             warn(f"left out: {line}")
         for line in analysis.counted_once:

@@ -48,13 +48,15 @@ class Analysis:
     """What :func:`compute` made: the ``tables`` (:class:`~.reduce.Tables`), the ``summary``
     lines, the ``damaged`` inputs ("PATH: what", their intact events counted), the inputs
     ``counted_once`` (the same rank as an earlier input: "PATH: ..."), and after
-    :meth:`write`, the files ``written``."""
+    :meth:`write`, the files ``written``; ``notes``: lines on the engine (a Dask worker that
+    cannot see some inputs: the others read them)."""
 
     def __init__(self, tables: Tables, damaged: list[str], counted_once: list[str], step: StepSpec | None = None):
         self.tables = tables
         self.damaged = damaged
         self.counted_once = counted_once
         self.step = step
+        self.notes: list[str] = []
         self.written: list[Path] = []
         self.summary = summary_lines(tables)
 
@@ -91,15 +93,19 @@ def compute(
     wall clock by merge's rule (:func:`.ranks.on_one_clock`)."""
     paths = expand_inputs([str(i) for i in inputs])
     spec = StepSpec.parse(step) if step else None
-    heatmap.preload()
-    ranks, left_out = run_mappers(paths, spec, workers=workers, scheduler=scheduler, progress=progress)
+    # (matplotlib imported while the mappers run, not while Dask is imported and started)
+    ranks, left_out, notes = run_mappers(
+        paths, spec, workers=workers, scheduler=scheduler, progress=progress, started=heatmap.preload
+    )
     if not ranks and left_out:
         raise InputError(f"no input could be read ({len(left_out)}); first: {left_out[0]}")
     ranks, counted_once = once_each(ranks)
     distinct_names(ranks)
     on_one_clock(ranks)
     damaged = list({r.file: f"{r.file}: {r.damage}" for r in ranks if r.damage}.values())
-    return Analysis(reduce_results(ranks, left_out), damaged, counted_once, spec)
+    analysis = Analysis(reduce_results(ranks, left_out), damaged, counted_once, spec)
+    analysis.notes = notes
+    return analysis
 
 
 def analyze(

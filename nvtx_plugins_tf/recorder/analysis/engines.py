@@ -12,6 +12,7 @@ import contextlib
 import os
 import queue
 import re
+import signal
 import sqlite3
 import sys
 import threading
@@ -113,8 +114,37 @@ def _client(workers: int | None, scheduler: str | None):
             client.close()
             raise EngineUnavailable(f"no workers at {scheduler} after {wait:g} s") from None
         return client, None
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    import dask
+
+    # forked, not spawned: a worker starts with what this process imported (Dask, numpy, the
+    # mappers): 0.2 s for the cluster instead of 0.9 s, and 0.03 s to close it instead of 0.5
+    # (docs/benchmarks.md, Dask); its signal handlers reset in the child (_forked_child)
+    global _FORKING
+    _FORKING = True
+    try:
+        with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    finally:
+        _FORKING = False
     return Client(cluster), cluster
+
+
+#: True while this process forks its LocalCluster's workers (their child then resets its signals)
+_FORKING = False
+
+
+def _forked_child() -> None:
+    """In a worker forked by :func:`_client`: SIGINT, SIGTERM and SIGHUP as a new process has
+    them (not the handlers of the command that forked it: a held signal, a Terminated)."""
+    global _FORKING
+    if _FORKING:
+        _FORKING = False
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_forked_child)
 
 
 def run_mappers(
@@ -124,14 +154,20 @@ def run_mappers(
     workers: int | None = None,
     scheduler: str | None = None,
     progress: Callable[[int, int, int], None] | None = None,
-) -> tuple[list[RankResult], list[str]]:
-    """(every rank's results in input order, the lines of the inputs left out). Inputs are
-    given to the workers as absolute paths."""
+    started: Callable[[], None] | None = None,
+) -> tuple[list[RankResult], list[str], list[str]]:
+    """(every rank's results in input order, the lines of the inputs left out, the lines of
+    the Dask workers that cannot see some inputs: those are read by the others). Inputs are
+    given to the workers as absolute paths. ``started`` is called once the engine is up (on
+    Dask: after its import and start, which need this process's CPU), as the mapping begins."""
     paths = [os.path.abspath(p) for p in inputs]
     results: list[tuple[list[RankResult], str | None] | None] = [None] * len(paths)
     done = events = 0
+    notes: list[str] = []
     local = workers is None and scheduler is None
-    for i, result in _in_threads(paths, step) if local else _on_dask(paths, step, workers, scheduler):
+    started = started or (lambda: None)
+    mapped = _in_threads(paths, step, started) if local else _on_dask(paths, step, workers, scheduler, notes, started)
+    for i, result in mapped:
         results[i] = result
         done += 1
         events += sum(r.events for r in result[0])
@@ -139,10 +175,10 @@ def run_mappers(
             progress(done, len(paths), events)
     ranks = [r for res in results for r in res[0]]
     left_out = [res[1] for res in results if res[1]]
-    return ranks, left_out
+    return ranks, left_out, notes
 
 
-def _in_threads(paths: list[str], step: StepSpec | None):
+def _in_threads(paths: list[str], step: StepSpec | None, started: Callable[[], None]):
     """(input index, its result) as each is done, mapped by threads of this process: the
     reading (native decoder, pyarrow) and numpy's sorts release the GIL, so two cores give
     1.7x one's ranges/s (benchmarks/bench_analyze.py); memory is that of as many inputs as
@@ -168,6 +204,7 @@ def _in_threads(paths: list[str], step: StepSpec | None):
 
     for k in range(min(embedded_threads(), len(paths))):
         threading.Thread(target=work, name=f"nvtx-tf-analyze-{k}", daemon=True).start()
+    started()
     try:
         for _ in paths:
             i, result, exc = done.get()
@@ -178,9 +215,49 @@ def _in_threads(paths: list[str], step: StepSpec | None):
         stop.set()
 
 
-def _on_dask(paths: list[str], step: StepSpec | None, workers: int | None, scheduler: str | None):
-    """(input index, its result) as each is done, mapped by one Dask task each; on leaving
-    early (a signal), the tasks not done are cancelled and the cluster closed quietly."""
+#: what a Dask worker that misses inputs is told to do (docs/distributed.md, the path rule)
+PATH_RULE = "give inputs on a path every worker sees"
+
+
+def _unseen(paths: list[str]) -> tuple[list[int], str]:
+    """On a worker: (the indexes of the ``paths`` it cannot see, why for the first)."""
+    missing, why = [], ""
+    for i, path in enumerate(paths):
+        try:
+            os.stat(path)
+        except OSError as exc:
+            missing.append(i)
+            why = why or (exc.strerror or str(exc))
+    return missing, why
+
+
+def _where_seen(client, paths: list[str], notes: list[str]) -> tuple[list[list[str] | None], list[str]]:
+    """(per input, the workers that see it (None: every worker does; []: none), the workers
+    asked). A worker that misses some inputs is named in one line of ``notes``."""
+    unseen = client.run(_unseen, paths)  # {worker address: (indexes, why)}: the workers there now
+    blind = {w: set(m) for w, (m, _) in unseen.items() if m}
+    for w, (missing, why) in sorted(unseen.items()):
+        if missing:
+            notes.append(
+                f"the Dask worker {w} cannot see {len(missing)} of the {len(paths)} inputs (first: "
+                f"{paths[missing[0]]}: {why}): they are read by the workers that see them; {PATH_RULE}"
+            )
+    if not blind:
+        return [None] * len(paths), sorted(unseen)
+    return [[w for w in sorted(unseen) if i not in blind.get(w, ())] for i in range(len(paths))], sorted(unseen)
+
+
+def _on_dask(
+    paths: list[str],
+    step: StepSpec | None,
+    workers: int | None,
+    scheduler: str | None,
+    notes: list[str],
+    started: Callable[[], None],
+):
+    """(input index, its result) as each is done, mapped by one Dask task each, on the
+    workers that see the input; on leaving early (a signal), the tasks not done are
+    cancelled and the cluster closed quietly."""
     from distributed import as_completed
 
     client = cluster = None
@@ -188,8 +265,21 @@ def _on_dask(paths: list[str], step: StepSpec | None, workers: int | None, sched
     try:
         with held():  # (a signal while Dask is imported or starts: handled once it can be closed quietly)
             client, cluster = _client(workers, scheduler)
-        futures = client.map(_safe_map, paths, step=step, pure=False)
-        index = {f.key: i for i, f in enumerate(futures)}
+        seen_by, everyone = _where_seen(client, paths, notes) if scheduler is not None else ([None] * len(paths), [])
+        if all(s is None for s in seen_by):
+            futures = client.map(_safe_map, paths, step=step, pure=False)
+            index = {f.key: i for i, f in enumerate(futures)}
+        else:
+            index = {}
+            for i, (path, seen) in enumerate(zip(paths, seen_by)):
+                if not seen:
+                    yield i, ([], f"{path}: no Dask worker sees it ({', '.join(everyone)} cannot): {PATH_RULE}")
+                    continue
+                # (loose: should every worker that sees it leave, a task runs elsewhere and its
+                # failure names that worker, rather than waiting for ever)
+                futures.append(client.submit(_safe_map, path, step, workers=seen, allow_other_workers=True, pure=False))
+                index[futures[-1].key] = i
+        started()
         for future in as_completed(futures):
             yield index[future.key], future.result()
     finally:

@@ -1,0 +1,255 @@
+"""`nvtx-tf analyze --scheduler` on a Dask cluster started as on a real one (issue 36, Dask):
+a ``dask scheduler`` and ``dask worker`` processes of their own (the ``dask`` command of the
+'dask' extra), each in another folder than the command's.
+
+* Recordings (``_synth``, as tests/test_analyze_hostile.py writes them) and nsys-format
+  parquetdirs (``nvtx-tf export --type parquetdir``) given by relative paths: the tables
+  (all_stats, rank_stats, pace, stragglers) and the summary are the embedded run's, value for
+  value.
+* A worker that cannot see the inputs' folder (started in a mount namespace where a tmpfs
+  hides it; root only): named in one warning line, the inputs read by the worker that sees
+  them, the tables still the embedded run's; with no worker that sees an input, the input is
+  left out in one line naming why.
+* Every scheduler and worker process ends with the test, passed or failed (a finalizer kills
+  their process groups).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import _child_env
+from test_analyze_hostile import NO_PID, synth_rank
+
+DASK = Path(sys.executable).with_name("dask")
+RECORDINGS, EXPORTS = 3, 3  # ranks given as recordings, ranks given as parquetdirs
+SLOW = 1  # the rank slowed in "data"
+TABLES = ("all_stats", "rank_stats", "pace", "stragglers")
+
+pytestmark = pytest.mark.skipif(not DASK.exists(), reason="the 'dask' extra (its `dask` command)")
+
+
+def nvtx_tf(*args, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", *map(str, args)],
+        env=_child_env(NVTX_TF_ANALYZE_WORKER_WAIT="60"), capture_output=True, text=True, timeout=timeout, cwd=cwd,
+    )  # fmt: skip
+
+
+class Cluster:
+    """A scheduler and workers, each a process (group) of its own; :meth:`stop` ends them all."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.procs: list[subprocess.Popen] = []
+        self.address = ""
+
+    def _start(self, argv: list[str], name: str, cwd: Path) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "w")  # noqa: SIM115 - the process's, closed by it
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=_child_env(),
+                                start_new_session=True)  # fmt: skip
+        log.close()
+        self.procs.append(proc)
+        return proc
+
+    def scheduler(self) -> str:
+        file = self.folder / "scheduler.json"
+        self._start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                     "--scheduler-file", str(file)], "scheduler", self.folder)  # fmt: skip
+        self.address = json.loads(self._wait_for(file))["address"]
+        return self.address
+
+    def worker(self, name: str, cwd: Path, hide: Path | None = None) -> None:
+        """A worker process (its nanny's child) started in ``cwd``; with ``hide``, in a mount
+        namespace where an empty tmpfs lies over that folder (it sees no file there)."""
+        argv = [str(DASK), "worker", "--scheduler-file", str(self.folder / "scheduler.json"), "--name", name,
+                "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--local-directory", str(cwd)]  # fmt: skip
+        if hide is not None:
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    'mount -t tmpfs none "$0" && exec "$@"', str(hide), *argv]  # fmt: skip
+        self._start(argv, name, cwd)
+
+    def wait_for_workers(self, n: int) -> dict[str, str]:
+        """{worker name: address} once ``n`` workers have joined."""
+        import distributed
+
+        with distributed.Client(self.address, timeout="30s") as client:
+            client.wait_for_workers(n, timeout=120)
+            return {w["name"]: a for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+
+    def _wait_for(self, file: Path) -> str:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if file.exists() and file.read_text().strip():
+                return file.read_text()
+            if any(p.poll() is not None for p in self.procs):
+                break
+            time.sleep(0.1)
+        logs = {p.name: p.read_text()[-1000:] for p in self.folder.glob("*.log")}
+        raise RuntimeError(f"the Dask scheduler did not start: {logs}")
+
+    def stop(self) -> None:
+        """Each process group ended: SIGTERM, then SIGKILL to what is left after 10 s."""
+        for proc in reversed(self.procs):
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10)
+                deadline = time.monotonic() + 10
+                while proc.pid in self.alive() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                if proc.pid not in self.alive():
+                    break
+
+    def alive(self) -> list[int]:
+        """The pids of this cluster's process groups still running."""
+        alive = []
+        for proc in self.procs:
+            try:
+                os.killpg(proc.pid, 0)
+                alive.append(proc.pid)
+            except ProcessLookupError:
+                pass
+        return alive
+
+
+@pytest.fixture
+def cluster(tmp_path, request):
+    """A :class:`Cluster` in tmp_path/cluster; its processes end with the test, whatever its fate."""
+    pytest.importorskip("distributed", reason="the 'dask' extra")
+    folder = tmp_path / "cluster"
+    folder.mkdir()
+    made = Cluster(folder)
+    request.addfinalizer(made.stop)
+    return made
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    """jobs/: rank0..2.nvtxrec (recordings) and rank3..5_pqtdir (parquetdirs exported from
+    recordings kept elsewhere); rank SLOW 3 ms slower in each step's data range."""
+    root = tmp_path_factory.mktemp("job")
+    for r in range(RECORDINGS + EXPORTS):
+        rec = root / ("jobs" if r < RECORDINGS else "sources") / f"rank{r}.nvtxrec"
+        synth_rank(rec, NO_PID + r, steps=20, slow=3_000_000 if r == SLOW else 0)
+        if r >= RECORDINGS:
+            proc = nvtx_tf("export", "--type", "parquetdir", "-o", root / "jobs" / f"rank{r}_pqtdir", rec)
+            assert proc.returncode == 0, proc.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def embedded(inputs) -> tuple[Path, str]:
+    proc = nvtx_tf("analyze", "jobs", "-o", "embedded", cwd=inputs)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"{RECORDINGS + EXPORTS} rank(s) in {RECORDINGS + EXPORTS} input(s)"), proc.stdout
+    return inputs / "embedded", proc.stdout
+
+
+def _rows(outdir: Path, name: str) -> list[tuple]:
+    """A table's rows, NaN as None so that rows compare equal."""
+    return [
+        tuple(None if v != v else v for v in row.values())
+        for row in pq.read_table(outdir / f"{name}.parquet").to_pylist()
+    ]
+
+
+def _same_as_embedded(out: Path, stdout: str, embedded: tuple[Path, str]) -> None:
+    for name in TABLES:
+        assert _rows(out, name) == _rows(embedded[0], name), name
+    assert stdout.splitlines()[:-1] == embedded[1].splitlines()[:-1]  # (the last line names OUTDIR)
+
+
+def test_a_cluster_of_separate_processes_gives_the_embedded_tables(cluster, inputs, embedded, tmp_path):
+    address = cluster.scheduler()
+    for k in range(2):
+        (tmp_path / f"w{k}").mkdir()
+        cluster.worker(f"w{k}", tmp_path / f"w{k}")  # (another folder than the command's)
+    cluster.wait_for_workers(2)
+    proc = nvtx_tf("analyze", "jobs", "-o", "on-dask", "--scheduler", address, cwd=inputs)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert f"straggler: rank{SLOW}" in proc.stdout
+    _same_as_embedded(inputs / "on-dask", proc.stdout, embedded)
+    cluster.stop()
+    assert cluster.alive() == []
+
+
+def test_a_worker_that_cannot_see_the_inputs_is_named_in_one_line(cluster, inputs, embedded, tmp_path):
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a worker in a mount namespace of its own needs root and unshare")
+    address = cluster.scheduler()
+    (tmp_path / "sees").mkdir()
+    (tmp_path / "blind").mkdir()
+    cluster.worker("sees", tmp_path / "sees")
+    cluster.worker("blind", tmp_path / "blind", hide=inputs)
+    workers = cluster.wait_for_workers(2)
+    proc = nvtx_tf("analyze", "jobs", "-o", "half-blind", "--scheduler", address, cwd=inputs)
+    assert proc.returncode == 0, proc.stderr
+    n = RECORDINGS + EXPORTS
+    assert proc.stderr.splitlines() == [
+        f"nvtx-tf: warning: the Dask worker {workers['blind']} cannot see {n} of the {n} inputs "
+        f"(first: {inputs / 'jobs' / 'rank0.nvtxrec'}: No such file or directory): they are read by the workers "
+        "that see them; give inputs on a path every worker sees"
+    ], proc.stderr
+    _same_as_embedded(inputs / "half-blind", proc.stdout, embedded)
+
+
+def test_an_input_no_worker_sees_is_left_out_in_one_line(cluster, inputs, tmp_path):
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a worker in a mount namespace of its own needs root and unshare")
+    address = cluster.scheduler()
+    (tmp_path / "blind").mkdir()
+    cluster.worker("blind", tmp_path / "blind", hide=inputs)
+    (worker,) = cluster.wait_for_workers(1).values()
+    proc = nvtx_tf("analyze", "jobs/rank0.nvtxrec", "-o", tmp_path / "out", "--scheduler", address, cwd=inputs)
+    assert proc.returncode == 7, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"nvtx-tf: error: no input could be read (1); first: {inputs / 'jobs' / 'rank0.nvtxrec'}: no Dask worker "
+        f"sees it ({worker} cannot): give inputs on a path every worker sees"
+    ], proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_forked_local_workers_have_a_new_process_s_signal_handlers(tmp_path):
+    """``--workers`` forks its workers from the command (they start with its imports): they
+    get SIGINT, SIGTERM and SIGHUP as a new process has them (SIGINT: Python's, then asyncio's
+    in the worker), not the command's handlers that fork would copy (held signals, a
+    Terminated exception)."""
+    pytest.importorskip("distributed", reason="the 'dask' extra")
+    script = """
+import os, signal
+from nvtx_plugins_tf.recorder.analysis import engines
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+def the_commands(*_):
+    pass
+def handlers():
+    got = [signal.getsignal(s) for s in SIGNALS]
+    return [str(int(h)) if isinstance(h, int) else getattr(h, "__name__", type(h).__name__) for h in got]
+def main():
+    for s in SIGNALS:
+        signal.signal(s, the_commands)
+    client, cluster = engines._client(2, None)
+    try:
+        got = client.run(lambda: (handlers(), os.getppid()))
+    finally:
+        client.close()
+        cluster.close()
+    print(sorted({tuple(h) for h, _ in got.values()}), {p for _, p in got.values()} == {os.getpid()})
+if __name__ == "__main__":
+    main()
+"""
+    proc = subprocess.run([sys.executable, "-c", script], env=_child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[('partial', '0', '0')] True", proc.stdout  # (partial: asyncio's SIGINT handler)
