@@ -247,6 +247,18 @@ def _where_seen(client, paths: list[str], notes: list[str]) -> tuple[list[list[s
     return [[w for w in sorted(unseen) if i not in blind.get(w, ())] for i in range(len(paths))], sorted(unseen)
 
 
+def _retry(client, path: str, step: StepSpec | None, seen: list[str] | None):
+    """A task for ``path`` on the workers that see it and are still there, strictly, after it
+    failed: the loose restriction lets a busy scheduler give it to a worker that does not see
+    it. None when every worker sees it (its failure is the input's) or none of those is left."""
+    if not seen:
+        return None
+    present = [w for w in seen if w in client.scheduler_info(n_workers=-1)["workers"]]
+    if not present:
+        return None
+    return client.submit(_safe_map, path, step, workers=present, allow_other_workers=False, pure=False)
+
+
 def _on_dask(
     paths: list[str],
     step: StepSpec | None,
@@ -276,12 +288,24 @@ def _on_dask(
                     yield i, ([], f"{path}: no Dask worker sees it ({', '.join(everyone)} cannot): {PATH_RULE}")
                     continue
                 # (loose: should every worker that sees it leave, a task runs elsewhere and its
-                # failure names that worker, rather than waiting for ever)
+                # failure names that worker, rather than waiting for ever; a busy scheduler may
+                # also give it to a blind worker: a failed task is tried once more, strictly on
+                # the workers that see it still there, _retry)
                 futures.append(client.submit(_safe_map, path, step, workers=seen, allow_other_workers=True, pure=False))
                 index[futures[-1].key] = i
         started()
-        for future in as_completed(futures):
-            yield index[future.key], future.result()
+        retried: set[int] = set()
+        done = as_completed(futures)
+        for future in done:
+            i, (results, failure) = index[future.key], future.result()
+            retry = _retry(client, paths[i], step, seen_by[i]) if failure and i not in retried else None
+            if retry is not None:
+                retried.add(i)
+                futures.append(retry)
+                index[retry.key] = i
+                done.add(retry)
+                continue
+            yield i, (results, failure)
     finally:
         if client is not None:
             with contextlib.suppress(Exception):
