@@ -25,6 +25,17 @@ call, or a tape recording the call (a Hessian). "Will not run" is decided the wa
 TensorFlow's function runtime prunes: an op runs when a returned tensor or a stateful op
 depends on it. (A caller that discards some returned gradients still has them computed for
 such a range.)
+
+A loop's gradient is differentiated in a graph of its own: TensorFlow's while_v2 (tf.map_fn,
+tf.while_loop, tf.scan, a Keras RNN) builds the body's gradient with its graph differentiator
+(``gradients_util._GradientsHelper``), over the loop variables whose gradients are needed;
+cond_v2 and a nested tf.function's backward graph do the same. A region there whose input
+gradient is not needed (only the weights trainable) gets the gradient of its NvtxEnd, not of
+its NvtxStart. Such a call, in a function graph the innermost call above does not build, is
+therefore a call of its own: when it returns, the ranges opened in its graph that no end
+closes are ended as above, over the gradients it returns (the body's outputs; before: one
+backward range per iteration left open). Ends that NvtxStart's gradient builds there stay
+stateful (``sees`` is False): a loop variable's gradient may still be pruned after the call.
 """
 
 from __future__ import annotations
@@ -34,6 +45,8 @@ import threading
 
 import tensorflow as tf
 from tensorflow.python.eager import backprop, record
+from tensorflow.python.framework import func_graph
+from tensorflow.python.ops import gradients_util
 
 from nvtx_plugins_tf.ops import _backward, _raw
 
@@ -43,14 +56,16 @@ _install_lock = threading.Lock()
 
 
 class _Call:
-    """Backward ranges opened during one tape.gradient call."""
+    """Backward ranges opened during one tape.gradient call (or one differentiator call
+    building a loop's, a branch's or a function's gradient graph: ``sees_ends`` False)."""
 
-    __slots__ = ("graph", "first_op", "opened")
+    __slots__ = ("graph", "first_op", "opened", "sees_ends")
 
-    def __init__(self):
+    def __init__(self, sees_ends: bool = True):
         self.graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         self.first_op = len(self.graph.get_operations()) if self.graph is not None else 0
         self.opened = []  # _backward.BackwardRange
+        self.sees_ends = sees_ends
 
 
 def _stack() -> list:
@@ -72,7 +87,7 @@ def sees(graph) -> bool:
     """Whether the innermost tape.gradient call under way builds ``graph`` (so that it can
     tell, when it returns, which of the ops built there TensorFlow will run)."""
     stack = _stack()
-    return bool(stack) and stack[-1].graph is graph
+    return bool(stack) and stack[-1].sees_ends and stack[-1].graph is graph
 
 
 def _returned_tensors(result) -> list:
@@ -197,7 +212,7 @@ def _close(call: _Call, result):
     )
 
 
-def _wrap(original, call_graph_ok=lambda: True):
+def _wrap(original, call_graph_ok=lambda: True, sees_ends: bool = True):
     """``original`` (a function computing gradients) run inside a _Call: the backward ranges
     opened meanwhile are ended when it returns (see the module docstring)."""
 
@@ -205,7 +220,7 @@ def _wrap(original, call_graph_ok=lambda: True):
     def gradient(*args, **kwargs):
         if not call_graph_ok():
             return original(*args, **kwargs)
-        call = _Call()
+        call = _Call(sees_ends)
         _stack().append(call)
         try:
             result = original(*args, **kwargs)
@@ -229,10 +244,22 @@ def _wrap(original, call_graph_ok=lambda: True):
     return gradient
 
 
+def _in_graph_of_its_own() -> bool:
+    """Whether a differentiator call now builds a function graph (a loop's, a branch's or a
+    function's gradient) that the innermost call under way does not build."""
+    if tf.executing_eagerly():
+        return False
+    graph = tf.compat.v1.get_default_graph()
+    stack = _stack()
+    return isinstance(graph, func_graph.FuncGraph) and not (stack and stack[-1].graph is graph)
+
+
 def install() -> None:
     """Wrap ``tf.GradientTape.gradient`` and ``tf.gradients`` once per process. ``tf.gradients``
     only outside compat.v1 graphs (inside a ``tf.function``): in a compat.v1 graph the
-    ranges a session step leaves open are ended when it ends (``close_at_step_end``)."""
+    ranges a session step leaves open are ended when it ends (``close_at_step_end``). And
+    TensorFlow's graph differentiator where it builds a function graph of its own (a loop's
+    gradient body, module docstring)."""
     global _installed
     with _install_lock:
         if _installed:
@@ -242,4 +269,7 @@ def install() -> None:
         for namespace in (tf, tf.compat.v2):
             if not getattr(namespace.gradients, "__wrapped_by_nvtx_plugins_tf__", False):
                 namespace.gradients = _wrap(namespace.gradients, in_function)
+        helper = getattr(gradients_util, "_GradientsHelper", None)
+        if helper is not None and not getattr(helper, "__wrapped_by_nvtx_plugins_tf__", False):
+            gradients_util._GradientsHelper = _wrap(helper, _in_graph_of_its_own, sees_ends=False)  # noqa: SLF001
         _installed = True

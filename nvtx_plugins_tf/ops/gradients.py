@@ -15,8 +15,9 @@ anything it would not differentiate anyway.
 Balance: when the outgoing gradients of a region are never built or never used (the
 model's first layer, the trainable layer just above a frozen base, integer inputs), the
 backward range is still ended: under a GradientTape after the region's gradients that
-``tape.gradient`` returns (see _tape_closer.py); in a compat.v1 graph when the session
-step ends (``close_at_step_end``).
+``tape.gradient`` returns (see _tape_closer.py), inside a loop's gradient body or a nested
+function's backward graph after the gradients that graph returns; in a compat.v1 graph when
+the session step ends (``close_at_step_end``).
 """
 
 from __future__ import annotations
