@@ -72,7 +72,8 @@ _DUCKDB = (
 
 
 def make_ranks(folder: Path, ranks: int, ranges: int, steps: int) -> None:
-    """rankK.nvtxrec (recorded) and rankK_pqtdir (+ the recipe's stand-in rankK.nsys-rep)."""
+    """rankK.nvtxrec (recorded) and rankK_pqtdir (+ the recipe's stand-in rankK.nsys-rep); the
+    ranks made by an earlier run (their parquetdir there) are kept."""
     from nvtx_plugins_tf.recorder.exports.parquet import export_parquetdir
 
     exe = build_program("rank_workload.c", folder / "rank_workload")
@@ -81,6 +82,8 @@ def make_ranks(folder: Path, ranks: int, ranges: int, steps: int) -> None:
     library = native_library("recorder")
     for k in range(ranks):
         rec = folder / f"rank{k:03d}.nvtxrec"
+        if (folder / f"rank{k:03d}_pqtdir" / "NVTX_EVENTS.parquet").is_file():
+            continue
         shutil.rmtree(rec, ignore_errors=True)  # (a recording left by an earlier run would get a second segment)
         env = dict(os.environ, NVTX_INJECTION64_PATH=str(library), NVTX_TF_RECORD_DIR=str(rec))
         slow = SLOW_NS if k == SLOW_RANK else 0
