@@ -23,14 +23,12 @@ from nvtx_plugins_tf.recorder.exports._arrays import to_numpy
 from nvtx_plugins_tf.recorder.exports.parquet import export_parquetdir
 from nvtx_plugins_tf.recorder.exports.sqlite import export_sqlite
 
-# the command line's own entry point, then the top-level packages it imported
+# the command line (given its arguments: the process then ends as Python's do, see
+# cli/_quick_exit.py), then the top-level packages it imported
 _RUN = """
-import runpy, sys
-sys.argv = ["nvtx-tf", *sys.argv[1:]]
-try:
-    runpy.run_module("nvtx_plugins_tf", run_name="__main__")
-except SystemExit as exc:
-    code = exc.code
+import sys
+from nvtx_plugins_tf.cli import main
+code = main(sys.argv[1:])
 print("MODULES", code, " ".join(sorted({m.split(".")[0] for m in sys.modules})))
 """
 
@@ -109,3 +107,40 @@ def test_to_numpy_refuses_nulls_and_strings():
         to_numpy(pa.array([1, None]))
     with pytest.raises(TypeError):
         to_numpy(pa.array(["a"]))
+
+
+# the console script's way (cli.main without arguments), with a teardown handler that says so
+_CONSOLE = """
+import atexit, sys
+atexit.register(lambda: print("TEARDOWN", flush=True))
+from nvtx_plugins_tf.cli import main
+sys.exit(main())
+"""
+
+
+def test_analyze_ends_the_process_at_once_its_output_whole(inputs, tmp_path):
+    """cli/_quick_exit.py: from the command line, ``analyze`` (embedded engine) ends the
+    process once its outputs are written and its lines flushed, without Python's teardown
+    (a tenth of a small job); its output, piped, is whole; another command tears down."""
+    out = tmp_path / "out"
+    command = [sys.executable, "-c", _CONSOLE, "analyze", str(inputs / "rank.nvtxrec"), "-o", str(out)]
+    proc = subprocess.run(command, env=_child_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("1 rank(s) in 1 input(s)") and lines[-1].startswith("wrote "), lines
+    assert "TEARDOWN" not in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{t}.{s}" for t in ("all_stats", "rank_stats", "pace", "stragglers") for s in ("parquet", "csv")]
+        + ["heatmap.png"]
+    )
+    # an error ends as before (its exit code, its line), and so does another command
+    proc = subprocess.run(
+        [sys.executable, "-c", _CONSOLE, "analyze", str(tmp_path / "missing"), "-o", str(tmp_path / "o2")],
+        env=_child_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 7 and "nvtx-tf: error:" in proc.stderr, (proc.returncode, proc.stderr)
+    assert not (tmp_path / "o2").exists()
+    proc = subprocess.run([sys.executable, "-c", _CONSOLE, "--help"], env=_child_env(), capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith("TEARDOWN")
