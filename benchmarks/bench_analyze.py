@@ -12,23 +12,42 @@ interleaved rounds (the order rotated every round; medians and quartiles over th
   native one: parquetdirs streamed into it in batches, reports/_export_batches.py);
 * analyze on a dask.distributed LocalCluster of 2 worker processes (``--workers 2``), on the
   recordings;
-* ``nsys recipe nvtx_sum --mode concurrent`` (Nsight Systems 2023.4.4, fetched by
-  build_tools/fetch_nsys.py; left out with a note when it cannot run here) on the
-  parquetdirs: statistics only;
+* ``nsys recipe nvtx_sum`` in its ``concurrent`` and ``dask-futures`` modes (``--recipe-modes``;
+  Nsight Systems' default release, fetched by build_tools/fetch_nsys.py, run with its recipe
+  venv; left out with a note when it cannot run here) on the parquetdirs: statistics only;
+  each engine's ratio is against the faster mode's ranges/s (the recipe's best);
 * DuckDB (when installed: not a dependency) computing rank_stats' columns over the
   parquetdirs in one query, its threads one per core: the engine not chosen, measured.
 
 Each command runs as its own process; peak RSS is the largest of its processes (the Dask
-workers' and the recipe's workers' included: getrusage of the waited-for children).
+workers' and the recipe's workers' included: getrusage of the waited-for children). The load
+average of the (shared) machine is printed before and after.
 
-    python benchmarks/bench_analyze.py [--ranks 8,64] [--ranges 1000000] [--rounds 3] [--keep DIR]
+``--nsys-exports RELEASE`` (repeated; e.g. 2024.2.3, 2023.4.4) also profiles the same program
+under that release's ``nsys profile -t nvtx`` (a rank at a time: never two nsys sessions at
+once) and times analyze and the recipe on nsys's own parquetdir exports of those reports
+(``nsys export --type parquetdir``, in DIR/nsys-RELEASE/; tests/nsys_oracle.py's way); an
+engine's ratio is against the recipe on the same inputs.
+
+``--engine REGEX`` (repeated) keeps the engines whose label it matches (``re.search``; for a
+long run: ``--ranks 256 --engine "embedded, recordings$" --engine "embedded, parquetdirs$"
+--engine concurrent``);
+``--json FILE`` writes the rows (and the run's date, command and load) for
+benchmarks/plot_analyze_scale.py, which draws time and peak memory against ranks.
+
+    python benchmarks/bench_analyze.py [--ranks 8,64,256] [--ranges 1000000] [--rounds 3] [--keep DIR]
+        [--nsys-exports RELEASE ...] [--engine REGEX ...] [--recipe-modes concurrent,dask-futures]
+        [--warmup 1] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib.util
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -92,6 +111,35 @@ def make_ranks(folder: Path, ranks: int, ranges: int, steps: int) -> None:
         export_parquetdir(rec, folder / f"rank{k:03d}_pqtdir")
 
 
+def make_nsys_ranks(folder: Path, ranks: int, ranges: int, steps: int, release: str) -> Path:
+    """DIR/nsys-RELEASE/rankK.nsys-rep and rankK_pqtdir: the ranks' program profiled by nsys
+    RELEASE and exported by it (the ranks made by an earlier run are kept)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import nsys_oracle
+
+    nsys = fetch_nsys.nsys_path(release)
+    if nsys is None:
+        raise SystemExit(f"nsys {release}: {fetch_nsys.why_not(release)} (python build_tools/fetch_nsys.py)")
+    exe = build_program("rank_workload.c", folder / "rank_workload")
+    out = folder / f"nsys-{release}"
+    out.mkdir(exist_ok=True)
+    for k in range(ranks):
+        prefix = out / f"rank{k:03d}"
+        if (out / f"rank{k:03d}_pqtdir" / "NVTX_EVENTS.parquet").is_file():
+            continue
+        slow = SLOW_NS if k == SLOW_RANK else 0
+        nsys_oracle.run_nsys(nsys, [exe, ranges, steps, slow], prefix, timeout=1800)
+        nsys_oracle.export_parquetdir(nsys, prefix.with_suffix(".nsys-rep"), out / f"rank{k:03d}_pqtdir", timeout=1800)
+    return out
+
+
+def _inputs_of(engine: str) -> str:
+    """The inputs an engine's label names, for the recipe to compare with: nsys RELEASE's
+    exports, or ours (the recordings and their parquetdirs: the same ranges)."""
+    found = re.search(r"nsys (\S+) parquetdirs", engine)
+    return found[1] if found else ""
+
+
 def make_packed(folder: Path, ranks: int) -> None:
     """packed/rankK.nvtxrec: the recordings packed, as `record` leaves them."""
     from nvtx_plugins_tf.recorder.recording.packed import pack_recording
@@ -110,12 +158,13 @@ def subset(folder: Path, kind: str, ranks: int) -> Path:
     if out.exists():
         return out
     out.mkdir()
+    home = {"packed": "packed", "rec": "", "pqt": ""}.get(kind, kind)  # (else: nsys-RELEASE)
     for k in range(ranks):
         names = (
             [f"rank{k:03d}.nvtxrec"] if kind in ("rec", "packed") else [f"rank{k:03d}_pqtdir", f"rank{k:03d}.nsys-rep"]
         )
         for name in names:
-            (out / name).symlink_to(folder / ("packed" if kind == "packed" else "") / name)
+            (out / name).symlink_to(folder / home / name)
     return out
 
 
@@ -135,7 +184,15 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=1000, help="steps per rank (default 1000)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--keep", type=Path, help="keep (and reuse) the ranks in this directory")
+    parser.add_argument("--nsys-exports", action="append", default=[], help="nsys release profiling the ranks too")
+    parser.add_argument("--engine", action="append", help="only the engines whose label this matches (repeated)")
+    parser.add_argument("--recipe-modes", default="concurrent,dask-futures", help="the recipe's modes to run")
+    parser.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted (default 1)")
+    parser.add_argument("--json", type=Path, help="write the rows to this JSON file (plot_analyze_scale.py)")
     args = parser.parse_args()
+    started = datetime.datetime.now(datetime.timezone.utc)
+    loads = [os.getloadavg()]
+    print(f"load average before: {loads[0][0]:.1f} {loads[0][1]:.1f} {loads[0][2]:.1f} ({os.cpu_count()} cores)")
     counts = sorted({int(c) for c in args.ranks.split(",")})
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-analyze-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -146,12 +203,16 @@ def main() -> int:
             print(f"made {max(counts)} ranks x {args.ranges:,} ranges in {time.perf_counter() - t:.0f} s")
         if not (folder / "packed" / f"rank{max(counts) - 1:03d}.nvtxrec").is_dir():
             make_packed(folder, max(counts))
+        for release in args.nsys_exports:
+            t = time.perf_counter()
+            make_nsys_ranks(folder, max(counts), args.ranges, args.steps, release)
+            print(f"nsys {release}: {max(counts)} ranks profiled and exported in {time.perf_counter() - t:.0f} s")
         env = dict(os.environ, PYTHONPATH=str(REPO))
         nvtx_tf = [sys.executable, "-m", "nvtx_plugins_tf", "analyze"]
         nsys = fetch_nsys.nsys_path()
         why = fetch_nsys.why_not() if nsys is None else None
-        recipe_env = fetch_nsys.run_env(env=dict(env, PATH=f"{Path(sys.executable).parent}:{env['PATH']}"))
-        rows = []
+        recipe_env = fetch_nsys.recipe_env(env=env)
+        rows, found = [], []
         for n in counts:
             rec, pqt, packed = subset(folder, "rec", n), subset(folder, "pqt", n), subset(folder, "packed", n)
             out = folder / "out"
@@ -174,17 +235,22 @@ def main() -> int:
             if importlib.util.find_spec("duckdb") is not None:  # the engine not chosen, measured
                 label = "DuckDB, rank_stats' columns only, parquetdirs"
                 engines[label] = ([sys.executable, "-c", _DUCKDB, str(pqt)], env)
-            if nsys is not None:
-                recipe = [str(nsys), "recipe", "nvtx_sum", "--mode", "concurrent", "--input", str(pqt)]
-                label = "nsys recipe nvtx_sum (concurrent), parquetdirs"
-                engines[label] = ([*recipe, "--output", str(out)], recipe_env)
+            theirs = {f"nsys {r} parquetdirs": subset(folder, f"nsys-{r}", n) for r in args.nsys_exports}
+            for label, inputs in theirs.items():
+                engines[f"analyze, embedded, {label}"] = ([*nvtx_tf, str(inputs), "-o", str(out)], env)
+            for mode in filter(None, args.recipe_modes.split(",")) if nsys is not None else ():
+                for label, inputs in {"parquetdirs": pqt, **theirs}.items():
+                    recipe = [str(nsys), "recipe", "nvtx_sum", "--mode", mode, "--input", str(inputs)]
+                    engines[f"nsys recipe nvtx_sum ({mode}), {label}"] = ([*recipe, "--output", str(out)], recipe_env)
+            if args.engine:
+                engines = {k: v for k, v in engines.items() if any(re.search(w, k) for w in args.engine)}
             times: dict[str, list[tuple[float, float]]] = {name: [] for name in engines}
             names = list(engines)
-            for r in range(args.rounds + 1):
+            for r in range(args.rounds + args.warmup):
                 for name in names[r % len(names) :] + names[: r % len(names)]:
                     shutil.rmtree(out, ignore_errors=True)
                     result = measure(*engines[name])
-                    if r:  # the first round warms the page cache and imports
+                    if r >= args.warmup:  # the first rounds warm the page cache and imports
                         times[name].append(result)
             for name, results in times.items():
                 seconds = [t for t, _ in results]
@@ -192,12 +258,29 @@ def main() -> int:
                 rate = n * args.ranges / med / 1e6
                 peak = max(m for _, m in results)
                 rows.append((name, n, f"{med:.1f} ({q1:.1f}-{q3:.1f})", f"{rate:.2f}M", f"{peak:.0f}"))
+                found.append({"engine": name, "ranks": n, "seconds": seconds, "median": med, "peak_mib": peak})
+            loads.append(os.getloadavg())
         print_table(("engine", "ranks", "seconds, median (quartiles)", "ranges/s", "peak RSS MiB"), rows)
-        recipe_rows = {(r[1]): r for r in rows if r[0].startswith("nsys")}
-        for row in rows:
-            if not row[0].startswith("nsys") and row[1] in recipe_rows:
-                ratio = float(row[3][:-1]) / float(recipe_rows[row[1]][3][:-1])
-                print(f"{row[0]}, {row[1]} ranks: {ratio:.2f}x the recipe's ranges/s")
+        best = {}  # (ranks, inputs) -> the recipe's fastest mode's median on those inputs
+        for f in found:
+            key = (f["ranks"], _inputs_of(f["engine"]))
+            if f["engine"].startswith("nsys") and f["median"] < best.get(key, float("inf")):
+                best[key] = f["median"]
+        for f in found:
+            key = (f["ranks"], _inputs_of(f["engine"]))
+            if not f["engine"].startswith("nsys") and key in best:
+                f["ratio"] = best[key] / f["median"]
+                print(f"{f['engine']}, {f['ranks']} ranks: {f['ratio']:.2f}x the recipe's best ranges/s")
+        print("load average after each rank count: " + ", ".join(f"{a:.1f} {b:.1f} {c:.1f}" for a, b, c in loads[1:]))
+        if args.json:
+            record = {
+                "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+                "command": " ".join(["python", "benchmarks/bench_analyze.py", *sys.argv[1:]]),
+                "ranges": args.ranges,
+                "load": loads,
+                "rows": found,
+            }
+            args.json.write_text(json.dumps(record, indent=1) + "\n")
         if why:
             print(f"note: nsys recipe left out: {why} (python build_tools/fetch_nsys.py)")
     finally:
