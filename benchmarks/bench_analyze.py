@@ -49,6 +49,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,14 +66,16 @@ from _programs import build_program, quartiles  # noqa: E402
 from _table import print_table  # noqa: E402
 
 SLOW_RANK, SLOW_NS = 5, 20_000
-# Runs a command, then prints its wall time and the peak RSS of its largest process (KiB).
+# Runs a command, then prints its wall time, the peak RSS of its largest process (KiB) and the
+# CPU seconds of all its processes (user + system: what the load of a shared machine changes least).
 _MEASURE = (
     "import resource, subprocess, sys, time\n"
     "t = time.perf_counter()\n"
     "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)\n"
     "dt = time.perf_counter() - t\n"
     "sys.stderr.write(p.stderr[-2000:] if p.returncode else '')\n"
-    "print(p.returncode, dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(p.returncode, dt, u.ru_maxrss, u.ru_utime + u.ru_stime)\n"
 )
 
 
@@ -168,13 +171,13 @@ def subset(folder: Path, kind: str, ranks: int) -> Path:
     return out
 
 
-def measure(command: list[str], env: dict) -> tuple[float, float]:
-    """(seconds, peak RSS MiB) of one run of ``command``."""
+def measure(command: list[str], env: dict) -> tuple[float, float, float]:
+    """(seconds, peak RSS MiB, CPU seconds) of one run of ``command``."""
     proc = subprocess.run([sys.executable, "-c", _MEASURE, *command], env=env, capture_output=True, text=True)
     fields = proc.stdout.split()
     if proc.returncode or not fields or fields[0] != "0":
         raise RuntimeError(f"{' '.join(command[:4])}... failed: {proc.stderr.strip()[-800:]}")
-    return float(fields[1]), int(fields[2]) / 1024
+    return float(fields[1]), int(fields[2]) / 1024, float(fields[3])
 
 
 def main() -> int:
@@ -244,7 +247,7 @@ def main() -> int:
                     engines[f"nsys recipe nvtx_sum ({mode}), {label}"] = ([*recipe, "--output", str(out)], recipe_env)
             if args.engine:
                 engines = {k: v for k, v in engines.items() if any(re.search(w, k) for w in args.engine)}
-            times: dict[str, list[tuple[float, float]]] = {name: [] for name in engines}
+            times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in engines}
             names = list(engines)
             for r in range(args.rounds + args.warmup):
                 for name in names[r % len(names) :] + names[: r % len(names)]:
@@ -253,14 +256,18 @@ def main() -> int:
                     if r >= args.warmup:  # the first rounds warm the page cache and imports
                         times[name].append(result)
             for name, results in times.items():
-                seconds = [t for t, _ in results]
+                seconds = [t for t, _, _ in results]
+                cpu = statistics.median(c for _, _, c in results)
                 q1, med, q3 = quartiles(seconds)
                 rate = n * args.ranges / med / 1e6
-                peak = max(m for _, m in results)
-                rows.append((name, n, f"{med:.1f} ({q1:.1f}-{q3:.1f})", f"{rate:.2f}M", f"{peak:.0f}"))
-                found.append({"engine": name, "ranks": n, "seconds": seconds, "median": med, "peak_mib": peak})
+                peak = max(m for _, m, _ in results)
+                rows.append((name, n, f"{med:.1f} ({q1:.1f}-{q3:.1f})", f"{rate:.2f}M", f"{cpu:.1f}", f"{peak:.0f}"))
+                found.append(
+                    {"engine": name, "ranks": n, "seconds": seconds, "median": med, "cpu": cpu, "peak_mib": peak}
+                )
             loads.append(os.getloadavg())
-        print_table(("engine", "ranks", "seconds, median (quartiles)", "ranges/s", "peak RSS MiB"), rows)
+        header = ("engine", "ranks", "seconds, median (quartiles)", "ranges/s", "CPU s, median", "peak RSS MiB")
+        print_table(header, rows)
         best = {}  # (ranks, inputs) -> the recipe's fastest mode's median on those inputs
         for f in found:
             key = (f["ranks"], _inputs_of(f["engine"]))
@@ -271,6 +278,14 @@ def main() -> int:
             if not f["engine"].startswith("nsys") and key in best:
                 f["ratio"] = best[key] / f["median"]
                 print(f"{f['engine']}, {f['ranks']} ranks: {f['ratio']:.2f}x the recipe's best ranges/s")
+                recipe_cpu = [
+                    g["cpu"]
+                    for g in found
+                    if g["engine"].startswith("nsys") and (g["ranks"], _inputs_of(g["engine"])) == key
+                ]
+                print(
+                    f"    CPU seconds: {f['cpu']:.1f} against the recipe's {', '.join(f'{c:.1f}' for c in recipe_cpu)}"
+                )
         print("load average after each rank count: " + ", ".join(f"{a:.1f} {b:.1f} {c:.1f}" for a, b, c in loads[1:]))
         if args.json:
             record = {

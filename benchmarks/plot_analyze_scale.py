@@ -1,5 +1,6 @@
 """Draw how `nvtx-tf analyze` and `nsys recipe nvtx_sum` grow with the ranks: time (median,
-quartiles as bars) and peak RSS against ranks, from the JSON files of
+quartiles as bars), CPU time (user + system of all the command's processes: what a shared
+machine's load changes least) and peak RSS against ranks, from the JSON files of
 ``bench_analyze.py --json`` (several runs: e.g. 8 and 64 ranks in one, 256 in another; a
 later file's (engine, ranks) replaces an earlier one's).
 
@@ -48,7 +49,7 @@ def main() -> int:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), dpi=100)
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 5), dpi=100)
     for engine, by_ranks in sorted(rows.items(), key=lambda kv: (kv[0].startswith("nsys"), kv[0])):
         ranks = sorted(by_ranks)
         spread = [quartiles(by_ranks[n]["seconds"]) for n in ranks]
@@ -56,19 +57,23 @@ def main() -> int:
         style = "--" if engine.startswith("nsys") else "-"
         bars = [[m - q[0] for m, q in zip(median, spread)], [q[2] - m for m, q in zip(median, spread)]]
         line = left.errorbar(ranks, median, yerr=bars, fmt=style + "o", capsize=3, label=engine)
+        timed = [n for n in ranks if "cpu" in by_ranks[n]]
+        middle.plot(timed, [by_ranks[n]["cpu"] for n in timed], style + "o", color=line[0].get_color(), label=engine)
         peaks = [by_ranks[n]["peak_mib"] for n in ranks]
         right.plot(ranks, peaks, style + "o", color=line[0].get_color(), label=engine)
-    for ax in (left, right):
+    for ax in (left, middle, right):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel(f"ranks ({ranges / 1e6:g}M ranges each)")
         ax.grid(True, which="both", alpha=0.3)
     every = sorted({n for by in rows.values() for n in by})
-    for ax in (left, right):
+    for ax in (left, middle, right):
         ax.set_xticks(every, labels=[str(n) for n in every])
         ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
     left.set_ylabel("seconds (median; bars: quartiles)")
     left.set_title("time: every output of analyze, statistics of the recipe", fontsize=10)
+    middle.set_ylabel("CPU seconds (median), all its processes")
+    middle.set_title("CPU time (the load of the shared machine aside)", fontsize=10)
     right.axhline(1024, color="0.4", linewidth=1, linestyle=":")
     right.text(every[0], 1024 * 1.05, "1 GiB", color="0.3", fontsize=8)
     right.set_ylabel("peak RSS of the largest process, MiB")
