@@ -5,6 +5,8 @@ machine's load changes least) and peak RSS against ranks, from the JSON files of
 later file's (engine, ranks) replaces an earlier one's).
 
     python benchmarks/plot_analyze_scale.py RUN.json [RUN.json ...] --png docs/analyze_scale.png
+
+(docs/analyze_scale.png: from docs/analyze_scale.json, the run of docs/benchmarks.md.)
 """
 
 from __future__ import annotations
@@ -63,13 +65,17 @@ def main() -> int:
         right.plot(ranks, peaks, style + "o", color=line[0].get_color(), label=engine)
     for ax in (left, middle, right):
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
         ax.set_xlabel(f"ranks ({ranges / 1e6:g}M ranges each)")
         ax.grid(True, which="both", alpha=0.3)
     every = sorted({n for by in rows.values() for n in by})
     for ax in (left, middle, right):
         ax.set_xticks(every, labels=[str(n) for n in every])
+    right.set_ylim(0, 1150)  # (memory on a linear scale, from 0 to past 1 GiB)
+    for ax in (left, middle):
+        ax.set_yscale("log")
         ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_locator(matplotlib.ticker.LogLocator(subs=(2, 5)))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
     left.set_ylabel("seconds (median; bars: quartiles)")
     left.set_title("time: every output of analyze, statistics of the recipe", fontsize=10)
     middle.set_ylabel("CPU seconds (median), all its processes")
