@@ -144,3 +144,30 @@ def test_analyze_ends_the_process_at_once_its_output_whole(inputs, tmp_path):
     assert not (tmp_path / "o2").exists()
     proc = subprocess.run([sys.executable, "-c", _CONSOLE, "--help"], env=_child_env(), capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.rstrip().endswith("TEARDOWN")
+
+
+@pytest.mark.parametrize("stdout", ["closed pipe", "/dev/full"])
+def test_analyze_ending_at_once_with_a_broken_stdout(inputs, tmp_path, stdout):
+    """Hostile rows of the quick exit: its flush of a stdout that cannot be written. A closed
+    pipe (``| head -0``): exit 0, the outputs whole, nothing on stderr; a full device: exit 1
+    and one error line, never a traceback."""
+    import os
+
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "nvtx_plugins_tf", "analyze", str(inputs / "rank.nvtxrec"), "-o", str(out)]
+    if stdout == "closed pipe":
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            proc = subprocess.run(command, env=_child_env(), stdout=write, stderr=subprocess.PIPE, text=True)
+        finally:
+            os.close(write)
+        assert (proc.returncode, proc.stderr) == (0, "")
+    else:
+        if not os.path.exists("/dev/full"):
+            pytest.skip("no /dev/full here")
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(command, env=_child_env(), stdout=full, stderr=subprocess.PIPE, text=True)
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("nvtx-tf: error:"), proc.stderr
+    assert len(list(out.iterdir())) == 9  # (written before the summary is printed)
