@@ -218,7 +218,7 @@ def main() -> int:
         rows, found = [], []
         for n in counts:
             rec, pqt, packed = subset(folder, "rec", n), subset(folder, "pqt", n), subset(folder, "packed", n)
-            out = folder / "out"
+            out = folder / f"out-{os.getpid()}"  # (its own: two runs on one --keep DIR never share it)
             engines = {
                 "analyze, embedded, recordings": ([*nvtx_tf, str(rec), "-o", str(out)], env),
                 # the numpy mapper the native one replaced for recordings (the fallback)
@@ -255,6 +255,7 @@ def main() -> int:
                     result = measure(*engines[name])
                     if r >= args.warmup:  # the first rounds warm the page cache and imports
                         times[name].append(result)
+            shutil.rmtree(out, ignore_errors=True)
             for name, results in times.items():
                 seconds = [t for t, _, _ in results]
                 cpu = statistics.median(c for _, _, c in results)
