@@ -13,38 +13,56 @@ interleaved rounds (the order rotated every round; medians and quartiles over th
 * analyze on the recordings packed as `record` leaves them (recording/packed.py): read frame
   by frame, and with ``NVTX_TF_UNPACK_IN_PLACE=0`` unpacked into a copy first (as before);
 * analyze on a dask.distributed LocalCluster of 2 worker processes (``--workers 2``), on the
-  recordings and on the parquetdirs, against ``nsys recipe nvtx_sum --mode dask-futures`` on
-  a LocalCluster of 2 worker processes of one thread (``NSYS_DASK_N_WORKERS=2``,
+  recordings and on the parquetdirs, against the recipe's ``dask-futures`` mode on a
+  LocalCluster of 2 worker processes of one thread (``NSYS_DASK_N_WORKERS=2``,
   ``NSYS_DASK_THREADS_PER_WORKER=1``: the recipe's ``Client(**NSYS_DASK_*)``);
 * the same on a cluster of separate processes started once for the run, as on a real
   cluster (``dask scheduler``, two ``dask worker --nworkers 1 --nthreads 1``): ``analyze
-  --scheduler ADDRESS`` against the recipe on the same cluster (Dask's ``DASK_SCHEDULER_ADDRESS``:
-  the recipe's ``NSYS_DASK_ADDRESS`` reaches its ``Client`` as True, not the string); their
-  workers are not the command's children, so the peak RSS shown is the client's only;
-* ``nsys recipe nvtx_sum --mode concurrent`` (Nsight Systems 2024.2.3 or 2023.4.4, fetched by
-  build_tools/fetch_nsys.py; left out with a note when it cannot run here) on the
-  parquetdirs: statistics only;
+  --scheduler ADDRESS`` against the recipe (Nsight Systems 2023.4.4's) on the same cluster
+  (Dask's ``DASK_SCHEDULER_ADDRESS``: the recipe's ``NSYS_DASK_ADDRESS`` reaches its ``Client``
+  as True, not the string); their workers are not the command's children, so the peak RSS
+  shown is the client's only;
+* ``nsys recipe nvtx_sum`` in its ``concurrent`` and ``dask-futures`` modes (``--recipe-modes``;
+  Nsight Systems' default release, fetched by build_tools/fetch_nsys.py, run with its recipe
+  venv; left out with a note when it cannot run here) on the parquetdirs: statistics only;
+  each engine's ratio is against the faster mode's ranges/s (the recipe's best), the Dask rows'
+  against ``dask-futures`` on the same cluster size;
 * DuckDB (when installed: not a dependency) computing rank_stats' columns over the
   parquetdirs in one query, its threads one per core: the engine not chosen, measured.
 
 Each command runs as its own process; peak RSS is the largest of its processes (the Dask
-workers' and the recipe's workers' included: getrusage of the waited-for children). Each
-row's ratio is against the recipe in the same mode: the Dask rows against ``dask-futures`` on
-the same cluster size, the others against ``concurrent``.
+workers' and the recipe's workers' included: getrusage of the waited-for children). The load
+average of the (shared) machine is printed before and after.
 
-    python benchmarks/bench_analyze.py [--ranks 8,64] [--ranges 1000000] [--rounds 3] [--keep DIR] [--only REGEX]
+``--nsys-exports RELEASE`` (repeated; e.g. 2024.2.3, 2023.4.4) also profiles the same program
+under that release's ``nsys profile -t nvtx`` (a rank at a time: never two nsys sessions at
+once) and times analyze and the recipe on nsys's own parquetdir exports of those reports
+(``nsys export --type parquetdir``, in DIR/nsys-RELEASE/; tests/nsys_oracle.py's way); an
+engine's ratio is against the recipe on the same inputs.
+
+``--engine REGEX`` (repeated) keeps the engines whose label it matches (``re.search``; for a
+long run: ``--ranks 256 --engine "embedded, recordings$" --engine "embedded, parquetdirs$"
+--engine concurrent``);
+``--json FILE`` writes the rows (and the run's date, command and load) for
+benchmarks/plot_analyze_scale.py, which draws time and peak memory against ranks.
+
+    python benchmarks/bench_analyze.py [--ranks 8,64,256] [--ranges 1000000] [--rounds 3] [--keep DIR]
+        [--nsys-exports RELEASE ...] [--engine REGEX ...] [--recipe-modes concurrent,dask-futures]
+        [--warmup 1] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import importlib.util
 import json
 import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,18 +79,20 @@ from _programs import build_program, quartiles  # noqa: E402
 from _table import print_table  # noqa: E402
 
 SLOW_RANK, SLOW_NS = 5, 20_000
-# the parquetdirs are nsys 2023.4's format; 2024.2.3's recipe takes them for stale and re-exports
-# the (empty) reports: "Cannot read from stream", "No output generated", and exit 0
-RECIPE_RELEASE = "2023.4.4"
+# the recipe on a cluster of separate processes: its workers run this Python, which 2023.4.4's
+# recipe modules import into (2024.2.3's want the numpy < 2 of their own venv)
+CLUSTER_RECIPE_RELEASE = "2023.4.4"
 CLUSTER = "--scheduler: dask scheduler + 2 dask workers"  # (the rows on a cluster of separate processes)
-# Runs a command, then prints its wall time and the peak RSS of its largest process (KiB).
+# Runs a command, then prints its wall time, the peak RSS of its largest process (KiB) and the
+# CPU seconds of all its processes (user + system: what the load of a shared machine changes least).
 _MEASURE = (
     "import resource, subprocess, sys, time\n"
     "t = time.perf_counter()\n"
     "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)\n"
     "dt = time.perf_counter() - t\n"
     "sys.stderr.write(p.stderr[-2000:] if p.returncode else '')\n"
-    "print(p.returncode, dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "print(p.returncode, dt, u.ru_maxrss, u.ru_utime + u.ru_stime)\n"
 )
 
 
@@ -91,7 +111,8 @@ _DUCKDB = (
 
 
 def make_ranks(folder: Path, ranks: int, ranges: int, steps: int) -> None:
-    """rankK.nvtxrec (recorded) and rankK_pqtdir (+ the recipe's stand-in rankK.nsys-rep)."""
+    """rankK.nvtxrec (recorded) and rankK_pqtdir (+ the recipe's stand-in rankK.nsys-rep); the
+    ranks made by an earlier run (their parquetdir there) are kept."""
     from nvtx_plugins_tf.recorder.exports.parquet import export_parquetdir
 
     exe = build_program("rank_workload.c", folder / "rank_workload")
@@ -100,12 +121,43 @@ def make_ranks(folder: Path, ranks: int, ranges: int, steps: int) -> None:
     library = native_library("recorder")
     for k in range(ranks):
         rec = folder / f"rank{k:03d}.nvtxrec"
+        if (folder / f"rank{k:03d}_pqtdir" / "NVTX_EVENTS.parquet").is_file():
+            continue
         shutil.rmtree(rec, ignore_errors=True)  # (a recording left by an earlier run would get a second segment)
         env = dict(os.environ, NVTX_INJECTION64_PATH=str(library), NVTX_TF_RECORD_DIR=str(rec))
         slow = SLOW_NS if k == SLOW_RANK else 0
         subprocess.run([str(exe), str(ranges), str(steps), str(slow)], env=env, check=True)
         (folder / f"rank{k:03d}.nsys-rep").touch()  # older than the export, as the recipe wants
         export_parquetdir(rec, folder / f"rank{k:03d}_pqtdir")
+
+
+def make_nsys_ranks(folder: Path, ranks: int, ranges: int, steps: int, release: str) -> Path:
+    """DIR/nsys-RELEASE/rankK.nsys-rep and rankK_pqtdir: the ranks' program profiled by nsys
+    RELEASE and exported by it (the ranks made by an earlier run are kept)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import nsys_oracle
+
+    nsys = fetch_nsys.nsys_path(release)
+    if nsys is None:
+        raise SystemExit(f"nsys {release}: {fetch_nsys.why_not(release)} (python build_tools/fetch_nsys.py)")
+    exe = build_program("rank_workload.c", folder / "rank_workload")
+    out = folder / f"nsys-{release}"
+    out.mkdir(exist_ok=True)
+    for k in range(ranks):
+        prefix = out / f"rank{k:03d}"
+        if (out / f"rank{k:03d}_pqtdir" / "NVTX_EVENTS.parquet").is_file():
+            continue
+        slow = SLOW_NS if k == SLOW_RANK else 0
+        nsys_oracle.run_nsys(nsys, [exe, ranges, steps, slow], prefix, timeout=1800)
+        nsys_oracle.export_parquetdir(nsys, prefix.with_suffix(".nsys-rep"), out / f"rank{k:03d}_pqtdir", timeout=1800)
+    return out
+
+
+def _inputs_of(engine: str) -> str:
+    """The inputs an engine's label names, for the recipe to compare with: nsys RELEASE's
+    exports, or ours (the recordings and their parquetdirs: the same ranges)."""
+    found = re.search(r"nsys (\S+) parquetdirs", engine)
+    return found[1] if found else ""
 
 
 def make_packed(folder: Path, ranks: int) -> None:
@@ -126,12 +178,13 @@ def subset(folder: Path, kind: str, ranks: int) -> Path:
     if out.exists():
         return out
     out.mkdir()
+    home = {"packed": "packed", "rec": "", "pqt": ""}.get(kind, kind)  # (else: nsys-RELEASE)
     for k in range(ranks):
         names = (
             [f"rank{k:03d}.nvtxrec"] if kind in ("rec", "packed") else [f"rank{k:03d}_pqtdir", f"rank{k:03d}.nsys-rep"]
         )
         for name in names:
-            (out / name).symlink_to(folder / ("packed" if kind == "packed" else "") / name)
+            (out / name).symlink_to(folder / home / name)
     return out
 
 
@@ -175,20 +228,14 @@ def dask_cluster(folder: Path, env: dict, workers: int = 2):
                 proc.wait()
 
 
-def measure(command: list[str], env: dict, made: Path) -> tuple[float, float]:
-    """(seconds, peak RSS MiB) of one run of ``command``, which must make ``made`` (the
-    recipe exits 0 when it made nothing)."""
+def measure(command: list[str], env: dict, made: Path) -> tuple[float, float, float]:
+    """(seconds, peak RSS MiB, CPU seconds) of one run of ``command``, which must make ``made``
+    (the recipe exits 0 when it made nothing)."""
     proc = subprocess.run([sys.executable, "-c", _MEASURE, *command], env=env, capture_output=True, text=True)
     fields = proc.stdout.split()
     if proc.returncode or not fields or fields[0] != "0" or not made.exists():
         raise RuntimeError(f"{' '.join(command[:4])}... failed: {proc.stderr.strip()[-800:]}")
-    return float(fields[1]), int(fields[2]) / 1024
-
-
-def _mode(label: str) -> str:
-    """Which recipe row a row is held to: the same cluster (``--scheduler``), a LocalCluster of
-    2 workers, or the recipe's concurrent mode."""
-    return "scheduler" if "--scheduler" in label else "dask" if "Dask 2 workers" in label else "concurrent"
+    return float(fields[1]), int(fields[2]) / 1024, float(fields[3])
 
 
 def main() -> int:
@@ -198,10 +245,15 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=1000, help="steps per rank (default 1000)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--keep", type=Path, help="keep (and reuse) the ranks in this directory")
-    parser.add_argument(
-        "--only", action="append", help="time only the engines whose label this regular expression matches (repeatable)"
-    )
+    parser.add_argument("--nsys-exports", action="append", default=[], help="nsys release profiling the ranks too")
+    parser.add_argument("--engine", action="append", help="only the engines whose label this matches (repeated)")
+    parser.add_argument("--recipe-modes", default="concurrent,dask-futures", help="the recipe's modes to run")
+    parser.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted (default 1)")
+    parser.add_argument("--json", type=Path, help="write the rows to this JSON file (plot_analyze_scale.py)")
     args = parser.parse_args()
+    started = datetime.datetime.now(datetime.timezone.utc)
+    loads = [os.getloadavg()]
+    print(f"load average before: {loads[0][0]:.1f} {loads[0][1]:.1f} {loads[0][2]:.1f} ({os.cpu_count()} cores)")
     counts = sorted({int(c) for c in args.ranks.split(",")})
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-analyze-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -214,29 +266,32 @@ def main() -> int:
             print(f"made {max(counts)} ranks x {args.ranges:,} ranges in {time.perf_counter() - t:.0f} s")
         if not (folder / "packed" / f"rank{max(counts) - 1:03d}.nvtxrec").is_dir():
             make_packed(folder, max(counts))
+        for release in args.nsys_exports:
+            t = time.perf_counter()
+            make_nsys_ranks(folder, max(counts), args.ranges, args.steps, release)
+            print(f"nsys {release}: {max(counts)} ranks profiled and exported in {time.perf_counter() - t:.0f} s")
         env = dict(os.environ, PYTHONPATH=str(REPO))
         nvtx_tf = [sys.executable, "-m", "nvtx_plugins_tf", "analyze"]
-        nsys = fetch_nsys.nsys_path(RECIPE_RELEASE)
-        why = fetch_nsys.why_not(RECIPE_RELEASE) if nsys is None else None
-        recipe_env = fetch_nsys.run_env(
-            RECIPE_RELEASE, env=dict(env, PATH=f"{Path(sys.executable).parent}:{env['PATH']}")
-        )
+        nsys = fetch_nsys.nsys_path()
+        why = fetch_nsys.why_not() if nsys is None else None
+        recipe_env = fetch_nsys.recipe_env(env=env)
         recipe_dask = dict(recipe_env, NSYS_DASK_N_WORKERS="2", NSYS_DASK_THREADS_PER_WORKER="1")
-        address = None
+        address = cluster_nsys = None
         cluster_rows = f"analyze {CLUSTER}; nsys recipe nvtx_sum (dask-futures, {CLUSTER})"
         if importlib.util.find_spec("distributed") is not None and (
-            not args.only or any(re.search(o, cluster_rows) for o in args.only)
+            not args.engine or any(re.search(w, cluster_rows) for w in args.engine)
         ):
             # (the recipe's tasks name its modules, nsys_recipe and nvtx_sum.nvtx_sum: the scheduler
             # and the workers unpickle them, nsys's Python packages on their path, as on a cluster)
-            packages = nsys.parent / "python" / "packages" if nsys is not None else None
+            cluster_nsys = fetch_nsys.nsys_path(CLUSTER_RECIPE_RELEASE)
+            packages = cluster_nsys.parent / "python" / "packages" if cluster_nsys is not None else None
             packages = [str(packages), str(packages / "nsys_recipe" / "recipes")] if packages else []
             worker_env = dict(env, PYTHONPATH=os.pathsep.join([*packages, env["PYTHONPATH"]]))
             address = stack.enter_context(dask_cluster(folder, worker_env))
-        rows = []
+        rows, found = [], []
         for n in counts:
             rec, pqt, packed = subset(folder, "rec", n), subset(folder, "pqt", n), subset(folder, "packed", n)
-            out = folder / "out"
+            out = folder / f"out-{os.getpid()}"  # (its own: two runs on one --keep DIR never share it)
             engines = {
                 "analyze, embedded, recordings": ([*nvtx_tf, str(rec), "-o", str(out)], env),
                 # the numpy mapper the native one replaced for recordings (the fallback)
@@ -266,41 +321,79 @@ def main() -> int:
             if importlib.util.find_spec("duckdb") is not None:  # the engine not chosen, measured
                 label = "DuckDB, rank_stats' columns only, parquetdirs"
                 engines[label] = ([sys.executable, "-c", _DUCKDB, str(pqt)], env)
-            if nsys is not None:
-                recipe = [str(nsys), "recipe", "nvtx_sum", "--mode", "concurrent", "--input", str(pqt)]
-                label = "nsys recipe nvtx_sum (concurrent), parquetdirs"
-                engines[label] = ([*recipe, "--output", str(out)], recipe_env)
-                dask_recipe = [*recipe[:4], "dask-futures", *recipe[5:], "--output", str(out)]
-                label = "nsys recipe nvtx_sum (dask-futures, Dask 2 workers), parquetdirs"
-                engines[label] = (dask_recipe, recipe_dask)
-                if address is not None:
-                    label = f"nsys recipe nvtx_sum (dask-futures, {CLUSTER}), parquetdirs"
-                    # (DASK_SCHEDULER_ADDRESS: the recipe turns NSYS_DASK_ADDRESS's string into True)
-                    engines[label] = (dask_recipe, dict(recipe_env, DASK_SCHEDULER_ADDRESS=address))
-            if args.only:
-                engines = {name: e for name, e in engines.items() if any(re.search(o, name) for o in args.only)}
-            times: dict[str, list[tuple[float, float]]] = {name: [] for name in engines}
+            theirs = {f"nsys {r} parquetdirs": subset(folder, f"nsys-{r}", n) for r in args.nsys_exports}
+            for label, inputs in theirs.items():
+                engines[f"analyze, embedded, {label}"] = ([*nvtx_tf, str(inputs), "-o", str(out)], env)
+            for mode in filter(None, args.recipe_modes.split(",")) if nsys is not None else ():
+                for label, inputs in {"parquetdirs": pqt, **theirs}.items():
+                    recipe = [str(nsys), "recipe", "nvtx_sum", "--mode", mode, "--input", str(inputs)]
+                    mode_env = recipe_dask if mode == "dask-futures" else recipe_env
+                    engines[f"nsys recipe nvtx_sum ({mode}), {label}"] = ([*recipe, "--output", str(out)], mode_env)
+            if address is not None and cluster_nsys is not None:
+                recipe = [str(cluster_nsys), "recipe", "nvtx_sum", "--mode", "dask-futures", "--input", str(pqt)]
+                # (DASK_SCHEDULER_ADDRESS: the recipe turns NSYS_DASK_ADDRESS's string into True)
+                here = dict(env, PATH=f"{Path(sys.executable).parent}:{env['PATH']}", DASK_SCHEDULER_ADDRESS=address)
+                cluster_env = fetch_nsys.run_env(CLUSTER_RECIPE_RELEASE, env=here)
+                label = f"nsys recipe nvtx_sum (dask-futures, {CLUSTER}), parquetdirs"
+                engines[label] = ([*recipe, "--output", str(out)], cluster_env)
+            if args.engine:
+                engines = {k: v for k, v in engines.items() if any(re.search(w, k) for w in args.engine)}
+            times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in engines}
             names = list(engines)
-            for r in range(args.rounds + 1):
+            for r in range(args.rounds + args.warmup):
                 for name in names[r % len(names) :] + names[: r % len(names)]:
                     shutil.rmtree(out, ignore_errors=True)
                     made = out / "rank_stats.parquet" if not name.startswith("DuckDB") else Path(sys.executable)
                     result = measure(*engines[name], made)
-                    if r:  # the first round warms the page cache and imports
+                    if r >= args.warmup:  # the first rounds warm the page cache and imports
                         times[name].append(result)
+            shutil.rmtree(out, ignore_errors=True)
             for name, results in times.items():
-                seconds = [t for t, _ in results]
+                seconds = [t for t, _, _ in results]
+                cpu = statistics.median(c for _, _, c in results)
                 q1, med, q3 = quartiles(seconds)
                 rate = n * args.ranges / med / 1e6
-                peak = max(m for _, m in results)
-                d = 2 if med < 10 else 1
-                rows.append((name, n, f"{med:.{d}f} ({q1:.{d}f}-{q3:.{d}f})", f"{rate:.2f}M", f"{peak:.0f}"))
-        print_table(("engine", "ranks", "seconds, median (quartiles)", "ranges/s", "peak RSS MiB"), rows)
-        for row in rows:
-            recipe = [r for r in rows if r[1] == row[1] and r[0].startswith("nsys") and _mode(r[0]) == _mode(row[0])]
-            if not row[0].startswith("nsys") and recipe:
-                ratio = float(row[3][:-1]) / float(recipe[0][3][:-1])
-                print(f"{row[0]}, {row[1]} ranks: {ratio:.2f}x the recipe's ranges/s ({recipe[0][0]})")
+                peak = max(m for _, m, _ in results)
+                rows.append((name, n, f"{med:.1f} ({q1:.1f}-{q3:.1f})", f"{rate:.2f}M", f"{cpu:.1f}", f"{peak:.0f}"))
+                found.append(
+                    {"engine": name, "ranks": n, "seconds": seconds, "median": med, "cpu": cpu, "peak_mib": peak}
+                )
+            loads.append(os.getloadavg())
+        header = ("engine", "ranks", "seconds, median (quartiles)", "ranges/s", "CPU s, median", "peak RSS MiB")
+        print_table(header, rows)
+
+        def recipe_rows(f: dict) -> list[dict]:
+            """The recipe's rows an engine's row is held to: on the same inputs, in the same
+            mode for the Dask rows (dask-futures on the same cluster), else every local mode."""
+            same = [
+                g
+                for g in found
+                if g["engine"].startswith("nsys")
+                and (g["ranks"], _inputs_of(g["engine"])) == (f["ranks"], _inputs_of(f["engine"]))
+                and (CLUSTER in g["engine"]) == (CLUSTER in f["engine"])
+            ]
+            if "Dask 2 workers" in f["engine"]:
+                same = [g for g in same if "(dask-futures)" in g["engine"]]
+            return same
+
+        for f in found:
+            theirs = recipe_rows(f) if not f["engine"].startswith("nsys") else []
+            if theirs:
+                best = min(theirs, key=lambda g: g["median"])
+                f["ratio"] = best["median"] / f["median"]
+                print(f"{f['engine']}, {f['ranks']} ranks: {f['ratio']:.2f}x the recipe's ranges/s ({best['engine']})")
+                cpus = ", ".join(f"{g['cpu']:.1f}" for g in theirs)
+                print(f"    CPU seconds: {f['cpu']:.1f} against the recipe's {cpus}")
+        print("load average after each rank count: " + ", ".join(f"{a:.1f} {b:.1f} {c:.1f}" for a, b, c in loads[1:]))
+        if args.json:
+            record = {
+                "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+                "command": " ".join(["python", "benchmarks/bench_analyze.py", *sys.argv[1:]]),
+                "ranges": args.ranges,
+                "load": loads,
+                "rows": found,
+            }
+            args.json.write_text(json.dumps(record, indent=1) + "\n")
         if why:
             print(f"note: nsys recipe left out: {why} (python build_tools/fetch_nsys.py)")
     return 0

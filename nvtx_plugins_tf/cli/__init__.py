@@ -15,7 +15,7 @@ import argparse
 import signal
 import sys
 
-from . import analyze, export, merge, pack, record, report, view
+from . import _quick_exit, analyze, export, merge, pack, record, report, view
 from ._common import (
     EXIT_COMMAND_NOT_FOUND,
     EXIT_DAMAGED,
@@ -104,6 +104,15 @@ def _printable_paths() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: this process's) and return its exit code; from
+    the process's own command line, a command may end the process at once (:mod:`._quick_exit`)."""
+    code = _main(argv)
+    if argv is None:
+        _quick_exit.end_if_asked(code)
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         _printable_paths()
         terminate_by_exception()

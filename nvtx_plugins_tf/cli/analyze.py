@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from . import _quick_exit
 from ._common import (
     EXIT_DAMAGED,
     EXIT_DASK_UNAVAILABLE,
@@ -66,6 +67,8 @@ def cmd_analyze(args) -> int:
     )
 
     _check_flags(args)
+    if args.workers is None and args.scheduler is None:
+        _quick_exit.ask()  # (the embedded engine's threads are daemons; nothing else to close)
     outdir = Path(args.output)
     try:
         check_outdir(outdir)

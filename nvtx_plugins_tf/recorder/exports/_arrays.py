@@ -5,9 +5,10 @@ whether its argument is a pandas object: 0.15-0.2 s, a tenth of exporting 10M ev
 Parquet and more than that of analyzing a few ranks. :func:`array` gives the same arrays
 (the same values, nulls and type; a cast that does not fit raises as ``pa.array`` does)
 without the check, and :func:`scalar` a scalar for ``pyarrow.compute`` (which would make
-one of a Python value with ``pa.scalar``: the same check). The Parquet and Arrow exports and
-``analyze`` of recordings import no pandas (tests/test_arrow_arrays.py); reading a Parquet
-export does (``pq.read_table``, ``to_numpy``), once per process.
+one of a Python value with ``pa.scalar``: the same check); :func:`to_numpy` views an array's
+values as ``Array.to_numpy`` would (which imports pandas too). The Parquet and Arrow exports
+and ``analyze`` of recordings and of exports import no pandas (tests/test_arrow_arrays.py,
+tests/test_analyze_imports.py); ``pq.read_table`` does (``pq.ParquetFile(...).read`` not).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["array", "scalar"]
+__all__ = ["array", "scalar", "to_numpy"]
 
 _STRING_TYPES = (pa.string(), pa.large_string())
 
@@ -44,6 +45,35 @@ def array(values, type: pa.DataType, mask: np.ndarray | None = None) -> pa.Array
 def scalar(value, type: pa.DataType) -> pa.Scalar:
     """``pa.scalar(value, type)``, e.g. for ``pc.add(column, scalar(shift, column.type))``."""
     return array([value], type)[0]
+
+
+_NUMPY_TYPES = {
+    pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+    pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
+    pa.float32(): np.float32, pa.float64(): np.float64,
+}  # fmt: skip
+
+
+def to_numpy(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``values.to_numpy(zero_copy_only=False)`` of an array (or chunked array) of integers,
+    floats or booleans without nulls: a view of its buffer (booleans unpacked). ValueError
+    when it holds a null, TypeError for another type."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if values.null_count:
+        raise ValueError("a column with nulls has no null-free numpy view")
+    n, offset = len(values), values.offset
+    if pa.types.is_boolean(values.type):
+        if not n:
+            return np.zeros(0, dtype=bool)
+        bits = np.frombuffer(values.buffers()[1], dtype=np.uint8)
+        return np.unpackbits(bits, count=offset + n, bitorder="little")[offset:].view(bool)
+    dtype = _NUMPY_TYPES.get(values.type)
+    if dtype is None:
+        raise TypeError(f"not a column of numbers: {values.type}")
+    if not n:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(values.buffers()[1], dtype=dtype, count=n, offset=offset * np.dtype(dtype).itemsize)
 
 
 def _validity(mask: np.ndarray | None) -> tuple[pa.Buffer | None, int]:

@@ -10,6 +10,9 @@ message is its registered string (``textId`` in ``StringIds``), else its ``text`
 domain's name is the domain's first creation (eventType 75, by start) in the range's
 process; a message NULL is the empty one (both give the same name). Messages are numbered
 by their text, so a message written plainly and through a registered string is one.
+
+No pandas is imported (0.2 s: pyarrow's ``to_numpy``, ``pa.array``, ``pa.scalar`` and
+``pq.read_table`` would): columns are viewed and made by :mod:`..exports._arrays`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..._paths import arrow_file
+from ..exports._arrays import array, scalar, to_numpy
 from ..recording.model import EVENT_DOMAIN_CREATE
 from .parquetdir import events_columns
 from .ranges import RANGE_TYPES
@@ -94,13 +98,13 @@ def _int64(batch: pa.RecordBatch, name: str, present: set, keep: list) -> int:
     """Column ``name`` of ``batch`` as 8-byte integers, NULL as 0 (0 throughout when the
     export has no such column); its address (what must outlive the call is kept in ``keep``)."""
     if name not in present:
-        column = pa.array(np.zeros(batch.num_rows, dtype=np.int64))
+        column = array(np.zeros(batch.num_rows, dtype=np.int64), pa.int64())
     else:
         column = batch.column(name)
         if column.type not in (pa.int64(), pa.uint64()):
             column = column.cast(pa.int64())
         if column.null_count:
-            column = pc.fill_null(column, 0)
+            column = pc.fill_null(column, scalar(0, column.type))
     keep.append(column)
     return _address(column)
 
@@ -134,12 +138,35 @@ def _registered(directory: Path, messages: _Messages) -> tuple[np.ndarray, np.nd
     if not strings.is_file():
         return None
     with arrow_file(strings) as source:
-        table = pq.read_table(source, columns=["id", "value"])
-    ids = table.column("id").to_numpy().astype(np.int64)
+        table = pq.ParquetFile(source).read(columns=["id", "value"])
+    ids = to_numpy(pc.fill_null(table.column("id").cast(pa.int64()), scalar(_NULL, pa.int64())))
     index = np.array([messages.of(v) for v in table.column("value").to_pylist()], dtype=np.int32)
     # (a duplicate id: its first row, as pc.index_in finds it)
     ids, first = np.unique(ids, return_index=True)
     return ids, index[first]
+
+
+def _batches(reader, columns: list[str]):
+    """The file's rows as record batches of about :data:`BATCH_ROWS`: small row groups read
+    together, their chunks combined (the text dictionaries unified). nsys's own exports write
+    2,048 rows a group: batch by batch, 488 a 1M-range file, the Python of each batch was a
+    third of the input's mapping."""
+    meta = reader.metadata
+    group, end = 0, meta.num_row_groups
+    while group < end:
+        rows, last = 0, group
+        while last < end and (last == group or rows + meta.row_group(last).num_rows <= BATCH_ROWS):
+            rows += meta.row_group(last).num_rows
+            last += 1
+        if last - group == 1:  # (a group of its own: streamed, however large)
+            yield from reader.iter_batches(BATCH_ROWS, row_groups=[group], columns=columns, use_threads=False)
+        else:
+            yield from (
+                reader.read_row_groups(range(group, last), columns=columns, use_threads=False)
+                .combine_chunks()
+                .to_batches()
+            )
+        group = last
 
 
 def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], None]) -> ExportInfo:
@@ -155,9 +182,10 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
     with arrow_file(directory / "NVTX_EVENTS.parquet") as source:
         reader = pq.ParquetFile(source, read_dictionary=["text"] if "text" in present else None)
         reserve(reader.metadata.num_rows)
-        for batch in reader.iter_batches(batch_size=BATCH_ROWS, columns=columns, use_threads=False):
+        for batch in _batches(reader, columns):
             n, keep = batch.num_rows, []
             etype = _int64(batch, "eventType", present, keep)
+            event_type = to_numpy(keep[-1])  # (NULL as 0)
             start = _int64(batch, "start", present, keep)
             gtid = _int64(batch, "globalTid", present, keep)
             domain = _int64(batch, "domainId", present, keep)
@@ -183,8 +211,8 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
                 lut = messages.lut(text.dictionary)
                 indices = text.indices
                 if indices.null_count:
-                    indices = pc.fill_null(indices, len(lut) - 1)
-                message = lut[indices.to_numpy()]
+                    indices = pc.fill_null(indices, scalar(len(lut) - 1, indices.type))
+                message = lut[to_numpy(indices)]
             else:
                 message = np.full(n, messages.of(""), dtype=np.int32)
             if "textId" in present and batch.column("textId").null_count < n:
@@ -193,19 +221,19 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
                 if registered is None:
                     raise ValueError(f"{directory}: {MISSING_STRINGS.format(table='StringIds.parquet')}")
                 text_id = batch.column("textId")
-                ids = pc.fill_null(text_id, -1).to_numpy().astype(np.int64, copy=False)
+                ids = to_numpy(pc.fill_null(text_id.cast(pa.int64()), scalar(-1, pa.int64())))
                 known, index = registered
                 if len(known):
                     at = np.minimum(np.searchsorted(known, ids), len(known) - 1)
                     found = known[at] == ids
                     if text_id.null_count:
-                        found &= pc.is_valid(text_id).to_numpy(zero_copy_only=False)
+                        found &= to_numpy(text_id.is_valid())
                     message = np.where(found, index[at], message)
             message = np.ascontiguousarray(message, dtype=np.int32)
             # the domains' creations (a few rows): their message names the domain
-            is_create = pc.equal(batch.column("eventType"), EVENT_DOMAIN_CREATE)
-            if pc.any(is_create).as_py():
-                rows = np.flatnonzero(is_create.to_numpy(zero_copy_only=False))
+            is_create = event_type == EVENT_DOMAIN_CREATE
+            if is_create.any():
+                rows = np.flatnonzero(is_create)
                 for r in rows.tolist():
                     dom = batch.column("domainId")[r].as_py() if "domainId" in present else 0
                     g = batch.column("globalTid")[r].as_py() if "globalTid" in present else 0
@@ -218,7 +246,7 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
     session = directory / "TARGET_INFO_SESSION_START_TIME.parquet"
     if session.is_file():
         with arrow_file(session) as source:
-            values = pq.read_table(source, columns=["utcEpochNs"]).column(0).to_pylist()
+            values = pq.ParquetFile(source).read(columns=["utcEpochNs"]).column(0).to_pylist()
         info.epoch_ns = values[0] if values else None
     return info
 

@@ -1,0 +1,31 @@
+"""Ending the process at once when a command is done (``analyze``): Python's teardown of the
+modules a command imported (numpy, pyarrow, matplotlib: 0.1-0.2 s of a core, more on a busy
+machine) is a tenth of analyzing 8 ranks, and has nothing left to do once the outputs are
+written and the streams flushed. Only from the command line itself (:func:`.main` without
+``argv``: a caller's process, as the tests', ends as it will) and only for a command that
+asked for it, having closed everything it opened (no Dask cluster: its shutdown is its own)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_asked = False
+
+
+def ask() -> None:
+    """The command running asks the process to end as soon as :func:`.main` returns."""
+    global _asked
+    _asked = True
+
+
+def end_if_asked(code: int) -> None:
+    """``os._exit(code)`` after flushing stdout and stderr, if the command asked for it."""
+    if not _asked:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # (a closed pipe: what could be written was)
+            pass
+    os._exit(code)

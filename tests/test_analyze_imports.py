@@ -1,0 +1,173 @@
+"""What ``nvtx-tf analyze`` imports (issue 36, small jobs: start-up is most of 8 ranks' time):
+no pandas (0.2-0.4 s a process: pyarrow's ``to_numpy``, ``pa.array``, ``pa.scalar`` and
+``pq.read_table`` import it; reports/_export_batches.py and exports/_arrays.py go around
+them) and no TensorFlow, on recordings and on exports in nsys's schema (a parquetdir with
+registered strings and domains, an SQLite file); and the tables are the same as before.
+The command runs as a user runs it (``python -m nvtx_plugins_tf analyze``), its modules
+listed when it ends."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import _child_env
+from test_analyze_native import _write_process
+
+from nvtx_plugins_tf.recorder.exports._arrays import to_numpy
+from nvtx_plugins_tf.recorder.exports.parquet import export_parquetdir
+from nvtx_plugins_tf.recorder.exports.sqlite import export_sqlite
+
+# the command line (given its arguments: the process then ends as Python's do, see
+# cli/_quick_exit.py), then the top-level packages it imported
+_RUN = """
+import sys
+from nvtx_plugins_tf.cli import main
+code = main(sys.argv[1:])
+print("MODULES", code, " ".join(sorted({m.split(".")[0] for m in sys.modules})))
+"""
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("imports")
+    rng = np.random.default_rng(3)
+    rec = folder / "rank.nvtxrec"
+    _write_process(rec, rng, 100, 1_700_000_000 * 10**9, {1: "train"}, 3000)
+    export_parquetdir(rec, folder / "pq" / "rank_pqtdir")
+    export_sqlite(rec, folder / "rank.sqlite")
+    return folder
+
+
+def _modules(args: list[str]) -> set[str]:
+    command = [sys.executable, "-c", _RUN, "analyze", *args]
+    proc = subprocess.run(command, env=_child_env(), capture_output=True, text=True)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("MODULES ")]
+    assert line and line[0].split()[1] == "0", proc.stdout[-2000:] + proc.stderr[-2000:]
+    return set(line[0].split()[2:])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas not installed: nothing to avoid")
+@pytest.mark.parametrize("kind", ["recording", "parquetdir", "sqlite"])
+def test_analyze_imports_neither_pandas_nor_tensorflow(inputs, tmp_path, kind):
+    source = {"recording": "rank.nvtxrec", "parquetdir": "pq/rank_pqtdir", "sqlite": "rank.sqlite"}[kind]
+    modules = _modules([str(inputs / source), "-o", str(tmp_path / "out")])
+    assert "pyarrow" in modules and "nvtx_plugins_tf" in modules  # (the listing is the command's)
+    assert not {"pandas", "tensorflow"} & modules
+    assert pq.read_table(tmp_path / "out" / "rank_stats.parquet").num_rows > 0
+
+
+def test_parquetdir_tables_equal_the_recordings(inputs, tmp_path):
+    """The parquetdir read without pandas gives the recording's tables (its registered
+    strings and domain names resolved as before)."""
+    for name, source in (("rec", "rank.nvtxrec"), ("pqt", "pq/rank_pqtdir")):
+        _modules([str(inputs / source), "-o", str(tmp_path / name)])
+    for table in ("rank_stats", "all_stats", "pace", "stragglers"):
+        a, b = (pq.read_table(tmp_path / n / f"{table}.parquet") for n in ("rec", "pqt"))
+        names = [c for c in a.column_names if c not in ("File", "RankName")]  # (the input's name)
+        # (an input's names are numbered in its own order: the rows compared by name)
+        keys = [(c, "ascending") for c in ("Step", "Domain", "Text") if c in names]
+        a, b = (t.select(names).sort_by(keys) if keys else t.select(names) for t in (a, b))
+        assert a.num_rows == b.num_rows and (a.num_rows or table == "stragglers"), table  # (one rank: none)
+        for c in names:  # (the standard deviations summed in another order: float error)
+            x, y = a.column(c).to_pylist(), b.column(c).to_pylist()
+            assert x == y or np.allclose(x, y, rtol=1e-12, equal_nan=True), (table, c)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pa.array(np.arange(10, dtype=np.int64)).slice(3, 5),
+        pa.array(np.arange(7, dtype=np.uint32)),
+        pa.array(np.arange(7, dtype=np.int8)).slice(1),
+        pa.array(np.linspace(0, 1, 9)),
+        pa.array([True, False, True, True, False, False, True, False, True, True]).slice(3, 6),
+        pa.chunked_array([pa.array([1, 2]), pa.array([3])]),
+        pa.array(np.zeros(0, dtype=np.int32)),
+        pa.array([], pa.bool_()),
+    ],
+    ids=range(8),
+)
+def test_to_numpy_is_pyarrows(values):
+    """exports/_arrays.to_numpy: the values ``to_numpy`` gives (which imports pandas)."""
+    ours, theirs = (
+        to_numpy(values),
+        values.to_numpy(**({} if isinstance(values, pa.ChunkedArray) else {"zero_copy_only": False})),
+    )
+    assert ours.dtype == theirs.dtype and ours.tolist() == theirs.tolist()
+
+
+def test_to_numpy_refuses_nulls_and_strings():
+    with pytest.raises(ValueError):
+        to_numpy(pa.array([1, None]))
+    with pytest.raises(TypeError):
+        to_numpy(pa.array(["a"]))
+
+
+# the console script's way (cli.main without arguments), with a teardown handler that says so
+_CONSOLE = """
+import atexit, sys
+atexit.register(lambda: print("TEARDOWN", flush=True))
+from nvtx_plugins_tf.cli import main
+sys.exit(main())
+"""
+
+
+def test_analyze_ends_the_process_at_once_its_output_whole(inputs, tmp_path):
+    """cli/_quick_exit.py: from the command line, ``analyze`` (embedded engine) ends the
+    process once its outputs are written and its lines flushed, without Python's teardown
+    (a tenth of a small job); its output, piped, is whole; another command tears down."""
+    out = tmp_path / "out"
+    command = [sys.executable, "-c", _CONSOLE, "analyze", str(inputs / "rank.nvtxrec"), "-o", str(out)]
+    proc = subprocess.run(command, env=_child_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("1 rank(s) in 1 input(s)") and lines[-1].startswith("wrote "), lines
+    assert "TEARDOWN" not in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{t}.{s}" for t in ("all_stats", "rank_stats", "pace", "stragglers") for s in ("parquet", "csv")]
+        + ["heatmap.png"]
+    )
+    # an error ends as before (its exit code, its line), and so does another command
+    proc = subprocess.run(
+        [sys.executable, "-c", _CONSOLE, "analyze", str(tmp_path / "missing"), "-o", str(tmp_path / "o2")],
+        env=_child_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 7 and "nvtx-tf: error:" in proc.stderr, (proc.returncode, proc.stderr)
+    assert not (tmp_path / "o2").exists()
+    proc = subprocess.run([sys.executable, "-c", _CONSOLE, "--help"], env=_child_env(), capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith("TEARDOWN")
+
+
+@pytest.mark.parametrize("stdout", ["closed pipe", "/dev/full"])
+def test_analyze_ending_at_once_with_a_broken_stdout(inputs, tmp_path, stdout):
+    """Hostile rows of the quick exit: its flush of a stdout that cannot be written. A closed
+    pipe (``| head -0``): exit 0, the outputs whole, nothing on stderr; a full device: exit 1
+    and one error line, never a traceback."""
+    import os
+
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "nvtx_plugins_tf", "analyze", str(inputs / "rank.nvtxrec"), "-o", str(out)]
+    if stdout == "closed pipe":
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            proc = subprocess.run(command, env=_child_env(), stdout=write, stderr=subprocess.PIPE, text=True)
+        finally:
+            os.close(write)
+        assert (proc.returncode, proc.stderr) == (0, "")
+    else:
+        if not os.path.exists("/dev/full"):
+            pytest.skip("no /dev/full here")
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(command, env=_child_env(), stdout=full, stderr=subprocess.PIPE, text=True)
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("nvtx-tf: error:"), proc.stderr
+    assert len(list(out.iterdir())) == 9  # (written before the summary is printed)
