@@ -1,4 +1,4 @@
-"""reports/_export_batches.py reads a parquetdir whose row groups are small (nsys's own exports
+"""nsys_inputs/batches.py reads a parquetdir whose row groups are small (nsys's own exports
 write 2,048 rows a group) several groups at a time, their chunks combined and their text
 dictionaries unified: the same rank results as the file written in large groups, whatever
 the group size (groups of other texts, a group larger than a batch, one row a group)."""
@@ -15,12 +15,12 @@ from test_analyze_native import _assert_same, _write_process
 
 from nvtx_plugins_tf.recorder.analysis import mapper
 from nvtx_plugins_tf.recorder.exports.parquet import export_parquetdir
-from nvtx_plugins_tf.recorder.reports import _export_batches
+from nvtx_plugins_tf.recorder.nsys_inputs import batches
 
 
 @pytest.mark.parametrize("group_rows", [1, 97, 400, 1200])
 def test_small_row_groups_give_the_same_results(tmp_path, monkeypatch, group_rows):
-    monkeypatch.setattr(_export_batches, "BATCH_ROWS", 1000)  # (so 1,200 rows a group is larger than a batch)
+    monkeypatch.setattr(batches, "BATCH_ROWS", 1000)  # (so 1,200 rows a group is larger than a batch)
     rng = np.random.default_rng(group_rows)
     rec = tmp_path / "rank.nvtxrec"
     _write_process(rec, rng, 100, 1_700_000_000 * 10**9, {1: "train"}, 3000)
