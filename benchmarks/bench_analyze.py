@@ -36,9 +36,10 @@ average of the (shared) machine is printed before and after.
 
 ``--nsys-exports RELEASE`` (repeated; e.g. 2024.2.3, 2023.4.4) also profiles the same program
 under that release's ``nsys profile -t nvtx`` (a rank at a time: never two nsys sessions at
-once) and times analyze and the recipe on nsys's own parquetdir exports of those reports
-(``nsys export --type parquetdir``, in DIR/nsys-RELEASE/; tests/nsys_oracle.py's way); an
-engine's ratio is against the recipe on the same inputs.
+once) and times analyze on nsys's own parquetdir and SQLite exports of those reports (``nsys
+export --type parquetdir`` / ``sqlite``, in DIR/nsys-RELEASE/; tests/nsys_oracle.py's way) and
+the recipe on the reports (their parquetdirs); an engine's ratio is against the recipe on the
+same reports.
 
 ``--engine REGEX`` (repeated) keeps the engines whose label it matches (``re.search``; for a
 long run: ``--ranks 256 --engine "embedded, recordings$" --engine "embedded, parquetdirs$"
@@ -155,8 +156,9 @@ def make_nsys_ranks(folder: Path, ranks: int, ranges: int, steps: int, release: 
 
 def _inputs_of(engine: str) -> str:
     """The inputs an engine's label names, for the recipe to compare with: nsys RELEASE's
-    exports, or ours (the recordings and their parquetdirs: the same ranges)."""
-    found = re.search(r"nsys (\S+) parquetdirs", engine)
+    exports (parquetdirs or SQLite files: the recipe reads the reports' parquetdirs), or ours
+    (the recordings and their parquetdirs: the same ranges)."""
+    found = re.search(r"nsys (\S+) (parquetdirs|SQLite)", engine)
     return found[1] if found else ""
 
 
@@ -173,16 +175,20 @@ def make_packed(folder: Path, ranks: int) -> None:
 
 def subset(folder: Path, kind: str, ranks: int) -> Path:
     """A directory of links to the first ``ranks`` inputs of one kind (recordings, parquetdirs
-    with their stand-in reports)."""
+    with their stand-in reports; ``nsys-RELEASE``: nsys's parquetdirs with its reports,
+    ``sqlite-RELEASE``: its SQLite exports)."""
     out = folder / f"{kind}-{ranks}"
     if out.exists():
         return out
     out.mkdir()
-    home = {"packed": "packed", "rec": "", "pqt": ""}.get(kind, kind)  # (else: nsys-RELEASE)
+    home = {"packed": "packed", "rec": "", "pqt": ""}.get(kind, kind.replace("sqlite-", "nsys-"))
     for k in range(ranks):
-        names = (
-            [f"rank{k:03d}.nvtxrec"] if kind in ("rec", "packed") else [f"rank{k:03d}_pqtdir", f"rank{k:03d}.nsys-rep"]
-        )
+        if kind in ("rec", "packed"):
+            names = [f"rank{k:03d}.nvtxrec"]
+        elif kind.startswith("sqlite-"):
+            names = [f"rank{k:03d}.sqlite"]  # (run_nsys's export of the report)
+        else:
+            names = [f"rank{k:03d}_pqtdir", f"rank{k:03d}.nsys-rep"]
         for name in names:
             (out / name).symlink_to(folder / home / name)
     return out
@@ -324,6 +330,9 @@ def main() -> int:
             theirs = {f"nsys {r} parquetdirs": subset(folder, f"nsys-{r}", n) for r in args.nsys_exports}
             for label, inputs in theirs.items():
                 engines[f"analyze, embedded, {label}"] = ([*nvtx_tf, str(inputs), "-o", str(out)], env)
+            for r in args.nsys_exports:  # (nsys's SQLite exports of the same reports)
+                inputs = subset(folder, f"sqlite-{r}", n)
+                engines[f"analyze, embedded, nsys {r} SQLite"] = ([*nvtx_tf, str(inputs), "-o", str(out)], env)
             for mode in filter(None, args.recipe_modes.split(",")) if nsys is not None else ():
                 for label, inputs in {"parquetdirs": pqt, **theirs}.items():
                     recipe = [str(nsys), "recipe", "nvtx_sum", "--mode", mode, "--input", str(inputs)]
