@@ -22,7 +22,7 @@ int64_t ReadSqliteRanges(const char* library, const char* uri, const char* query
   int64_t added = 0;
   std::string why;
   try {
-    if (api.open_v2(uri, &db, kOpenReadOnly | kOpenUri, nullptr) != kOk ||
+    if (api.open_v2(uri, &db, kOpenReadOnly | kOpenUri | kOpenNoMutex, nullptr) != kOk ||
         api.prepare_v2(db, query, -1, &stmt, nullptr) != kOk) {
       why = db ? api.errmsg(db) : "out of memory";
     } else {
