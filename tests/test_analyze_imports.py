@@ -172,3 +172,36 @@ def test_analyze_ending_at_once_with_a_broken_stdout(inputs, tmp_path, stdout):
         lines = proc.stderr.splitlines()
         assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("nvtx-tf: error:"), proc.stderr
     assert len(list(out.iterdir())) == 9  # (written before the summary is printed)
+
+
+# the command line, then the number of threads numpy's OpenBLAS was set to start
+_BLAS = """
+import ctypes, glob, os, sys
+from nvtx_plugins_tf.cli import main
+code = main(sys.argv[1:])
+import numpy
+libs = glob.glob(os.path.join(os.path.dirname(numpy.__file__) + ".libs", "libscipy_openblas*.so"))
+if not libs:
+    print("BLAS none")
+else:
+    get = getattr(ctypes.CDLL(libs[0]), "scipy_openblas_get_num_threads64_")
+    print("BLAS", code, get())
+"""
+
+
+@pytest.mark.parametrize("user", [None, "2"])
+def test_analyze_starts_no_blas_threads(inputs, tmp_path, user):
+    """numpy's OpenBLAS starts a spinning thread per core at import, for BLAS calls analyze
+    never makes (8 % of an 8-rank run's CPU): ``analyze`` sets ``OPENBLAS_NUM_THREADS=1``
+    unless the user set it (then kept)."""
+    env = _child_env()
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    if user:
+        env["OPENBLAS_NUM_THREADS"] = user
+    command = [sys.executable, "-c", _BLAS, "analyze", str(inputs / "rank.nvtxrec"), "-o", str(tmp_path / "out")]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("BLAS ")]
+    assert line, proc.stdout[-2000:] + proc.stderr[-2000:]
+    if line[0] == "BLAS none":
+        pytest.skip("numpy without its bundled OpenBLAS here")
+    assert line[0].split()[1:] == ["0", user or "1"]
