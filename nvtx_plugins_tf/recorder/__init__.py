@@ -21,25 +21,56 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from .._lazy import attach
 from .._native_libs import INJECTION_ENV, RECORD_DIR_ENV  # the one owner of these names
-from .exports import export_json, export_sqlite
-from .recording import (
-    ROW_DTYPE,
-    DamageReport,
-    PackResult,
-    ProcessInfo,
-    Range,
-    Recording,
-    RecordingReader,
-    iter_batches,
-    load,
-    pack_recording,
-    segment_files,
-    unpack_segment,
-)
-from .reports import Summary, summarize
-from .timeline import render_timeline
+
+# the public names, imported on first use (.._lazy), and where each lives
+_HOMES = {
+    **dict.fromkeys(("export_json", "export_sqlite"), ".exports"),
+    **dict.fromkeys(
+        (
+            "ROW_DTYPE",
+            "DamageReport",
+            "PackResult",
+            "ProcessInfo",
+            "Range",
+            "Recording",
+            "RecordingReader",
+            "iter_batches",
+            "load",
+            "pack_recording",
+            "segment_files",
+            "unpack_segment",
+        ),
+        ".recording",
+    ),
+    **dict.fromkeys(("Summary", "summarize"), ".reports"),
+    "render_timeline": ".timeline",
+}
+
+if TYPE_CHECKING:
+    from .exports import export_json, export_sqlite
+    from .recording import (
+        ROW_DTYPE,
+        DamageReport,
+        PackResult,
+        ProcessInfo,
+        Range,
+        Recording,
+        RecordingReader,
+        iter_batches,
+        load,
+        pack_recording,
+        segment_files,
+        unpack_segment,
+    )
+    from .reports import Summary, summarize
+    from .timeline import render_timeline
+
+
+__getattr__, __dir__ = attach(__name__, _HOMES)
 
 __all__ = [
     "ROW_DTYPE",

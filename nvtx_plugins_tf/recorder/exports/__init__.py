@@ -13,10 +13,24 @@ with a :class:`~.one_pass.Sink`.
 
 from __future__ import annotations
 
-from .one_pass import Progress, Sink, feed
-from .remote import ChildSink, ThreadSink
-from .sqlite import SqliteSink, export_sqlite
-from .trace_json import JsonSink, export_json
+from typing import TYPE_CHECKING
+
+from ..._lazy import attach
+
+if TYPE_CHECKING:
+    from .one_pass import Progress, Sink, feed
+    from .remote import ChildSink, ThreadSink
+    from .sqlite import SqliteSink, export_sqlite
+    from .trace_json import JsonSink, export_json
+
+# the public names, imported on first use (nvtx_plugins_tf/_lazy.py), and where each lives
+_HOMES = {
+    **dict.fromkeys(("Progress", "Sink", "feed"), ".one_pass"),
+    **dict.fromkeys(("ChildSink", "ThreadSink"), ".remote"),
+    **dict.fromkeys(("SqliteSink", "export_sqlite"), ".sqlite"),
+    **dict.fromkeys(("JsonSink", "export_json"), ".trace_json"),
+}
+__getattr__, __dir__ = attach(__name__, _HOMES)
 
 __all__ = [
     "ChildSink",

@@ -10,7 +10,19 @@ nsys's exports (:mod:`..nsys_inputs`).
 
 from __future__ import annotations
 
-from .nsys_reports import Report, nsys_report
-from .summary import RecordingSummary, Summary, summarize
+from typing import TYPE_CHECKING
+
+from ..._lazy import attach
+
+if TYPE_CHECKING:
+    from .nsys_reports import Report, nsys_report
+    from .summary import RecordingSummary, Summary, summarize
+
+# the public names, imported on first use (nvtx_plugins_tf/_lazy.py), and where each lives
+_HOMES = {
+    **dict.fromkeys(("Report", "nsys_report"), ".nsys_reports"),
+    **dict.fromkeys(("RecordingSummary", "Summary", "summarize"), ".summary"),
+}
+__getattr__, __dir__ = attach(__name__, _HOMES)
 
 __all__ = ["RecordingSummary", "Report", "Summary", "nsys_report", "summarize"]
