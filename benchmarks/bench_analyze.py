@@ -347,6 +347,9 @@ def main() -> int:
                 engines[label] = ([*recipe, "--output", str(out)], cluster_env)
             if args.engine:
                 engines = {k: v for k, v in engines.items() if any(re.search(w, k) for w in args.engine)}
+            if not engines:
+                print(f"{n} ranks: no engine's label matches --engine {args.engine} (the inputs are made)")
+                continue
             times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in engines}
             names = list(engines)
             for r in range(args.rounds + args.warmup):
