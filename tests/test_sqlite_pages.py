@@ -482,3 +482,26 @@ def test_a_hot_journal_beside_the_file(tmp_path, monkeypatch):
     subprocess.run([sys.executable, "-c", script, str(path)], check=True)
     assert journal.stat().st_size > 0
     assert_same(path, monkeypatch, pages=False)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        # a generated column before the needed ones: not in the record, the places shift
+        "CREATE TABLE NVTX_EVENTS (twice INTEGER AS (start * 2), start INTEGER, end INTEGER, eventType INTEGER,"
+        " text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER)",
+        # start an INTEGER PRIMARY KEY: the rowid itself, NULL in the record
+        "CREATE TABLE NVTX_EVENTS (start INTEGER PRIMARY KEY, end INTEGER, eventType INTEGER, text TEXT,"
+        " globalTid INTEGER, textId INTEGER, domainId INTEGER)",
+    ],
+)
+def test_columns_not_in_the_record_where_declared(tmp_path, monkeypatch, table):
+    path = tmp_path / "columns.sqlite"
+    rows = sorted({r[0]: r for r in _rows(500, seed=15)}.values())  # (start unique: it may be the key)
+    with closing(sqlite3.connect(path)) as con:
+        con.execute(table)
+        _strings(con)
+        con.executemany(INSERT, rows)
+        con.commit()
+    fast = assert_same(path, monkeypatch, pages=False, note="NVTX_EVENTS has a hidden")
+    assert fast[3][3] > 100
