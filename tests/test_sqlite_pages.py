@@ -322,6 +322,7 @@ def direct(path: Path, query: tuple[str, str], pages: bool, monkeypatch) -> tupl
         ("a cycle", "twice"),
         ("an overflow page out of range", "overflow"),
         ("a cell out of its page", "cell"),
+        ("a value past its record", "out of its record"),
     ],
 )
 def test_damaged_files_give_sqlite_s_result(tmp_path, monkeypatch, damage, note):
@@ -346,6 +347,11 @@ def test_damaged_files_give_sqlite_s_result(tmp_path, monkeypatch, damage, note)
         # parses past the page's buffer, its result then hanging on what memory holds there)
         leaf = (int.from_bytes(data[cell : cell + 4], "big") - 1) * 4096
         data[leaf + 8 : leaf + 10] = (5000).to_bytes(2, "big")
+    elif damage == "a value past its record":  # (row 1's start: text of 57 bytes, in a record of about 40)
+        leaf_cell = _leaf_cell(data, at, 1)
+        header = leaf_cell + _varint(data, leaf_cell)[1] + _varint(data, leaf_cell + _varint(data, leaf_cell)[1])[1]
+        assert data[header] < 0x80 and data[header + 1] in (8, 9, 1, 2, 3, 4, 5, 6)
+        data[header + 1] = 0x7F
     else:  # the first long row: its first overflow page's number
         with closing(sqlite3.connect(path)) as con:
             (rowid,) = con.execute("SELECT min(rowid) FROM NVTX_EVENTS WHERE length(text) > 4000").fetchone()

@@ -316,6 +316,10 @@ bool File::ScanTable(uint32_t root, const Column* columns, int n, RowSink* sink,
           *why = "a reserved serial type";
           return false;
         }
+        if (static_cast<uint64_t>(bytes) > size - body) {  // (body <= size here)
+          *why = "a value out of its record";
+          return false;
+        }
         type[present] = t;
         offset[present] = body;
         body += static_cast<uint64_t>(bytes);
