@@ -26,6 +26,7 @@
 //   rank_stats.{h,cc}      ABI 10: analyze's mapper over them, per process, in one native pass
 //   rank_stats_api.cc      ABI 10: its C API (below); ABI 11: an nsys export's rows as input
 //   sqlite_ranges.{h,cc}   ABI 11: an SQLite export's range rows read natively into the columns
+//   sqlite_pages.{h,cc}    ABI 13: an SQLite table read straight from the file's pages (sqlite_ranges' fast way)
 //   sqlite_api.{h,cc}      SQLite through dlopen, for sqlite_insert (the SQLite export) and sqlite_ranges
 //   packed_segment.{h,cc}  ABI 12: a packed segment read frame by frame (Zstandard through dlopen)
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
@@ -279,8 +280,21 @@ NVTXR_API int64_t nvtxr_ranges_pairs(void* ranges, int64_t* out);
 // first come (0: NULL, the empty one). The ranges added, -1 (err: why). nvtxr_ranges_messages
 // writes their texts (UTF-8 bytes one after the other into out, offsets: count + 1 of them;
 // either NULL to size them) and returns how many.
+// ABI 13: `kind` (NvtxrSqliteQuery) says what the query is: 0 any query (run as it is); 1 the
+// range query of nsys_inputs/batches.py, its message e.text; 2 the same, its message
+// coalesce(StringIds.value, e.text) (LEFT JOIN StringIds s ON e.textId = s.id). For 1 and 2
+// the rows are read from NVTX_EVENTS' pages when they can be exactly (sqlite_pages.h), else
+// by the query: *pages (NULL: not told) 1 when they were read from the pages, else 0 and
+// note (note_len bytes, NUL-terminated; NULL: not told) says why not.
+enum NvtxrSqliteQuery : int32_t { kNvtxrSqliteAny = 0, kNvtxrSqliteRanges = 1, kNvtxrSqliteRangesStringIds = 2 };
 NVTXR_API int64_t nvtxr_ranges_add_sqlite(void* ranges, const char* library, const char* uri, const char* query,
-                                          char* err, uint32_t err_len);
+                                          int32_t kind, int32_t* pages, char* note, uint32_t note_len, char* err,
+                                          uint32_t err_len);
 NVTXR_API int64_t nvtxr_ranges_messages(void* ranges, int64_t* offsets, char* out);
+// ABI 13: the domains' creations (eventType 75) that the last nvtxr_ranges_add_sqlite met
+// when it read the pages (-1: it did not), in rowid order: 6 int64 a row into values (start,
+// start is NULL, rowid, domainId, globalTid (NULL: 0), text is NULL) and their texts as
+// nvtxr_ranges_messages writes them (any of the three NULL to size them); how many.
+NVTXR_API int64_t nvtxr_ranges_sqlite_creates(void* ranges, int64_t* values, int64_t* offsets, char* out);
 
 #endif  // NVTX_PLUGINS_TF_READER_DECODE_H_

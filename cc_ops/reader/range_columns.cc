@@ -1,6 +1,7 @@
 #include "reader/range_columns.h"
 
 #include <algorithm>
+#include <iterator>
 #include <unordered_map>
 
 #include "reader/decoder.h"
@@ -32,6 +33,26 @@ void RangeColumns::Clear() {
   lowest = std::numeric_limits<int64_t>::max();
   highest = std::numeric_limits<int64_t>::min();
   rows = 0;
+}
+
+void RangeColumns::Rollback(const Extent& at) {
+  start.resize(at.ranges);
+  end.resize(at.ranges);
+  pid.resize(at.ranges);
+  tid.resize(at.ranges);
+  message.resize(at.ranges);
+  domain.resize(at.ranges);
+  flags.resize(at.ranges);
+  if (name.size() > at.ranges) name.resize(at.ranges);
+  pairs.resize(at.pairs);
+  uint32_t kept = static_cast<uint32_t>(at.pairs / 2);
+  for (auto it = pair_index_.begin(); it != pair_index_.end();) {
+    it = it->second >= kept ? pair_index_.erase(it) : std::next(it);
+  }
+  last_pair_ = -1;
+  rows = at.rows;
+  lowest = at.lowest;
+  highest = at.highest;
 }
 
 void RangeColumns::AddRows(const NvtxrRow* r, int64_t n) {

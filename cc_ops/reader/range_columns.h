@@ -74,6 +74,14 @@ struct RangeColumns {
   bool AddExportRow(int64_t s, int64_t e, bool open, int64_t type, int64_t global_tid, int64_t domain_id, uint32_t msg);
   // An export's (domainId, pid) pairs, two int64 each, in the order they first came.
   std::vector<int64_t> pairs;
+  // The columns' extent at a moment (Mark), to drop what was appended after it (Rollback:
+  // an SQLite page scan given up, sqlite_ranges.cc).
+  struct Extent {
+    size_t ranges, pairs;
+    int64_t rows, lowest, highest;
+  };
+  Extent Mark() const { return Extent{size(), pairs.size(), rows, lowest, highest}; }
+  void Rollback(const Extent& at);
   // Decodes up to capacity rows of the decoder into the columns; returns how many (0: the
   // segment, or after Finish the open ranges, are done).
   int64_t Collect(Decoder* decoder, int64_t capacity);

@@ -11,6 +11,7 @@
 #include "reader/decoder.h"
 #include "reader/range_columns.h"
 #include "reader/rank_stats.h"
+#include "reader/sqlite_api.h"
 #include "reader/sqlite_ranges.h"
 
 namespace {
@@ -24,6 +25,7 @@ struct Ranges {
   std::vector<RankStats> results;
   nvtx_reader::RankStatsWork work;
   nvtx_reader::SqliteMessages messages;
+  nvtx_reader::SqliteCreates creates;
 };
 
 Ranges* R(void* ranges) { return static_cast<Ranges*>(ranges); }
@@ -87,6 +89,7 @@ NVTXR_API void nvtxr_ranges_clear(void* ranges) {
   r->columns.Clear();
   r->keys.clear();
   r->results.clear();
+  r->creates = nvtx_reader::SqliteCreates();
 }
 
 NVTXR_API int nvtxr_ranges_reserve(void* ranges, int64_t n) {
@@ -193,21 +196,23 @@ NVTXR_API int64_t nvtxr_ranges_pairs(void* ranges, int64_t* out) {
 }
 
 NVTXR_API int64_t nvtxr_ranges_add_sqlite(void* ranges, const char* library, const char* uri, const char* query,
-                                          char* err, uint32_t err_len) {
-  if (!ranges || !uri || !query) return -1;
-  std::string why;
+                                          int32_t kind, int32_t* pages, char* note, uint32_t note_len, char* err,
+                                          uint32_t err_len) {
+  if (pages) *pages = 0;
+  if (!ranges || !uri || !query || kind < 0 || kind > 2) return -1;
+  std::string why, why_not;
+  bool used = false;
   int64_t n;
   try {
-    n = nvtx_reader::ReadSqliteRanges(library, uri, query, &R(ranges)->columns, &R(ranges)->messages, &why);
+    n = nvtx_reader::ReadSqliteRanges(library, uri, query, static_cast<NvtxrSqliteQuery>(kind), &R(ranges)->columns,
+                                      &R(ranges)->messages, &R(ranges)->creates, &used, &why_not, &why);
   } catch (...) {
     n = -1;
     why = "out of memory";
   }
-  if (n < 0 && err && err_len) {
-    size_t k = std::min<size_t>(why.size(), err_len - 1);
-    memcpy(err, why.data(), k);
-    err[k] = 0;
-  }
+  if (pages) *pages = used ? 1 : 0;
+  nvtx_reader::sqlite::SetError(note, note_len, why_not);
+  if (n < 0) nvtx_reader::sqlite::SetError(err, err_len, why);
   return n;
 }
 
@@ -222,4 +227,19 @@ NVTXR_API int64_t nvtxr_ranges_messages(void* ranges, int64_t* offsets, char* ou
   }
   if (offsets) offsets[values.size()] = at;
   return static_cast<int64_t>(values.size());
+}
+
+NVTXR_API int64_t nvtxr_ranges_sqlite_creates(void* ranges, int64_t* values, int64_t* offsets, char* out) {
+  if (!ranges) return -1;
+  const nvtx_reader::SqliteCreates& creates = R(ranges)->creates;
+  if (!creates.gathered) return -1;
+  if (values && !creates.values.empty()) memcpy(values, creates.values.data(), creates.values.size() * sizeof(int64_t));
+  int64_t at = 0;
+  for (size_t i = 0; i < creates.text.size(); ++i) {
+    if (offsets) offsets[i] = at;
+    if (out) memcpy(out + at, creates.text[i].data(), creates.text[i].size());
+    at += static_cast<int64_t>(creates.text[i].size());
+  }
+  if (offsets) offsets[creates.text.size()] = at;
+  return static_cast<int64_t>(creates.text.size());
 }

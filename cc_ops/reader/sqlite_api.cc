@@ -68,6 +68,7 @@ void* Load(const char* library, Api* api, std::string* err) {
       {"sqlite3_column_type", reinterpret_cast<void**>(&api->column_type)},
       {"sqlite3_column_text", reinterpret_cast<void**>(&api->column_text)},
       {"sqlite3_column_bytes", reinterpret_cast<void**>(&api->column_bytes)},
+      {"sqlite3_db_filename", reinterpret_cast<void**>(&api->db_filename)},
   };
   for (const Symbol& s : symbols) {
     *s.slot = dlsym(handle, s.name);

@@ -19,7 +19,8 @@ struct sqlite3_stmt;
 constexpr int kOk = 0;
 constexpr int kRow = 100;
 constexpr int kDone = 101;
-constexpr int kNull = 5;  // SQLITE_NULL, a column's type
+constexpr int kInteger = 1;  // SQLITE_INTEGER, a column's type
+constexpr int kNull = 5;     // SQLITE_NULL
 constexpr int kOpenReadOnly = 0x00000001;
 constexpr int kOpenReadWrite = 0x00000002;
 constexpr int kOpenUri = 0x00000040;
@@ -45,6 +46,7 @@ struct Api {
   int (*column_type)(sqlite3_stmt*, int);
   const unsigned char* (*column_text)(sqlite3_stmt*, int);
   int (*column_bytes)(sqlite3_stmt*, int);
+  const char* (*db_filename)(sqlite3*, const char*);
 };
 
 // The library loaded and its functions, or nullptr (err says why). Loaded once per process

@@ -3,7 +3,9 @@ a recording's ranges decoded straight into compact columns, then every process's
 :class:`~.mapper.RankResult` columns computed in one native pass, the GIL released (ctypes
 releases it in every call). The numpy mapper (:mod:`.mapper`) is the reference: the same
 inputs give the same values (tests/test_analyze_native.py). ``NVTX_TF_ANALYZE_NATIVE=0``
-turns this path off (the numpy mapper then reads the recordings too).
+turns this path off (the numpy mapper then reads the recordings too);
+``NVTX_TF_SQLITE_PAGES=0`` reads an SQLite export's ranges by SQLite's query, not from the
+file's pages (cc_ops/reader/sqlite_pages.h).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 from ..recording._decoder import library
 from . import sketch
 
-__all__ = ["NativeRanges", "thread_ranges", "enabled", "FIELDS"]
+__all__ = ["NativeRanges", "thread_ranges", "enabled", "sqlite_pages_enabled", "FIELDS"]
 
 #: the result fields (NvtxrRankField in cc_ops/reader/decode.h), in its order, and their dtypes
 FIELDS = {
@@ -61,10 +63,22 @@ def enabled() -> bool:
     return os.environ.get("NVTX_TF_ANALYZE_NATIVE", "1").strip() not in ("0", "false", "no", "off")
 
 
+def sqlite_pages_enabled() -> bool:
+    """Whether an SQLite export's range rows may be read straight from the file's pages
+    (``NVTX_TF_SQLITE_PAGES``, default 1; 0: always by SQLite's query, the reference)."""
+    return os.environ.get("NVTX_TF_SQLITE_PAGES", "1").strip() not in ("0", "false", "no", "off")
+
+
+#: what a query given to :meth:`NativeRanges.add_sqlite` is (NvtxrSqliteQuery, decode.h)
+_SQLITE_QUERY = {None: 0, "text": 1, "StringIds": 2}
+
+
 class NativeRanges:
     """One input's ranges in native columns, then its per-process results."""
 
     def __init__(self):
+        self.sqlite_pages = False
+        self.sqlite_note = ""
         self._lib = library()
         self._ptr = self._lib.nvtxr_ranges_new()
         if not self._ptr:
@@ -115,23 +129,53 @@ class NativeRanges:
             raise MemoryError("nvtxr_ranges_add_export failed")
         return n
 
-    def add_sqlite(self, library: str, uri: str, query: str) -> list[str]:
+    def add_sqlite(
+        self, library: str, uri: str, query: str, ranges: str | None = None
+    ) -> tuple[list[str], list[tuple] | None]:
         """Append the rows of ``query`` on the SQLite file ``uri`` read natively
         (cc_ops/reader/sqlite_ranges.h; its columns: start, end, eventType, globalTid,
-        domainId, the message text); the messages, by the index the ranges hold. OSError
-        (SQLite's message) when the file cannot be read."""
-        err = ctypes.create_string_buffer(512)
-        n = self._lib.nvtxr_ranges_add_sqlite(self._ptr, library.encode(), uri.encode(), query.encode(), err, 512)
+        domainId, the message text); the messages, by the index the ranges hold, and the
+        domains' creations. OSError (SQLite's message) when the file cannot be read.
+        ``ranges``: None (any query), or ``"text"`` / ``"StringIds"`` when ``query`` is
+        nsys_inputs' range query (its message the row's text, or its registered string else
+        its text): its rows are then read from the table's pages where they can be exactly
+        (:func:`sqlite_pages_enabled`), and the domains' creations met on the way (eventType
+        75, in rowid order: (start, rowid, domainId, globalTid, text), NULL as None but
+        domainId and globalTid, 0) are the second value (else None). Afterwards
+        ``sqlite_pages`` tells whether the pages were read, ``sqlite_note`` why not."""
+        err, note = ctypes.create_string_buffer(512), ctypes.create_string_buffer(256)
+        kind = _SQLITE_QUERY[ranges] if sqlite_pages_enabled() else 0
+        pages = ctypes.c_int32(0)
+        n = self._lib.nvtxr_ranges_add_sqlite(
+            self._ptr, library.encode(), uri.encode(), query.encode(), kind, ctypes.byref(pages), note, 256, err, 512
+        )
+        self.sqlite_pages = bool(pages.value)
+        self.sqlite_note = note.value.decode(errors="replace") if kind else "NVTX_TF_SQLITE_PAGES=0"
         if n < 0:
             self.clear()  # (none of its rows kept)
             raise OSError(err.value.decode(errors="replace") or "nvtxr_ranges_add_sqlite failed")
-        count = self._lib.nvtxr_ranges_messages(self._ptr, None, None)
+        messages = [t.decode(errors="replace") for t in self._texts(self._lib.nvtxr_ranges_messages)]
+        count = self._lib.nvtxr_ranges_sqlite_creates(self._ptr, None, None, None)
+        if count < 0:
+            return messages, None
+        values = np.zeros((count, 6), dtype=np.int64)
+        self._lib.nvtxr_ranges_sqlite_creates(self._ptr, values.ctypes.data, None, None)
+        texts = self._texts(lambda ptr, offsets, out: self._lib.nvtxr_ranges_sqlite_creates(ptr, None, offsets, out))
+        creates = [
+            (None if start_null else start, rowid, domain, gtid, None if text_null else text)
+            for (start, start_null, rowid, domain, gtid, text_null), text in zip(values.tolist(), texts)
+        ]
+        return messages, creates
+
+    def _texts(self, call) -> list[bytes]:
+        """The texts ``call(ptr, offsets, out)`` writes (nvtxr_ranges_messages' way)."""
+        count = call(self._ptr, None, None)
         offsets = np.zeros(count + 1, dtype=np.int64)
-        self._lib.nvtxr_ranges_messages(self._ptr, offsets.ctypes.data, None)
+        call(self._ptr, offsets.ctypes.data, None)
         data = ctypes.create_string_buffer(int(offsets[-1]) + 1)
-        self._lib.nvtxr_ranges_messages(self._ptr, offsets.ctypes.data, data)
+        call(self._ptr, offsets.ctypes.data, data)
         raw, at = data.raw, offsets.tolist()
-        return [raw[at[i] : at[i + 1]].decode(errors="replace") for i in range(count)]
+        return [raw[at[i] : at[i + 1]] for i in range(count)]
 
     def pairs(self) -> np.ndarray:
         """The (domainId, pid) pairs of the export's ranges (n x 2), in the order they came:

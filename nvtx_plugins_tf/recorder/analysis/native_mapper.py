@@ -116,8 +116,9 @@ def map_export(path: Path, step: StepSpec | None) -> list[RankResult] | None:
     a domain's "domain:" prefix): the numpy path then maps the input (it merges such names)."""
     native = _native.thread_ranges()
     info = feed_export(
-        path, native.add_export, native.reserve, lambda uri, query: native.add_sqlite(LIBSQLITE3, uri, query)
-    )
+        path, native.add_export, native.reserve,
+        lambda uri, query, ranges: native.add_sqlite(LIBSQLITE3, uri, query, ranges),
+    )  # fmt: skip
     _release_arrow_memory()
     pairs = native.pairs()
     domains = [""] + sorted({n for n in info.domain_names.values() if n})

@@ -30,9 +30,9 @@ from ..exports._arrays import array, scalar, to_numpy
 from ..recording.model import EVENT_DOMAIN_CREATE
 from .parquetdir import events_columns
 from .ranges import RANGE_TYPES
-from .sqlite import MISSING_STRINGS, open_nsys_sqlite, pid_sql
+from .sqlite import MISSING_STRINGS, NsysFile, open_nsys_sqlite, pid_sql
 
-__all__ = ["ExportInfo", "feed_export", "BATCH_ROWS"]
+__all__ = ["ExportInfo", "feed_export", "range_query", "BATCH_ROWS"]
 
 #: rows per batch (a few MB of columns)
 BATCH_ROWS = 1 << 16
@@ -109,10 +109,16 @@ def _int64(batch: pa.RecordBatch, name: str, present: set, keep: list) -> int:
     return _address(column)
 
 
-#: ``read(uri, query)``: the rows of ``query`` on the SQLite file ``uri`` read natively into
-#: the consumer (its columns: start, end, eventType, globalTid, domainId, the message text);
-#: returns the messages by index; OSError when it cannot (nothing then added).
-ReadSqlite = Callable[[str, str], list[str]]
+#: ``read(uri, query, ranges)``: the rows of ``query`` on the SQLite file ``uri`` read natively
+#: into the consumer (its columns: start, end, eventType, globalTid, domainId, the message
+#: text); ``ranges`` says which of the two range queries below it is (``"text"``: its message
+#: ``e.text``; ``"StringIds"``: :data:`.sqlite.TEXT_SQL` over :data:`.sqlite.STRINGS_JOIN`), so
+#: that the consumer may read the same rows from the file's pages (cc_ops/reader/sqlite_pages.h);
+#: returns the messages by index and, when it read the pages, the domains' creations it met
+#: there (eventType 75, rowid order: (start, rowid, domainId, globalTid, text as UTF-8 bytes),
+#: NULL as None but domainId and globalTid, 0; else None); OSError when it cannot (nothing
+#: then added).
+ReadSqlite = Callable[[str, str, str], tuple[list[str], list[tuple] | None]]
 
 
 def feed_export(
@@ -251,6 +257,37 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
     return info
 
 
+def _domain_names(db: NsysFile, info: ExportInfo, creates: list[tuple] | None) -> None:
+    """``info.domain_names``: each (domainId, pid)'s first creation (eventType 75, by start,
+    then rowid) and its text, from the rows ``read_sqlite`` met (``creates``) or, when None,
+    by a query (a scan of the table)."""
+    rows = None
+    if creates is not None:
+        try:  # (text as the sqlite3 module reads it: UTF-8, else its error from the query)
+            rows = [(s, r, d, (g >> 24) & _MASK, t if t is None else t.decode()) for s, r, d, g, t in creates]
+        except UnicodeDecodeError:
+            rows = None
+        else:  # (ORDER BY start, rowid: NULL first)
+            rows = [(d, p, t) for _, _, d, p, t in sorted(rows, key=lambda c: (c[0] is not None, c[0] or 0, c[1]))]
+    if rows is None:
+        rows = db.con.execute(
+            f"SELECT domainId, {pid_sql('globalTid')}, text FROM NVTX_EVENTS "
+            f"WHERE eventType = {EVENT_DOMAIN_CREATE} ORDER BY start, rowid"
+        )
+    for dom, pid, name in rows:
+        info.domain_names.setdefault((dom or 0, pid or 0), name)
+
+
+def range_query(db: NsysFile) -> tuple[str, str]:
+    """The query of the range rows of the nsys-schema file ``db`` that ``read_sqlite`` is
+    given, and which of the two it is (:data:`ReadSqlite`)."""
+    query = (
+        f"SELECT e.start, e.end, e.eventType, coalesce(e.globalTid, 0), coalesce(e.domainId, 0), {db.text} "
+        f"FROM NVTX_EVENTS e {db.join} WHERE e.eventType IN {RANGE_TYPES} ORDER BY e.rowid"
+    )
+    return query, ("StringIds" if db.join else "text")
+
+
 def _feed_sqlite(
     path: Path, add: AddRows, reserve: Callable[[int], None], read_sqlite: ReadSqlite | None
 ) -> ExportInfo:
@@ -260,24 +297,17 @@ def _feed_sqlite(
         if db.has_table("TARGET_INFO_SESSION_START_TIME"):
             row = db.con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
             info.epoch_ns = row[0] if row else None
-        creates = db.con.execute(
-            f"SELECT domainId, {pid_sql('globalTid')}, text FROM NVTX_EVENTS "
-            f"WHERE eventType = {EVENT_DOMAIN_CREATE} ORDER BY start, rowid"
-        )
-        for dom, pid, name in creates:
-            info.domain_names.setdefault((dom or 0, pid or 0), name)
         (last_rowid,) = db.con.execute("SELECT max(rowid) FROM NVTX_EVENTS").fetchone()
         reserve(last_rowid or 0)
         if read_sqlite is not None:
-            query = (
-                f"SELECT e.start, e.end, e.eventType, coalesce(e.globalTid, 0), coalesce(e.domainId, 0), {db.text} "
-                f"FROM NVTX_EVENTS e {db.join} WHERE e.eventType IN {RANGE_TYPES} ORDER BY e.rowid"
-            )
             try:
-                info.messages[:] = read_sqlite(path.resolve().as_uri() + "?mode=ro", query)
-                return info
+                info.messages[:], creates = read_sqlite(path.resolve().as_uri() + "?mode=ro", *range_query(db))
             except OSError:
                 pass  # (no SQLite library to open, a damaged file: the sqlite3 module's reading and errors below)
+            else:
+                _domain_names(db, info, creates)
+                return info
+        _domain_names(db, info, None)
         cursor = db.con.execute(
             f"SELECT e.start, coalesce(e.end, {_NULL}), e.eventType, coalesce(e.globalTid, 0), "
             f"coalesce(e.domainId, 0), {db.text} FROM NVTX_EVENTS e {db.join} "

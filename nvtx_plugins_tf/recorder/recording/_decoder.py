@@ -10,7 +10,7 @@ import numpy as np
 from ..._native_libs import native_library
 from ..._paths import native_path
 
-ABI_VERSION = 12
+ABI_VERSION = 13
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -191,8 +191,13 @@ def library() -> ctypes.CDLL:
                 # ABI 11: an nsys export's rows as the native mapper's input
                 "nvtxr_ranges_add_export": (i64, [vp, i64, vp, vp, vp, i64, vp, vp, vp, vp]),
                 "nvtxr_ranges_pairs": (i64, [vp, vp]),
-                "nvtxr_ranges_add_sqlite": (i64, [vp, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, vp, u32]),
+                # (ABI 13: the query's kind and whether its rows were read from the pages)
+                "nvtxr_ranges_add_sqlite": (
+                    i64,
+                    [vp, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, vp, vp, u32, vp, u32],
+                ),
                 "nvtxr_ranges_messages": (i64, [vp, vp, vp]),
+                "nvtxr_ranges_sqlite_creates": (i64, [vp, vp, vp, vp]),
                 # ABI 12: a packed segment read frame by frame (cc_ops/reader/packed_segment.h)
                 "nvtxr_open_packed": (ctypes.c_int, [vp, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p, u32]),
                 "nvtxr_unpack_damage": (i64, [vp, vp, i64]),
