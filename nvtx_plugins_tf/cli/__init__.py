@@ -106,6 +106,7 @@ def _printable_paths() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default: this process's) and return its exit code; from
     the process's own command line, a command may end the process at once (:mod:`._quick_exit`)."""
+    _quick_exit.set_own_process(argv is None)
     code = _main(argv)
     if argv is None:
         _quick_exit.end_if_asked(code)

@@ -11,6 +11,19 @@ import os
 import sys
 
 _asked = False
+_own_process = False
+
+
+def own_process() -> bool:
+    """Whether the command runs from the process's own command line (:func:`.main` without
+    ``argv``): the process is the command's, as a fork or an exit of its own may assume."""
+    return _own_process
+
+
+def set_own_process(own: bool) -> None:
+    """Said by :func:`.main` before the command runs."""
+    global _own_process
+    _own_process = own
 
 
 def ask() -> None:

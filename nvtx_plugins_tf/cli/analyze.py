@@ -76,6 +76,12 @@ def _analyze(args, embedded: bool) -> int:
     # work analyze never gives them (no BLAS call): 0.13 s of CPU, 8 % of an 8-rank run. A
     # value the user set is kept; the env var reaches --workers' processes, forked from here.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if embedded and _quick_exit.own_process():
+        # heatmap.png's process, forked now: it imports matplotlib on the core this one's
+        # imports leave idle (recorder/analysis/painter.py)
+        from ..recorder.analysis import painter
+
+        painter.start()
     from ..recorder.analysis import (
         EngineUnavailable,
         InputError,

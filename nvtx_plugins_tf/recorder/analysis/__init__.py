@@ -8,15 +8,27 @@ slowest rank. The same code on one process or a cluster, as NVIDIA's recipes.
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import heatmap
-from .engines import EngineUnavailable, check_scheduler_address, run_mappers, terminal_progress
-from .inputs import InputError, expand_inputs
-from .mapper import DEFAULT_STEPS, StepSpec
-from .outdir import OutdirError, check_outdir
-from .ranks import distinct_names, on_one_clock, once_each, step_candidates
-from .reduce import Tables, reduce_results, summary_lines, write_tables
+from ..._lazy import attach
+
+if TYPE_CHECKING:
+    from .engines import EngineUnavailable, check_scheduler_address, terminal_progress
+    from .inputs import InputError, expand_inputs
+    from .mapper import DEFAULT_STEPS, StepSpec
+    from .outdir import OutdirError, check_outdir
+    from .run import Analysis, NothingToAnalyze, StepNotFound, analyze, compute
+
+# the public names, imported on first use (nvtx_plugins_tf/_lazy.py: the CLI starts the
+# heatmap's process, .painter, before numpy and pyarrow are imported), and where each lives
+_HOMES = {
+    **dict.fromkeys(("EngineUnavailable", "check_scheduler_address", "terminal_progress"), ".engines"),
+    **dict.fromkeys(("InputError", "expand_inputs"), ".inputs"),
+    **dict.fromkeys(("DEFAULT_STEPS", "StepSpec"), ".mapper"),
+    **dict.fromkeys(("OutdirError", "check_outdir"), ".outdir"),
+    **dict.fromkeys(("Analysis", "NothingToAnalyze", "StepNotFound", "analyze", "compute"), ".run"),
+}
+__getattr__, __dir__ = attach(__name__, _HOMES)
 
 __all__ = [
     "analyze",
@@ -34,92 +46,3 @@ __all__ = [
     "expand_inputs",
     "terminal_progress",
 ]
-
-
-class NothingToAnalyze(ValueError):
-    """The inputs hold no NVTX range (nothing is written)."""
-
-
-class StepNotFound(ValueError):
-    """``step`` names no range of the inputs (the message lists the step-like names there)."""
-
-
-class Analysis:
-    """What :func:`compute` made: the ``tables`` (:class:`~.reduce.Tables`), the ``summary``
-    lines, the ``damaged`` inputs ("PATH: what", their intact events counted), the inputs
-    ``counted_once`` (the same rank as an earlier input: "PATH: ..."), and after
-    :meth:`write`, the files ``written``; ``notes``: lines on the engine (a Dask worker that
-    cannot see some inputs: the others read them)."""
-
-    def __init__(self, tables: Tables, damaged: list[str], counted_once: list[str], step: StepSpec | None = None):
-        self.tables = tables
-        self.damaged = damaged
-        self.counted_once = counted_once
-        self.step = step
-        self.notes: list[str] = []
-        self.written: list[Path] = []
-        self.summary = summary_lines(tables)
-
-    def check(self) -> None:
-        """Raises :class:`NothingToAnalyze` without a range, :class:`StepNotFound` when the
-        step asked for names no range: nothing is written then."""
-        ranks = self.tables.ranks
-        if not ranks or not any(r.events for r in ranks):
-            raise NothingToAnalyze("no NVTX ranges in the inputs: nothing to analyze")
-        if self.step is not None and not any(r.n_steps for r in ranks):
-            raise StepNotFound(f"--step {str(self.step)!r}: {step_candidates(self.step, ranks)}")
-
-    def write(self, outdir) -> list[Path]:
-        """The tables and heatmap.png into ``outdir``, all at once (:func:`.reduce.write_tables`)."""
-        self.written = write_tables(self.tables, outdir)
-        return self.written
-
-
-def compute(
-    inputs: list,
-    *,
-    step: str | None = None,
-    workers: int | None = None,
-    scheduler: str | None = None,
-    progress=None,
-) -> Analysis:
-    """Map and reduce the ``inputs`` (paths or command-line values: see
-    :func:`.inputs.expand_inputs`) without writing anything. ``step``: ``NAME[@DOMAIN]`` of
-    the step ranges (default: the first of :data:`DEFAULT_STEPS` present). ``workers``: a
-    LocalCluster of that many processes; ``scheduler``: a running Dask cluster. Raises
-    InputError when no input is readable. A rank met twice (one file by two paths, a
-    recording and its export) counts once; ranks of equal names from different folders are
-    told apart by their folders (``hostA/rank0``); the recordings' ranks are put on one
-    wall clock by merge's rule (:func:`.ranks.on_one_clock`)."""
-    paths = expand_inputs([str(i) for i in inputs])
-    spec = StepSpec.parse(step) if step else None
-    # (matplotlib imported while the mappers run, not while Dask is imported and started)
-    ranks, left_out, notes = run_mappers(
-        paths, spec, workers=workers, scheduler=scheduler, progress=progress, started=heatmap.preload
-    )
-    if not ranks and left_out:
-        raise InputError(f"no input could be read ({len(left_out)}); first: {left_out[0]}")
-    ranks, counted_once = once_each(ranks)
-    distinct_names(ranks)
-    on_one_clock(ranks)
-    damaged = list({r.file: f"{r.file}: {r.damage}" for r in ranks if r.damage}.values())
-    analysis = Analysis(reduce_results(ranks, left_out), damaged, counted_once, spec)
-    analysis.notes = notes
-    return analysis
-
-
-def analyze(
-    inputs: list,
-    outdir,
-    *,
-    step: str | None = None,
-    workers: int | None = None,
-    scheduler: str | None = None,
-    progress=None,
-) -> Analysis:
-    """:func:`compute`, :meth:`Analysis.check`, then the outputs written into ``outdir`` all
-    at once (:meth:`Analysis.write`): nothing is written when an error is raised."""
-    analysis = compute(inputs, step=step, workers=workers, scheduler=scheduler, progress=progress)
-    analysis.check()
-    analysis.write(outdir)
-    return analysis

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ratio_matrix", "draw_heatmap", "figure", "MAX_CELLS", "MISSING_COLOR"]
+__all__ = ["ratio_matrix", "draw_heatmap", "render_heatmap", "figure", "MAX_CELLS", "MISSING_COLOR"]
 
 MAX_CELLS = (1024, 1000)  #: ranks × steps drawn without binning
 MISSING_COLOR = "0.45"  #: a step a rank does not have (a grey that is neither the map's white nor its ends)
@@ -66,14 +66,23 @@ def preload() -> None:
 
 def draw_heatmap(durations: list[list[int]], rank_names: list[str], output: Path, title: str) -> Path:
     """Draw the heatmap of ``durations`` (per rank, its steps' durations in ns) into ``output``."""
+    Path(output).write_bytes(render_heatmap(durations, rank_names, title))
+    return output
+
+
+def render_heatmap(durations: list[list[int]], rank_names: list[str], title: str) -> bytes:
+    """The PNG file of the heatmap of ``durations`` (per rank, its steps' durations in ns)."""
+    import io
+
     import matplotlib.pyplot as plt
 
     fig = figure(durations, rank_names, title)
+    png = io.BytesIO()
     try:
-        fig.savefig(output)
+        fig.savefig(png, format="png")
     finally:
         plt.close(fig)
-    return output
+    return png.getvalue()
 
 
 def figure(durations: list[list[int]], rank_names: list[str], title: str):

@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 
 from ..exports._arrays import array
 from ..recording.model import range_label
-from . import sketch
+from . import painter, sketch
 from .mapper import RankResult
 from .outdir import TABLES, OutdirError, staged
 
@@ -75,7 +75,7 @@ def _texts(dictionary: list[str], index: np.ndarray) -> pa.Array:
 
 
 def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -> Tables:
-    ranks = sorted(ranks, key=lambda r: (r.file, r.pid))
+    ranks = _in_order(ranks)
     # every rank's rows, and each row's range across the ranks (its first appearance's order)
     key_of: dict[tuple[str, str], int] = {}
     gid = [np.array([key_of.setdefault(k, len(key_of)) for k in r.names], dtype=np.int64) for r in ranks]
@@ -225,14 +225,20 @@ def write_tables(tables: Tables, outdir) -> list[Path]:
     """OUTDIR/{all_stats,rank_stats,pace,stragglers}.{parquet,csv} and heatmap.png (with
     matplotlib, when there are steps), all at once (:mod:`.outdir`: an error, a full disk or a
     signal leaves OUTDIR as it was; an earlier run's heatmap.png goes when this one draws
-    none); returns the files written. The heatmap is drawn in a thread while the tables are
-    written (pyarrow's writers leave the GIL free). Raises :class:`.outdir.OutdirError`
-    naming the output that could not be written."""
+    none); returns the files written. The heatmap is drawn while the tables are written: by
+    the command's painter process (:mod:`.painter`) when there is one, else in a thread
+    (pyarrow's writers leave the GIL free). Raises :class:`.outdir.OutdirError` naming the
+    output that could not be written."""
     outdir = Path(outdir)
+    job = heatmap_job(tables.ranks)
+    child = painter.current()
+    if child is not None and (job is None or child.sent is None or not _same_job(child.sent, job)):
+        child = None  # (not this picture: drawn here)
     with staged(outdir) as (folder, commit):
         names = []
+        output = folder / "heatmap.png"
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvtx-tf-heatmap") as pool:
-            heatmap = _draw_heatmap(pool, tables, folder / "heatmap.png")
+            heatmap = _draw_heatmap(pool, job, output) if job is not None and child is None else None
             try:
                 for name in TABLES:
                     t = getattr(tables, name)
@@ -242,7 +248,14 @@ def write_tables(tables: Tables, outdir) -> list[Path]:
                         # own opening wants UTF-8)
                         with open(folder / names[-1], "wb") as file:
                             write(t, file)
-                if heatmap is not None:
+                if child is not None:
+                    names.append("heatmap.png")
+                    png = child.wait()
+                    if png is not None:
+                        output.write_bytes(png)
+                    elif not _draw_here(job, output):  # (the child could not: drawn here, as without it)
+                        names.pop()
+                elif heatmap is not None:
                     names.append("heatmap.png")
                     heatmap.result()
             except OSError as exc:
@@ -250,8 +263,53 @@ def write_tables(tables: Tables, outdir) -> list[Path]:
             finally:
                 if heatmap is not None:
                     heatmap.cancel()
+                painter.stop()
         commit(names)
     return [outdir / name for name in names]
+
+
+def heatmap_job(ranks: list[RankResult]) -> tuple[list, list[str], str] | None:
+    """heatmap.png's (step durations per rank, rank names, title), the ranks in the tables'
+    order (:func:`_in_order`); None when no rank has steps. :mod:`.run` sends it to the
+    painter process (:mod:`.painter`) as soon as the inputs are mapped."""
+    stepped = [r for r in _in_order(ranks) if r.n_steps]
+    if not stepped:
+        return None
+    durations = [r.step_end - r.step_start for r in stepped]
+    title = f"{len(stepped)} ranks, steps {stepped[0].step_name!r}: duration against the step's median"
+    return durations, [r.name for r in stepped], title
+
+
+def _same_job(a: tuple, b: tuple) -> bool:
+    return a[1:] == b[1:] and len(a[0]) == len(b[0]) and all(np.array_equal(x, y) for x, y in zip(a[0], b[0]))
+
+
+def _in_order(ranks: list[RankResult]) -> list[RankResult]:
+    """The ranks in the tables' order: by input, then process."""
+    return sorted(ranks, key=lambda r: (r.file, r.pid))
+
+
+def _draw_heatmap(pool: ThreadPoolExecutor, job: tuple, output: Path) -> Future | None:
+    """heatmap.png drawn by ``pool``: its future, None without matplotlib (the 'plot' extra)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None
+    from .heatmap import draw_heatmap
+
+    return pool.submit(draw_heatmap, job[0], job[1], output, job[2])
+
+
+def _draw_here(job: tuple, output: Path) -> bool:
+    """heatmap.png drawn by this thread; False without matplotlib."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    from .heatmap import draw_heatmap
+
+    draw_heatmap(job[0], job[1], output, job[2])
+    return True
 
 
 def _reason(exc: OSError) -> str:
@@ -259,23 +317,6 @@ def _reason(exc: OSError) -> str:
     found = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
     number = exc.errno or (int(found[1]) if found else None)
     return os.strerror(number) if number else str(exc)
-
-
-def _draw_heatmap(pool: ThreadPoolExecutor, tables: Tables, output: Path) -> Future | None:
-    """heatmap.png drawn by ``pool``: its future, None when there are no steps or no
-    matplotlib (the 'plot' extra)."""
-    stepped = [r for r in tables.ranks if r.n_steps]
-    if not stepped:
-        return None
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return None
-    from .heatmap import draw_heatmap
-
-    durations = [r.step_end - r.step_start for r in stepped]
-    title = f"{len(stepped)} ranks, steps {stepped[0].step_name!r}: duration against the step's median"
-    return pool.submit(draw_heatmap, durations, [r.name for r in stepped], output, title)
 
 
 def _ms(ns: float) -> str:

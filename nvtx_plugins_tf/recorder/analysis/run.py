@@ -1,0 +1,111 @@
+"""One analysis: the inputs mapped (:mod:`.engines`), reduced (:mod:`.reduce`), checked and
+written (:mod:`.outdir`): :func:`compute`, :func:`analyze` and what they make, :class:`Analysis`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import heatmap, painter
+from .engines import run_mappers
+from .inputs import InputError, expand_inputs
+from .mapper import StepSpec
+from .ranks import distinct_names, on_one_clock, once_each, step_candidates
+from .reduce import Tables, heatmap_job, reduce_results, summary_lines, write_tables
+
+__all__ = ["Analysis", "NothingToAnalyze", "StepNotFound", "analyze", "compute"]
+
+
+class NothingToAnalyze(ValueError):
+    """The inputs hold no NVTX range (nothing is written)."""
+
+
+class StepNotFound(ValueError):
+    """``step`` names no range of the inputs (the message lists the step-like names there)."""
+
+
+class Analysis:
+    """What :func:`compute` made: the ``tables`` (:class:`~.reduce.Tables`), the ``summary``
+    lines, the ``damaged`` inputs ("PATH: what", their intact events counted), the inputs
+    ``counted_once`` (the same rank as an earlier input: "PATH: ..."), and after
+    :meth:`write`, the files ``written``; ``notes``: lines on the engine (a Dask worker that
+    cannot see some inputs: the others read them)."""
+
+    def __init__(self, tables: Tables, damaged: list[str], counted_once: list[str], step: StepSpec | None = None):
+        self.tables = tables
+        self.damaged = damaged
+        self.counted_once = counted_once
+        self.step = step
+        self.notes: list[str] = []
+        self.written: list[Path] = []
+        self.summary = summary_lines(tables)
+
+    def check(self) -> None:
+        """Raises :class:`NothingToAnalyze` without a range, :class:`StepNotFound` when the
+        step asked for names no range: nothing is written then."""
+        ranks = self.tables.ranks
+        if not ranks or not any(r.events for r in ranks):
+            raise NothingToAnalyze("no NVTX ranges in the inputs: nothing to analyze")
+        if self.step is not None and not any(r.n_steps for r in ranks):
+            raise StepNotFound(f"--step {str(self.step)!r}: {step_candidates(self.step, ranks)}")
+
+    def write(self, outdir) -> list[Path]:
+        """The tables and heatmap.png into ``outdir``, all at once (:func:`.reduce.write_tables`)."""
+        self.written = write_tables(self.tables, outdir)
+        return self.written
+
+
+def compute(
+    inputs: list,
+    *,
+    step: str | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress=None,
+) -> Analysis:
+    """Map and reduce the ``inputs`` (paths or command-line values: see
+    :func:`.inputs.expand_inputs`) without writing anything. ``step``: ``NAME[@DOMAIN]`` of
+    the step ranges (default: the first of :data:`DEFAULT_STEPS` present). ``workers``: a
+    LocalCluster of that many processes; ``scheduler``: a running Dask cluster. Raises
+    InputError when no input is readable. A rank met twice (one file by two paths, a
+    recording and its export) counts once; ranks of equal names from different folders are
+    told apart by their folders (``hostA/rank0``); the recordings' ranks are put on one
+    wall clock by merge's rule (:func:`.ranks.on_one_clock`)."""
+    paths = expand_inputs([str(i) for i in inputs])
+    spec = StepSpec.parse(step) if step else None
+    # (matplotlib imported while the mappers run, not while Dask is imported and started;
+    # not here at all when the command's painter process draws the heatmap)
+    preload = heatmap.preload if painter.current() is None else None
+    ranks, left_out, notes = run_mappers(
+        paths, spec, workers=workers, scheduler=scheduler, progress=progress, started=preload
+    )
+    if not ranks and left_out:
+        raise InputError(f"no input could be read ({len(left_out)}); first: {left_out[0]}")
+    ranks, counted_once = once_each(ranks)
+    distinct_names(ranks)
+    on_one_clock(ranks)
+    damaged = list({r.file: f"{r.file}: {r.damage}" for r in ranks if r.damage}.values())
+    child = painter.current()
+    if child is not None:  # (the heatmap drawn while the ranks are reduced and the tables written)
+        job = heatmap_job(ranks)
+        if job is not None:
+            child.paint(*job)
+    analysis = Analysis(reduce_results(ranks, left_out), damaged, counted_once, spec)
+    analysis.notes = notes
+    return analysis
+
+
+def analyze(
+    inputs: list,
+    outdir,
+    *,
+    step: str | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress=None,
+) -> Analysis:
+    """:func:`compute`, :meth:`Analysis.check`, then the outputs written into ``outdir`` all
+    at once (:meth:`Analysis.write`): nothing is written when an error is raised."""
+    analysis = compute(inputs, step=step, workers=workers, scheduler=scheduler, progress=progress)
+    analysis.check()
+    analysis.write(outdir)
+    return analysis
