@@ -277,6 +277,19 @@ def test_records_shorter_than_the_table(tmp_path, monkeypatch):
     assert assert_same(path, monkeypatch)[3][3] > 1000
 
 
+def test_many_messages_alike_numbered_in_first_seen_order(tmp_path, monkeypatch):
+    """Messages numbered in the order they first come, as SQLite's query numbers them, past
+    the reader's cache of recent messages: 3,000 of them, many of one length sharing their
+    first and last eight bytes (the cache's slot), each met at random several times."""
+    rng = np.random.default_rng(5)
+    names = [f"sharedhead{i:06d}sharedtail" for i in range(2000)] + [f"m{i}" for i in range(1000)] + ["", "é" * 9]
+    rows = [(0, None, DOMAIN_CREATE, "dom", _gtid(PID, PID), None, 1)]
+    for i, pick in enumerate(rng.integers(0, len(names), 20_000).tolist()):
+        rows.append((10 + 3 * i, 11 + 3 * i, PUSH_POP, names[pick], _gtid(PID, PID), None, 1))
+    fast = assert_same(make_db(tmp_path / "many.sqlite", rows), monkeypatch)
+    assert len(fast[0]) > 2500
+
+
 def test_no_string_ids_table(tmp_path, monkeypatch):
     rows = [r[:5] + (None,) + r[6:] for r in _rows(2000, seed=6) if r[3] is not None]
     path = make_db(tmp_path / "nostrings.sqlite", rows, strings=False)

@@ -12,6 +12,8 @@
 // Anything else, or any doubt, and the rows appended are dropped and the query runs.
 #include "reader/sqlite_ranges.h"
 
+#include <stdint.h>
+#include <string.h>
 #include <strings.h>
 
 #include <deque>
@@ -106,13 +108,35 @@ class RangeSink : public sqlite_pages::RowSink {
   }
 
  private:
+  // The message's number; a small direct-mapped cache of the messages last seen in front of
+  // the index (rows mostly repeat a few messages: hashing each row's whole text was a fifth of
+  // the scan), its slot from the text's length and first and last eight bytes.
   uint32_t Number(std::string_view text) {
+    Recent& recent = recent_[Slot(text)];
+    if (recent.number != kNone && recent.text.size() == text.size() &&
+        (text.empty() || memcmp(recent.text.data(), text.data(), text.size()) == 0)) {
+      return recent.number;
+    }
+    uint32_t n;
     auto found = index_.find(text);
-    if (found != index_.end()) return found->second;
-    texts_.emplace_back(text);
-    uint32_t n = static_cast<uint32_t>(texts_.size() - 1);
-    index_.emplace(std::string_view(texts_.back()), n);
+    if (found != index_.end()) {
+      n = found->second;
+      recent = Recent{found->first, n};
+    } else {
+      texts_.emplace_back(text);
+      n = static_cast<uint32_t>(texts_.size() - 1);
+      index_.emplace(std::string_view(texts_.back()), n);
+      recent = Recent{std::string_view(texts_.back()), n};
+    }
     return n;
+  }
+  static size_t Slot(std::string_view text) {
+    uint64_t head = 0, tail = 0;
+    size_t n = text.size();
+    if (n) memcpy(&head, text.data(), n < 8 ? n : 8);
+    if (n > 8) memcpy(&tail, text.data() + n - 8, 8);
+    uint64_t h = (head ^ (tail * 0x9E3779B97F4A7C15ull) ^ n) * 0xFF51AFD7ED558CCDull;
+    return static_cast<size_t>(h >> (64 - kRecentBits));
   }
 
   static constexpr int64_t kDomainCreate = 75;
@@ -121,6 +145,13 @@ class RangeSink : public sqlite_pages::RowSink {
   SqliteCreates* creates_;
   std::deque<std::string> texts_;  // (a deque: its strings never move, the index's keys stay)
   std::unordered_map<std::string_view, uint32_t> index_;
+  static constexpr int kRecentBits = 6;
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct Recent {
+    std::string_view text;
+    uint32_t number = kNone;
+  };
+  Recent recent_[1 << kRecentBits];
 };
 
 // The range rows read from the pages, if they can be exactly (else false, *note why: the
