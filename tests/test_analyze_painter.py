@@ -141,3 +141,13 @@ def test_dask_and_a_callers_process_start_no_painter(ranks, tmp_path):
     proc, pid, _ = _run([ranks, "-o", tmp_path / "out", "--workers", "1"])
     assert proc.returncode == 0 and pid is None and (tmp_path / "out" / "heatmap.png").is_file(), proc.stderr
     assert os.path.isfile(tmp_path / "out" / "rank_stats.parquet")
+
+
+def test_a_picture_past_the_painters_size_is_drawn_here(ranks, in_thread, tmp_path):
+    """More step durations than painter.MAX_CELLS (a huge run: not copied through a pipe):
+    the parent draws the picture itself, the same bytes, and the child is gone."""
+    before = "import nvtx_plugins_tf.recorder.analysis.painter as _p; _p.MAX_CELLS = 10"
+    proc, pid, modules = _run([ranks, "-o", tmp_path / "out"], before=before)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stdout + proc.stderr
+    assert "matplotlib" in modules and pid is not None and _gone(pid)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == in_thread

@@ -17,13 +17,18 @@ parent's process group (their default actions, never a traceback), and is reaped
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import pickle
 import signal
 
-__all__ = ["Painter", "start", "current", "stop"]
+__all__ = ["Painter", "start", "current", "stop", "MAX_CELLS"]
 
 _PR_SET_PDEATHSIG = 1
+_PIPE_BYTES = 1 << 20  #: each pipe's room (Linux's default most for a user)
+#: the most step durations sent to the child: beyond, drawn by the parent, which holds them
+#: already (not copied through a pipe)
+MAX_CELLS = 4_000_000
 _current: Painter | None = None
 
 
@@ -38,7 +43,10 @@ class Painter:
         self.sent: tuple | None = None  #: the picture sent (durations, rank names, title)
 
     def paint(self, durations: list, rank_names: list[str], title: str) -> bool:
-        """Sends the picture to draw; False when the child cannot be reached."""
+        """Sends the picture to draw; False when the child cannot be reached or the picture
+        holds over :data:`MAX_CELLS` durations (the caller draws it)."""
+        if sum(len(d) for d in durations) > MAX_CELLS:
+            return False
         try:
             pickle.dump((durations, rank_names, title), self._jobs)
             self._jobs.flush()
@@ -91,6 +99,11 @@ def start() -> Painter | None:
         results_read, results_write = os.pipe()
     except OSError:
         return None
+    for fd in (jobs_write, results_write):  # (room for a picture's data: no wait while the child imports)
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        except OSError:
+            pass
     parent = os.getpid()
     try:
         pid = os.fork()
