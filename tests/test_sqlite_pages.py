@@ -524,3 +524,47 @@ def test_columns_not_in_the_record_where_declared(tmp_path, monkeypatch, table):
         con.commit()
     fast = assert_same(path, monkeypatch, pages=False, note="NVTX_EVENTS has a hidden")
     assert fast[3][3] > 100
+
+
+# a file read by the pages in a loop while another thread truncates it at a later moment each
+# round (the walk of 300k rows takes tens of ms): every round must end in rows or an error
+_TRUNCATED = """
+import shutil, sys, threading, time
+from pathlib import Path
+from nvtx_plugins_tf.recorder.analysis import _native
+from nvtx_plugins_tf.recorder.analysis.native_mapper import LIBSQLITE3
+from nvtx_plugins_tf.recorder.nsys_inputs.batches import feed_export
+source, work = Path(sys.argv[1]), Path(sys.argv[2])
+outcomes = []
+for k in range(16):
+    shutil.copyfile(source, work)
+    size = work.stat().st_size
+    def cut(delay=0.003 * k):
+        time.sleep(delay)
+        with open(work, "r+b") as f:
+            f.truncate(size // 3)
+    cutter = threading.Thread(target=cut)
+    native = _native.NativeRanges()
+    cutter.start()
+    try:
+        feed_export(work, native.add_export, native.reserve, lambda u, q, r: native.add_sqlite(LIBSQLITE3, u, q, r))
+        outcomes.append("rows")
+    except Exception as exc:
+        outcomes.append(type(exc).__name__)
+    cutter.join()
+print("OUTCOMES", " ".join(outcomes))
+"""
+
+
+def test_a_file_truncated_while_read_is_rows_or_an_error_never_a_signal(tmp_path):
+    """The pages are read with pread, never mapped: a file truncated while its pages are
+    walked (another `nsys export` over it) ends the walk with a read that fails, and SQLite's
+    query then says what it can, where a mapping's access past the new end was a SIGBUS."""
+    source = make_db(tmp_path / "big.sqlite", _rows(300_000))
+    proc = subprocess.run(
+        [sys.executable, "-c", _TRUNCATED, str(source), str(tmp_path / "work.sqlite")],
+        env=_child_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("OUTCOMES ")]
+    assert line and len(line[0].split()) == 17, proc.stdout[-2000:]

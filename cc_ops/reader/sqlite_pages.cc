@@ -1,4 +1,4 @@
-// File (sqlite_pages.h): an SQLite table b-tree walked straight from the mapped file. The
+// File (sqlite_pages.h): an SQLite table b-tree walked straight from the file (pread). The
 // layout is SQLite's file format 3 (fileformat2.html): page 1's 100-byte header; table
 // b-tree pages (0x05 interior: 12-byte header, cells of a 4-byte left child and a varint
 // key, the right-most child in the header; 0x0D leaf: 8-byte header, cells of a varint
@@ -7,9 +7,9 @@
 // then the values one after the other.
 #include "reader/sqlite_pages.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,31 +71,34 @@ bool NonEmpty(const std::string& path) {
 }  // namespace
 
 File::~File() {
-  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) close(fd_);
+}
+
+bool File::ReadAt(uint64_t offset, size_t n, uint8_t* dst) const {
+  while (n > 0) {
+    ssize_t got = pread(fd_, dst, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;  // (an error, or the file ends early: truncated meanwhile?)
+    dst += got;
+    offset += static_cast<uint64_t>(got);
+    n -= static_cast<size_t>(got);
+  }
+  return true;
 }
 
 bool File::Open(const char* path, std::string* why) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  fd_ = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
     *why = "cannot open the file";
     return false;
   }
   struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size < 512) {
-    close(fd);
+  uint8_t h[100];
+  if (fstat(fd_, &st) != 0 || st.st_size < 512 || !ReadAt(0, sizeof(h), h)) {
     *why = "the file is shorter than a page";
     return false;
   }
-  void* map = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (map == MAP_FAILED) {
-    *why = "cannot map the file";
-    return false;
-  }
-  data_ = static_cast<const uint8_t*>(map);
-  size_ = static_cast<size_t>(st.st_size);
-  madvise(map, size_, MADV_WILLNEED);
-  const uint8_t* h = data_;
+  size_ = static_cast<uint64_t>(st.st_size);
   uint32_t page_size = U16(h + 16) == 1 ? 65536 : U16(h + 16);
   if (memcmp(h, "SQLite format 3", 16) != 0) {
     *why = "no SQLite header";
@@ -126,26 +129,30 @@ bool File::Open(const char* path, std::string* why) {
   return false;
 }
 
-// The payload of `size` bytes whose local part begins at `cell` (on a page ending at
-// page_end), contiguous: in place when all local, else assembled in *scratch from the
-// overflow pages (each page seen once: `seen`).
-const uint8_t* File::Page(uint32_t number, Resident* r) const {
-  constexpr size_t kDropBytes = size_t(16) << 20;
-  size_t at = static_cast<size_t>(number - 1) * page_size_;
-  r->lo = std::min(r->lo, at);
-  r->hi = std::max(r->hi, at + page_size_);
-  r->bytes += page_size_;
-  if (r->bytes >= kDropBytes) {
-    size_t os_page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    size_t lo = r->lo / os_page * os_page;
-    madvise(const_cast<uint8_t*>(data_) + lo, r->hi - lo, MADV_DONTNEED);
-    *r = Resident();
+const uint8_t* File::Page(uint32_t number, Window* w, std::string* why) const {
+  constexpr uint64_t kWindowBytes = uint64_t(1) << 20;
+  if (number < w->first || number >= w->first + w->count) {
+    // (the pages from this one on, a window's worth: a table's pages mostly come in order)
+    uint64_t count = std::max<uint64_t>(1, kWindowBytes / page_size_);
+    count = std::min<uint64_t>(count, uint64_t(pages_) - number + 1);
+    w->bytes.resize(static_cast<size_t>(count * page_size_));
+    if (!ReadAt(uint64_t(number - 1) * page_size_, w->bytes.size(), w->bytes.data())) {
+      w->count = 0;
+      *why = "a page could not be read (the file changed while read?)";
+      return nullptr;
+    }
+    w->first = number;
+    w->count = count;
   }
-  return data_ + at;
+  return w->bytes.data() + uint64_t(number - w->first) * page_size_;
 }
 
+// The payload of `size` bytes whose local part begins at `cell` (on a page ending at
+// page_end), contiguous: in place when all local, else assembled in *scratch from the
+// overflow pages (each page seen once: `seen`), each read on its own (the window, which
+// holds the cell's leaf page, is left alone).
 bool File::Payload(const uint8_t* cell, const uint8_t* page_end, uint64_t size, std::vector<uint8_t>* seen,
-                   Resident* resident, const uint8_t** out, std::string* scratch, std::string* why) const {
+                   const uint8_t** out, std::string* scratch, std::string* why) const {
   const uint64_t u = usable_;
   const uint64_t max_local = u - 35;
   uint64_t local = size;
@@ -177,11 +184,15 @@ bool File::Payload(const uint8_t* cell, const uint8_t* page_end, uint64_t size, 
       return false;
     }
     (*seen)[next] = 1;
-    const uint8_t* page = Page(next, resident);
+    uint64_t at = uint64_t(next - 1) * page_size_;
     uint64_t n = std::min<uint64_t>(u - 4, size - done);
-    memcpy(dst + done, page + 4, n);
+    uint8_t link[4];
+    if (!ReadAt(at, 4, link) || !ReadAt(at + 4, static_cast<size_t>(n), reinterpret_cast<uint8_t*>(dst + done))) {
+      *why = "a page could not be read (the file changed while read?)";
+      return false;
+    }
     done += n;
-    next = U32(page);
+    next = U32(link);
   }
   *out = reinterpret_cast<const uint8_t*>(dst);
   return true;
@@ -202,7 +213,10 @@ bool File::ScanTable(uint32_t root, const Column* columns, int n, RowSink* sink,
   }
   std::vector<uint64_t> type(last + 1), offset(last + 1);
   std::vector<uint8_t> seen(static_cast<size_t>(pages_) + 1, 0);
-  Resident resident;
+  Window window;
+  // (an interior page is copied: its frame outlives the window's next reads; a leaf page is
+  // read from the window, which nothing else reads while its cells are walked)
+  std::vector<uint8_t> interior[kMaxDepth + 1];
   std::string scratch;
   Row row;
   bool have_rowid = false;
@@ -227,12 +241,17 @@ bool File::ScanTable(uint32_t root, const Column* columns, int n, RowSink* sink,
       return false;
     }
     seen[number] = 1;
-    const uint8_t* page = Page(number, &resident);
+    const uint8_t* page = Page(number, &window, why);
+    if (!page) return false;
     uint32_t header = number == 1 ? 100 : 0;
     uint8_t kind = page[header];
     if (kind != kInteriorTable && kind != kLeafTable) {
       *why = "not a table b-tree page";
       return false;
+    }
+    if (kind == kInteriorTable) {
+      interior[depth].assign(page, page + page_size_);
+      page = interior[depth].data();
     }
     uint32_t cells = U16(page + header + 3);
     if (kind == kInteriorTable && cells == 0) {
@@ -293,7 +312,7 @@ bool File::ScanTable(uint32_t root, const Column* columns, int n, RowSink* sink,
       have_rowid = true;
       row.rowid = static_cast<int64_t>(rowid);
       const uint8_t* rec;
-      if (!Payload(p, page_end, size, &seen, &resident, &rec, &scratch, why)) return false;
+      if (!Payload(p, page_end, size, &seen, &rec, &scratch, why)) return false;
       const uint8_t* rec_end = rec + size;
       // the record's header: the serial types of the columns up to the last one needed
       const uint8_t* h = rec;

@@ -1,5 +1,5 @@
 // An SQLite file's table read straight from its pages (https://www.sqlite.org/fileformat2.html),
-// without SQLite's virtual machine: the file mapped read-only, the table b-tree walked in
+// without SQLite's virtual machine: the file read with pread, the table b-tree walked in
 // order (rowid ascending, as `ORDER BY rowid` returns the rows), each record's few needed
 // columns decoded, long records assembled from their overflow pages. For the range rows of
 // an nsys export (sqlite_ranges.cc: what the table is and which columns, asked of SQLite;
@@ -56,7 +56,7 @@ class RowSink {
   virtual bool Add(const Row& row, std::string* why) = 0;
 };
 
-// A database file mapped read-only, its header checked: "SQLite format 3", a valid page size,
+// A database file opened read-only, its header checked: "SQLite format 3", a valid page size,
 // UTF-8 text, rollback-journal mode (no WAL), no hot journal or live WAL file beside it.
 class File {
  public:
@@ -71,19 +71,22 @@ class File {
   bool ScanTable(uint32_t root, const Column* columns, int n, RowSink* sink, std::string* why) const;
 
  private:
-  // The pages read since the last drop (File::Page): their span and how many bytes.
-  struct Resident {
-    size_t lo = SIZE_MAX, hi = 0, bytes = 0;
+  // The pages read through a window of kWindowBytes (pread, never mapped: a file truncated
+  // while read or an I/O error is a read that fails, never a SIGBUS).
+  struct Window {
+    std::vector<uint8_t> bytes;
+    uint64_t first = 0, count = 0;  // pages first .. first + count - 1 held
   };
-  // Page `number` (in range), counted in *r; every kDropBytes read, the pages read are
-  // dropped from the process's memory (MADV_DONTNEED: read again from the page cache if
-  // touched again), so that a file larger than memory is scanned in bounded memory.
-  const uint8_t* Page(uint32_t number, Resident* r) const;
+  // Page `number` (in range): in the window (valid until the window's next read), or
+  // nullptr when it cannot be read whole (*why).
+  const uint8_t* Page(uint32_t number, Window* w, std::string* why) const;
+  // `n` bytes at `offset` into dst; false when fewer could be read.
+  bool ReadAt(uint64_t offset, size_t n, uint8_t* dst) const;
   bool Payload(const uint8_t* cell, const uint8_t* page_end, uint64_t size, std::vector<uint8_t>* seen,
-               Resident* resident, const uint8_t** out, std::string* scratch, std::string* why) const;
+               const uint8_t** out, std::string* scratch, std::string* why) const;
 
-  const uint8_t* data_ = nullptr;
-  size_t size_ = 0;
+  int fd_ = -1;
+  uint64_t size_ = 0;
   uint32_t page_size_ = 0, usable_ = 0, pages_ = 0;
 };
 
