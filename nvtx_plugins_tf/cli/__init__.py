@@ -108,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     the process's own command line, a command may end the process at once (:mod:`._quick_exit`)."""
     _quick_exit.set_own_process(argv is None)
     code = _main(argv)
-    if argv is None:
-        _quick_exit.end_if_asked(code)
+    _quick_exit.end_if_asked(code)
     return code
 
 

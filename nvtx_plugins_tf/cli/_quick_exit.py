@@ -33,8 +33,9 @@ def ask() -> None:
 
 
 def end_if_asked(code: int) -> None:
-    """``os._exit(code)`` after flushing stdout and stderr, if the command asked for it."""
-    if not _asked:
+    """``os._exit(code)`` after flushing stdout and stderr, if the command asked for it and
+    runs from the process's own command line."""
+    if not (_asked and _own_process):
         return
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import re
 import statistics
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,9 +41,10 @@ import pyarrow.parquet as pq
 
 from ..exports._arrays import array
 from ..recording.model import range_label
-from . import painter, sketch
+from . import sketch
 from .mapper import RankResult
 from .outdir import TABLES, OutdirError, staged
+from .painter import Painter
 
 __all__ = ["Tables", "reduce_results", "write_tables", "summary_lines"]
 
@@ -221,24 +222,21 @@ def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
     return out
 
 
-def write_tables(tables: Tables, outdir) -> list[Path]:
+def write_tables(tables: Tables, outdir, painter: Painter | None = None) -> list[Path]:
     """OUTDIR/{all_stats,rank_stats,pace,stragglers}.{parquet,csv} and heatmap.png (with
     matplotlib, when there are steps), all at once (:mod:`.outdir`: an error, a full disk or a
     signal leaves OUTDIR as it was; an earlier run's heatmap.png goes when this one draws
     none); returns the files written. The heatmap is drawn while the tables are written: by
-    the command's painter process (:mod:`.painter`) when there is one, else in a thread
-    (pyarrow's writers leave the GIL free). Raises :class:`.outdir.OutdirError` naming the
-    output that could not be written."""
+    ``painter``, the command's process sent these tables' :func:`heatmap_job` (:mod:`.painter`),
+    else in a thread (pyarrow's writers leave the GIL free). Raises
+    :class:`.outdir.OutdirError` naming the output that could not be written."""
     outdir = Path(outdir)
-    job = heatmap_job(tables.ranks)
-    child = painter.current()
-    if child is not None and (job is None or child.sent is None or not _same_job(child.sent, job)):
-        child = None  # (not this picture: drawn here)
+    job = painter.sent if painter is not None else heatmap_job(tables.ranks)
     with staged(outdir) as (folder, commit):
         names = []
         output = folder / "heatmap.png"
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvtx-tf-heatmap") as pool:
-            heatmap = _draw_heatmap(pool, job, output) if job is not None and child is None else None
+            heatmap = pool.submit(_draw_here, job, output) if job is not None and painter is None else None
             try:
                 for name in TABLES:
                     t = getattr(tables, name)
@@ -248,22 +246,17 @@ def write_tables(tables: Tables, outdir) -> list[Path]:
                         # own opening wants UTF-8)
                         with open(folder / names[-1], "wb") as file:
                             write(t, file)
-                if child is not None:
-                    names.append("heatmap.png")
-                    png = child.wait()
-                    if png is not None:
-                        output.write_bytes(png)
-                    elif not _draw_here(job, output):  # (the child could not: drawn here, as without it)
-                        names.pop()
-                elif heatmap is not None:
-                    names.append("heatmap.png")
-                    heatmap.result()
+                if job is not None:
+                    names.append("heatmap.png")  # (named before it is written: an error names it)
+                    if not (_painted(painter, job, output) if painter is not None else heatmap.result()):
+                        names.pop()  # (no matplotlib)
             except OSError as exc:
                 raise OutdirError(f"cannot write {outdir / names[-1]}: {_reason(exc)}") from exc
             finally:
                 if heatmap is not None:
                     heatmap.cancel()
-                painter.stop()
+                if painter is not None:
+                    painter.close()  # (killed and reaped, if need be, before the hidden folder goes)
         commit(names)
     return [outdir / name for name in names]
 
@@ -280,28 +273,23 @@ def heatmap_job(ranks: list[RankResult]) -> tuple[list, list[str], str] | None:
     return durations, [r.name for r in stepped], title
 
 
-def _same_job(a: tuple, b: tuple) -> bool:
-    return a[1:] == b[1:] and len(a[0]) == len(b[0]) and all(np.array_equal(x, y) for x, y in zip(a[0], b[0]))
-
-
 def _in_order(ranks: list[RankResult]) -> list[RankResult]:
     """The ranks in the tables' order: by input, then process."""
     return sorted(ranks, key=lambda r: (r.file, r.pid))
 
 
-def _draw_heatmap(pool: ThreadPoolExecutor, job: tuple, output: Path) -> Future | None:
-    """heatmap.png drawn by ``pool``: its future, None without matplotlib (the 'plot' extra)."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return None
-    from .heatmap import draw_heatmap
-
-    return pool.submit(draw_heatmap, job[0], job[1], output, job[2])
+def _painted(painter: Painter, job: tuple, output: Path) -> bool:
+    """heatmap.png written from the PNG ``painter`` drew, or drawn here when it could not (as
+    without it); False without matplotlib."""
+    png = painter.wait()
+    if png is None:
+        return _draw_here(job, output)
+    output.write_bytes(png)
+    return True
 
 
 def _draw_here(job: tuple, output: Path) -> bool:
-    """heatmap.png drawn by this thread; False without matplotlib."""
+    """heatmap.png drawn by the calling thread; False without matplotlib."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:

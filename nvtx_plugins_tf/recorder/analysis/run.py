@@ -38,6 +38,7 @@ class Analysis:
         self.notes: list[str] = []
         self.written: list[Path] = []
         self.summary = summary_lines(tables)
+        self.painter: painter.Painter | None = None  #: drawing the heatmap of these tables
 
     def check(self) -> None:
         """Raises :class:`NothingToAnalyze` without a range, :class:`StepNotFound` when the
@@ -50,7 +51,7 @@ class Analysis:
 
     def write(self, outdir) -> list[Path]:
         """The tables and heatmap.png into ``outdir``, all at once (:func:`.reduce.write_tables`)."""
-        self.written = write_tables(self.tables, outdir)
+        self.written = write_tables(self.tables, outdir, self.painter)
         return self.written
 
 
@@ -86,11 +87,13 @@ def compute(
     damaged = list({r.file: f"{r.file}: {r.damage}" for r in ranks if r.damage}.values())
     child = painter.current()
     if child is not None:  # (the heatmap drawn while the ranks are reduced and the tables written)
-        job = heatmap_job(ranks)
-        if job is not None:
-            child.paint(*job)
+        job = heatmap_job(ranks)  # (the ranks in the tables' order)
+        if job is None or not child.paint(*job):
+            painter.stop()  # (nothing for it to draw: drawn here, if at all)
+            child = None
     analysis = Analysis(reduce_results(ranks, left_out), damaged, counted_once, spec)
     analysis.notes = notes
+    analysis.painter = child
     return analysis
 
 
