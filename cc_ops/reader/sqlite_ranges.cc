@@ -19,6 +19,8 @@
 #include <deque>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "reader/sqlite_api.h"
 #include "reader/sqlite_pages.h"
@@ -64,53 +66,13 @@ bool Query(const Api& api, sqlite3* db, const char* sql, std::string* why, Fn ro
   return ok;
 }
 
-// The page scan's rows appended as the query's would be.
-class RangeSink : public sqlite_pages::RowSink {
+// Message texts numbered as they first come (0: the empty message, NULL's too), for the
+// page scan and the query alike; a small direct-mapped cache of the messages last seen in
+// front of the index (rows mostly repeat a few messages: hashing each row's whole text was a
+// fifth of the scan), its slot from the text's length and first and last eight bytes.
+class MessageNumbers {
  public:
-  RangeSink(RangeColumns* columns, Registered* registered, SqliteCreates* creates)
-      : columns_(columns), registered_(registered), creates_(creates) {
-    Number(std::string_view());
-  }
-  bool Wants(bool null, int64_t type) override {
-    // the query's `eventType IN RANGE_TYPES` (nsys_inputs/ranges.py), and the domains' creations
-    return !null && (type == 59 || type == 60 || type == 70 || type == 71 || type == kDomainCreate);
-  }
-  bool Add(const sqlite_pages::Row& row, std::string*) override {
-    if (row.integer[kEventType] == kDomainCreate) {
-      int64_t values[SqliteCreates::kCreateValues] = {row.integer[kStart],    row.null[kStart],        row.rowid,
-                                                      row.integer[kDomainId], row.integer[kGlobalTid], row.null[kText]};
-      creates_->values.insert(creates_->values.end(), values, values + SqliteCreates::kCreateValues);
-      creates_->text.emplace_back(row.null[kText] ? "" : std::string(row.text[kText], row.text_size[kText]));
-      return true;
-    }
-    uint32_t msg = 0;
-    bool done = false;
-    if (registered_ && !row.null[kTextId]) {  // coalesce(s.value, e.text)
-      auto found = registered_->slot.find(row.integer[kTextId]);
-      if (found != registered_->slot.end() && !registered_->null[found->second]) {
-        int64_t& m = registered_->message[found->second];
-        if (m < 0) m = Number(registered_->text[found->second]);
-        msg = static_cast<uint32_t>(m);
-        done = true;
-      }
-    }
-    if (!done && !row.null[kText]) msg = Number(std::string_view(row.text[kText], row.text_size[kText]));
-    columns_->rows++;
-    columns_->AddExportRow(row.integer[kStart], row.integer[kEnd], row.null[kEnd], row.integer[kEventType],
-                           row.integer[kGlobalTid], row.integer[kDomainId], msg);
-    return true;
-  }
-  // The messages in the order they came.
-  void Take(SqliteMessages* names) {
-    names->index.clear();
-    names->values.assign(texts_.begin(), texts_.end());
-    for (size_t i = 0; i < names->values.size(); ++i) names->index.emplace(names->values[i], static_cast<uint32_t>(i));
-  }
-
- private:
-  // The message's number; a small direct-mapped cache of the messages last seen in front of
-  // the index (rows mostly repeat a few messages: hashing each row's whole text was a fifth of
-  // the scan), its slot from the text's length and first and last eight bytes.
+  MessageNumbers() { Number(std::string_view()); }
   uint32_t Number(std::string_view text) {
     Recent& recent = recent_[Slot(text)];
     if (recent.number != kNone && recent.text.size() == text.size() &&
@@ -130,6 +92,10 @@ class RangeSink : public sqlite_pages::RowSink {
     }
     return n;
   }
+  // The messages in the order they came.
+  void Take(SqliteMessages* names) { names->values.assign(texts_.begin(), texts_.end()); }
+
+ private:
   static size_t Slot(std::string_view text) {
     uint64_t head = 0, tail = 0;
     size_t n = text.size();
@@ -139,10 +105,6 @@ class RangeSink : public sqlite_pages::RowSink {
     return static_cast<size_t>(h >> (64 - kRecentBits));
   }
 
-  static constexpr int64_t kDomainCreate = 75;
-  RangeColumns* columns_;
-  Registered* registered_;
-  SqliteCreates* creates_;
   std::deque<std::string> texts_;  // (a deque: its strings never move, the index's keys stay)
   std::unordered_map<std::string_view, uint32_t> index_;
   static constexpr int kRecentBits = 6;
@@ -152,6 +114,49 @@ class RangeSink : public sqlite_pages::RowSink {
     uint32_t number = kNone;
   };
   Recent recent_[1 << kRecentBits];
+};
+
+// The page scan's rows appended as the query's would be.
+class RangeSink : public sqlite_pages::RowSink {
+ public:
+  RangeSink(RangeColumns* columns, Registered* registered, SqliteCreates* creates, MessageNumbers* messages)
+      : columns_(columns), registered_(registered), creates_(creates), messages_(messages) {}
+  bool Wants(bool null, int64_t type) override {
+    // the query's `eventType IN RANGE_TYPES` (nsys_inputs/ranges.py), and the domains' creations
+    return !null && (type == 59 || type == 60 || type == 70 || type == 71 || type == kDomainCreate);
+  }
+  bool Add(const sqlite_pages::Row& row, std::string*) override {
+    if (row.integer[kEventType] == kDomainCreate) {
+      int64_t values[SqliteCreates::kCreateValues] = {row.integer[kStart],    row.null[kStart],        row.rowid,
+                                                      row.integer[kDomainId], row.integer[kGlobalTid], row.null[kText]};
+      creates_->values.insert(creates_->values.end(), values, values + SqliteCreates::kCreateValues);
+      creates_->text.emplace_back(row.null[kText] ? "" : std::string(row.text[kText], row.text_size[kText]));
+      return true;
+    }
+    uint32_t msg = 0;
+    bool done = false;
+    if (registered_ && !row.null[kTextId]) {  // coalesce(s.value, e.text)
+      auto found = registered_->slot.find(row.integer[kTextId]);
+      if (found != registered_->slot.end() && !registered_->null[found->second]) {
+        int64_t& m = registered_->message[found->second];
+        if (m < 0) m = messages_->Number(registered_->text[found->second]);
+        msg = static_cast<uint32_t>(m);
+        done = true;
+      }
+    }
+    if (!done && !row.null[kText]) msg = messages_->Number(std::string_view(row.text[kText], row.text_size[kText]));
+    columns_->rows++;
+    columns_->AddExportRow(row.integer[kStart], row.integer[kEnd], row.null[kEnd], row.integer[kEventType],
+                           row.integer[kGlobalTid], row.integer[kDomainId], msg);
+    return true;
+  }
+
+ private:
+  static constexpr int64_t kDomainCreate = 75;
+  RangeColumns* columns_;
+  Registered* registered_;
+  SqliteCreates* creates_;
+  MessageNumbers* messages_;
 };
 
 // The range rows read from the pages, if they can be exactly (else false, *note why: the
@@ -231,9 +236,10 @@ bool ReadPages(const Api& api, sqlite3* db, NvtxrSqliteQuery kind, RangeColumns*
   }
   sqlite_pages::File file;
   if (!file.Open(path, note)) return false;
-  RangeSink sink(columns, kind == kNvtxrSqliteRangesStringIds ? &registered : nullptr, creates);
+  MessageNumbers messages;
+  RangeSink sink(columns, kind == kNvtxrSqliteRangesStringIds ? &registered : nullptr, creates, &messages);
   if (!file.ScanTable(static_cast<uint32_t>(root), cols, wanted, &sink, note)) return false;
-  sink.Take(names);
+  messages.Take(names);
   creates->gathered = true;
   return true;
 }
@@ -250,7 +256,6 @@ int64_t ReadSqliteRanges(const char* library, const char* uri, const char* query
   void* handle = sqlite::Load(library, &api, err);
   if (!handle) return -1;
   sqlite3* db = nullptr;
-  sqlite3_stmt* stmt = nullptr;
   int64_t added = 0;
   std::string why;
   try {
@@ -284,39 +289,26 @@ int64_t ReadSqliteRanges(const char* library, const char* uri, const char* query
       }
     }
     if (why.empty() && !*pages) {
-      if (api.prepare_v2(db, query, -1, &stmt, nullptr) != kOk) {
-        why = api.errmsg(db);
-      } else {
-        names->index.clear();
-        names->values.assign(1, std::string());
-        names->index.emplace(std::string(), 0);
-        std::string text;
-        int rc;
-        while ((rc = api.step(stmt)) == kRow) {
-          bool open = api.column_type(stmt, 1) == kNull;
-          uint32_t msg = 0;
-          if (api.column_type(stmt, 5) != kNull) {
-            const unsigned char* p = api.column_text(stmt, 5);
-            text.assign(reinterpret_cast<const char*>(p), static_cast<size_t>(api.column_bytes(stmt, 5)));
-            auto found = names->index.find(text);
-            if (found == names->index.end()) {
-              found = names->index.emplace(text, static_cast<uint32_t>(names->values.size())).first;
-              names->values.push_back(text);
+      MessageNumbers messages;
+      if (Query(api, db, query, &why, [&](sqlite3_stmt* row) {
+            bool open = api.column_type(row, 1) == kNull;
+            uint32_t msg = 0;
+            if (api.column_type(row, 5) != kNull) {
+              const char* p = reinterpret_cast<const char*>(api.column_text(row, 5));
+              msg = messages.Number(std::string_view(p, static_cast<size_t>(api.column_bytes(row, 5))));
             }
-            msg = found->second;
-          }
-          columns->rows++;
-          added += columns->AddExportRow(api.column_int64(stmt, 0), open ? 0 : api.column_int64(stmt, 1), open,
-                                         api.column_int64(stmt, 2), api.column_int64(stmt, 3),
-                                         api.column_int64(stmt, 4), msg);
-        }
-        if (rc != kDone) why = api.errmsg(db);
+            columns->rows++;
+            added += columns->AddExportRow(api.column_int64(row, 0), open ? 0 : api.column_int64(row, 1), open,
+                                           api.column_int64(row, 2), api.column_int64(row, 3), api.column_int64(row, 4),
+                                           msg);
+            return true;
+          })) {
+        messages.Take(names);
       }
     }
   } catch (...) {
     why = "out of memory";
   }
-  if (stmt) api.finalize(stmt);
   if (db) api.close(db);
   if (!why.empty()) {
     *err = why;

@@ -6,7 +6,6 @@
 #include <stdint.h>
 
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "reader/range_columns.h"
@@ -15,7 +14,6 @@ namespace nvtx_reader {
 
 // The message texts read, numbered as they first came (0: NULL, the empty message).
 struct SqliteMessages {
-  std::unordered_map<std::string, uint32_t> index;
   std::vector<std::string> values;
 };
 
