@@ -129,7 +129,7 @@ def test_stragglers_name_the_slow_rank_in_every_step_and_its_range(embedded):
 
 
 def test_heatmap_of_ranks_by_steps(embedded, tmp_path):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("PIL")
     from nvtx_plugins_tf.recorder.analysis.heatmap import MAX_CELLS, _binned, ratio_matrix
 
     png = embedded[0] / "heatmap.png"
@@ -140,6 +140,40 @@ def test_heatmap_of_ranks_by_steps(embedded, tmp_path):
     big[1500, 2999] = 3.0  # one straggler cell: binned, it still shows
     small = _binned(big)
     assert small.shape == (MAX_CELLS[0], MAX_CELLS[1]) and small.max() == 3.0
+
+
+def test_heatmap_cells_have_their_ratios_colours(tmp_path):
+    """Each cell of the PNG is its ratio's colour: the median white, twice it (and beyond) the
+    map's red end, half of it (and below) its blue end, a missing step grey; the colour bar
+    runs from red at its top to blue at its bottom; the ranks' names label the rows."""
+    pytest.importorskip("PIL")
+    import io
+
+    from PIL import Image
+
+    from nvtx_plugins_tf.recorder.analysis.heatmap import COLORS, MISSING_COLOR, colors, plan, render_heatmap
+
+    # (the steps' medians: 100 ns each)
+    durations = [[100, 100, 100, 100], [100, 200, 50, 100], [100, 100, 100, 100], [100, 900, 10], [100] * 4]
+    names = ["a", "b", "c", "d", "e"]
+    pixels = np.asarray(Image.open(io.BytesIO(render_heatmap(durations, names, "t"))).convert("RGB"))
+    p = plan(durations, names, "t")
+    assert [t for _, t in p.y_ticks] == names and p.legend
+
+    def at(rank: int, step: int) -> tuple:
+        return tuple(pixels[round(p.y_pixel(rank)), round(p.x_pixel(step))].tolist())
+
+    def hex_rgb(c: str) -> tuple:
+        return tuple(int(c[i : i + 2], 16) for i in (1, 3, 5))
+
+    white, blue, red = hex_rgb(COLORS[5]), hex_rgb(COLORS[0]), hex_rgb(COLORS[-1])
+    assert at(0, 0) == white and at(1, 1) == red and at(3, 1) == red and at(1, 2) == blue and at(3, 2) == blue
+    assert at(3, 3) == MISSING_COLOR and at(4, 3) == white
+    # 1.5x: between white and red, as colors() says
+    assert at(1, 1) != at(0, 1) and tuple(colors(np.array([[1.5]]))[0, 0].tolist()) not in (white, red)
+    left, top, right, bottom = p.bar
+    middle = (left + right) // 2
+    assert tuple(pixels[top, middle].tolist()) == red and tuple(pixels[bottom - 1, middle].tolist()) == blue
 
 
 def test_summary_names_the_slow_rank_and_its_range(embedded):

@@ -1,9 +1,9 @@
 """heatmap.png drawn by a process of its own (recorder/analysis/painter.py, issue 36's small
 jobs): from the command line, ``analyze`` forks a child before importing numpy and pyarrow;
-the child imports matplotlib on the core the command's start-up leaves idle and renders the
-picture while the parent reduces and writes the tables. The parent never imports matplotlib;
+the child imports Pillow on the core the command's start-up leaves idle and renders the
+picture while the parent reduces and writes the tables. The parent never imports Pillow;
 the picture is byte for byte the one drawn in the parent; whatever happens to the child (killed,
-matplotlib missing) the outputs are those of a run without it; the child ends with the command.
+Pillow missing) the outputs are those of a run without it; the child ends with the command.
 
 Each run is the command line's own process (``main()`` without arguments, as ``nvtx-tf``
 runs it), the script around it reporting the painter's pid and the parent's modules."""
@@ -21,7 +21,7 @@ from test_analyze_hostile import NO_PID, synth_rank
 
 from nvtx_plugins_tf import cli
 
-pytest.importorskip("matplotlib")
+pytest.importorskip("PIL")
 
 # the command line's own run, reporting the painter's pid and, as it ends, its modules
 _RUN = """
@@ -87,15 +87,15 @@ def in_thread(ranks, tmp_path_factory):
     return {p.name: p.read_bytes() for p in out.iterdir()}
 
 
-def test_the_heatmap_is_drawn_by_a_child_and_matplotlib_never_imported_here(ranks, in_thread, tmp_path):
+def test_the_heatmap_is_drawn_by_a_child_and_pillow_never_imported_here(ranks, in_thread, tmp_path):
     proc, pid, modules = _run([ranks, "-o", tmp_path / "out"])
     assert proc.returncode == 0 and pid is not None, proc.stdout + proc.stderr
-    assert "matplotlib" not in modules and {"numpy", "pyarrow"} <= modules, sorted(modules)
+    assert not {"PIL", "matplotlib"} & modules and {"numpy", "pyarrow"} <= modules, sorted(modules)
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == in_thread  # (the PNG too)
     assert _gone(pid)
 
 
-@pytest.mark.parametrize("when", ["before it starts", "once it has imported matplotlib"])
+@pytest.mark.parametrize("when", ["before it starts", "once it has imported Pillow"])
 def test_a_killed_painter_leaves_the_picture_to_the_parent(ranks, in_thread, tmp_path, when):
     """The child killed (SIGKILL): the parent draws the heatmap itself, the same bytes; exit
     0, nothing on stderr."""
@@ -107,10 +107,10 @@ def test_a_killed_painter_leaves_the_picture_to_the_parent(ranks, in_thread, tmp
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == in_thread
 
 
-def test_without_matplotlib_no_heatmap_as_before(ranks, in_thread, tmp_path):
-    """matplotlib missing (the 'plot' extra not installed): the child cannot draw, neither can
+def test_without_pillow_no_heatmap_as_before(ranks, in_thread, tmp_path):
+    """Pillow missing (the 'plot' extra not installed): the child cannot draw, neither can
     the parent: the tables alone, as without a painter."""
-    proc, pid, modules = _run([ranks, "-o", tmp_path / "out"], before="sys.modules['matplotlib'] = None")
+    proc, pid, modules = _run([ranks, "-o", tmp_path / "out"], before="sys.modules['PIL'] = None")
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stdout + proc.stderr
     written = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
     assert written == {k: v for k, v in in_thread.items() if k != "heatmap.png"}
@@ -135,8 +135,8 @@ def test_the_painter_ends_with_a_command_that_fails(ranks, tmp_path, case):
 
 
 def test_dask_and_a_callers_process_start_no_painter(ranks, tmp_path):
-    """Only the embedded engine from the command line forks the painter: ``--workers`` (its
-    client imports matplotlib while the workers map) and ``main(argv)`` do not."""
+    """Only the embedded engine from the command line forks the painter: ``--workers`` (a
+    Dask client's process, threads of its own) and ``main(argv)`` do not."""
     pytest.importorskip("distributed", reason="the 'dask' extra")
     proc, pid, _ = _run([ranks, "-o", tmp_path / "out", "--workers", "1"])
     assert proc.returncode == 0 and pid is None and (tmp_path / "out" / "heatmap.png").is_file(), proc.stderr
@@ -149,5 +149,5 @@ def test_a_picture_past_the_painters_size_is_drawn_here(ranks, in_thread, tmp_pa
     before = "import nvtx_plugins_tf.recorder.analysis.painter as _p; _p.MAX_CELLS = 10"
     proc, pid, modules = _run([ranks, "-o", tmp_path / "out"], before=before)
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stdout + proc.stderr
-    assert "matplotlib" in modules and pid is not None and _gone(pid)
+    assert "PIL" in modules and pid is not None and _gone(pid)
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == in_thread

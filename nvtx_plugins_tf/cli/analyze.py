@@ -77,8 +77,8 @@ def _analyze(args, embedded: bool) -> int:
     # value the user set is kept; the env var reaches --workers' processes, forked from here.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if embedded and _quick_exit.own_process():
-        # heatmap.png's process, forked now: it imports matplotlib on the core this one's
-        # imports leave idle (recorder/analysis/painter.py)
+        # heatmap.png's process, forked now: it imports numpy and Pillow on the core this
+        # one's imports leave idle (recorder/analysis/painter.py)
         from ..recorder.analysis import painter
 
         painter.start()
@@ -144,7 +144,7 @@ def register(subparsers) -> None:
             "PREFIX_pqtdir); a rank given twice (two paths, a recording and its export) counts once. Writes into "
             "the folder OUTDIR: all_stats, rank_stats (the nvtx_sum recipe's columns), pace (the steps of every "
             "rank on one clock) and stragglers (per step, the rank the others waited for), each as .parquet and "
-            ".csv, and heatmap.png (ranks x steps; with matplotlib), all at once or none; prints a summary naming "
+            ".csv, and heatmap.png (ranks x steps; with Pillow), all at once or none; prints a summary naming "
             "the slowest rank. Runs in this process by default; --workers N or --scheduler ADDRESS run one task "
             "per input on Dask (the 'dask' extra). A damaged recording counts with its intact events: exit 6."
         ),

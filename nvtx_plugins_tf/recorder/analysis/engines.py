@@ -154,19 +154,16 @@ def run_mappers(
     workers: int | None = None,
     scheduler: str | None = None,
     progress: Callable[[int, int, int], None] | None = None,
-    started: Callable[[], None] | None = None,
 ) -> tuple[list[RankResult], list[str], list[str]]:
     """(every rank's results in input order, the lines of the inputs left out, the lines of
     the Dask workers that cannot see some inputs: those are read by the others). Inputs are
-    given to the workers as absolute paths. ``started`` is called once the engine is up (on
-    Dask: after its import and start, which need this process's CPU), as the mapping begins."""
+    given to the workers as absolute paths."""
     paths = [os.path.abspath(p) for p in inputs]
     results: list[tuple[list[RankResult], str | None] | None] = [None] * len(paths)
     done = events = 0
     notes: list[str] = []
     local = workers is None and scheduler is None
-    started = started or (lambda: None)
-    mapped = _in_threads(paths, step, started) if local else _on_dask(paths, step, workers, scheduler, notes, started)
+    mapped = _in_threads(paths, step) if local else _on_dask(paths, step, workers, scheduler, notes)
     for i, result in mapped:
         results[i] = result
         done += 1
@@ -178,7 +175,7 @@ def run_mappers(
     return ranks, left_out, notes
 
 
-def _in_threads(paths: list[str], step: StepSpec | None, started: Callable[[], None]):
+def _in_threads(paths: list[str], step: StepSpec | None):
     """(input index, its result) as each is done, mapped by threads of this process: the
     reading (native decoder, pyarrow) and numpy's sorts release the GIL, so two cores give
     1.7x one's ranges/s (benchmarks/bench_analyze.py); memory is that of as many inputs as
@@ -204,7 +201,6 @@ def _in_threads(paths: list[str], step: StepSpec | None, started: Callable[[], N
 
     for k in range(min(embedded_threads(), len(paths))):
         threading.Thread(target=work, name=f"nvtx-tf-analyze-{k}", daemon=True).start()
-    started()
     try:
         for _ in paths:
             i, result, exc = done.get()
@@ -265,7 +261,6 @@ def _on_dask(
     workers: int | None,
     scheduler: str | None,
     notes: list[str],
-    started: Callable[[], None],
 ):
     """(input index, its result) as each is done, mapped by one Dask task each, on the
     workers that see the input; on leaving early (a signal), the tasks not done are
@@ -293,7 +288,6 @@ def _on_dask(
                 # the workers that see it still there, _retry)
                 futures.append(client.submit(_safe_map, path, step, workers=seen, allow_other_workers=True, pure=False))
                 index[futures[-1].key] = i
-        started()
         retried: set[int] = set()
         done = as_completed(futures)
         for future in done:

@@ -1,14 +1,14 @@
 """heatmap.png drawn by a process of its own, forked by ``nvtx-tf analyze`` before it imports
-numpy and pyarrow: the child imports matplotlib (a quarter of an 8-rank run's CPU) on the
-core the command's own start-up leaves idle, waits for the step durations (sent as soon as
+numpy and pyarrow: the child imports numpy and Pillow on the core the command's own
+start-up leaves idle, waits for the step durations (sent as soon as
 the inputs are mapped: the picture is drawn while the parent reduces and writes the tables),
 renders the PNG with :func:`.heatmap.render_heatmap`, hands its bytes back and ends. The
-parent never imports matplotlib, and writes the file itself, with the tables.
+parent never imports Pillow, and writes the file itself, with the tables.
 
 Only from the command line and only for the embedded engine (:mod:`nvtx_plugins_tf.cli.analyze`):
-a caller's process may hold threads and locks a fork would copy; Dask's client imports
-matplotlib while its workers map. Whatever goes wrong in the child (killed, matplotlib
-missing, an error drawing), the parent draws the picture itself, as without the child. The
+a caller's process may hold threads and locks a fork would copy; Dask's client draws the
+picture while its workers' results are reduced. Whatever goes wrong in the child (killed,
+Pillow missing, an error drawing), the parent draws the picture itself, as without the child. The
 child writes no file, dies with the parent (PR_SET_PDEATHSIG) and with the signals of the
 parent's process group (their default actions, never a traceback), and is reaped by
 :func:`stop`. This module imports nothing heavy: it is imported before the fork.
@@ -148,13 +148,9 @@ def _child(parent: int, jobs: int, results: int) -> None:
     if os.getppid() != parent:  # (the parent ended before the line above)
         return
     with os.fdopen(jobs, "rb") as job_stream, os.fdopen(results, "wb") as answer_stream:
-        try:
-            from . import heatmap
+        from . import heatmap
 
-            heatmap._import_matplotlib()
-            ready = True
-        except ImportError:
-            ready = False
+        ready = heatmap.available()
         try:
             durations, rank_names, title = pickle.load(job_stream)
         except (EOFError, OSError, pickle.UnpicklingError):

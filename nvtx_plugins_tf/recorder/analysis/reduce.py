@@ -224,7 +224,7 @@ def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
 
 def write_tables(tables: Tables, outdir, painter: Painter | None = None) -> list[Path]:
     """OUTDIR/{all_stats,rank_stats,pace,stragglers}.{parquet,csv} and heatmap.png (with
-    matplotlib, when there are steps), all at once (:mod:`.outdir`: an error, a full disk or a
+    Pillow, when there are steps), all at once (:mod:`.outdir`: an error, a full disk or a
     signal leaves OUTDIR as it was; an earlier run's heatmap.png goes when this one draws
     none); returns the files written. The heatmap is drawn while the tables are written: by
     ``painter``, the command's process sent these tables' :func:`heatmap_job` (:mod:`.painter`),
@@ -249,7 +249,7 @@ def write_tables(tables: Tables, outdir, painter: Painter | None = None) -> list
                 if job is not None:
                     names.append("heatmap.png")  # (named before it is written: an error names it)
                     if not (_painted(painter, job, output) if painter is not None else heatmap.result()):
-                        names.pop()  # (no matplotlib)
+                        names.pop()  # (no Pillow)
             except OSError as exc:
                 raise OutdirError(f"cannot write {outdir / names[-1]}: {_reason(exc)}") from exc
             finally:
@@ -280,7 +280,7 @@ def _in_order(ranks: list[RankResult]) -> list[RankResult]:
 
 def _painted(painter: Painter, job: tuple, output: Path) -> bool:
     """heatmap.png written from the PNG ``painter`` drew, or drawn here when it could not (as
-    without it); False without matplotlib."""
+    without it); False without Pillow."""
     png = painter.wait()
     if png is None:
         return _draw_here(job, output)
@@ -289,14 +289,12 @@ def _painted(painter: Painter, job: tuple, output: Path) -> bool:
 
 
 def _draw_here(job: tuple, output: Path) -> bool:
-    """heatmap.png drawn by the calling thread; False without matplotlib."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    from .heatmap import draw_heatmap
+    """heatmap.png drawn by the calling thread; False without Pillow."""
+    from . import heatmap
 
-    draw_heatmap(job[0], job[1], output, job[2])
+    if not heatmap.available():
+        return False
+    heatmap.draw_heatmap(job[0], job[1], output, job[2])
     return True
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import heatmap, painter
+from . import painter
 from .engines import run_mappers
 from .inputs import InputError, expand_inputs
 from .mapper import StepSpec
@@ -73,12 +73,7 @@ def compute(
     wall clock by merge's rule (:func:`.ranks.on_one_clock`)."""
     paths = expand_inputs([str(i) for i in inputs])
     spec = StepSpec.parse(step) if step else None
-    # (matplotlib imported while the mappers run, not while Dask is imported and started;
-    # not here at all when the command's painter process draws the heatmap)
-    preload = heatmap.preload if painter.current() is None else None
-    ranks, left_out, notes = run_mappers(
-        paths, spec, workers=workers, scheduler=scheduler, progress=progress, started=preload
-    )
+    ranks, left_out, notes = run_mappers(paths, spec, workers=workers, scheduler=scheduler, progress=progress)
     if not ranks and left_out:
         raise InputError(f"no input could be read ({len(left_out)}); first: {left_out[0]}")
     ranks, counted_once = once_each(ranks)
