@@ -442,3 +442,69 @@ def test_step_work_is_exclusive_of_the_children():
     assert parent.tolist() == [-1, 0, 0, -1]
     used, work = _step_work(np.array([0]), np.array([100]), start, end, names, 3, parent)
     assert dict(zip(used.tolist(), work[0].tolist())) == {0: 30, 1: 50, 2: 4}
+
+
+def _stragglers_step_by_step(ranks, gid, keys) -> dict[str, list]:
+    """The stragglers table one step at a time, as reduce.py computed it before grouping the
+    steps (the reference of the test below)."""
+    from nvtx_plugins_tf.recorder.analysis.reduce import range_label
+
+    cols = ("Step", "Ranks", "Rank", "RankName", "StepDuration", "MedianStepDuration", "Excess", "TopRanges")
+    out = {k: [] for k in cols}
+    steps = max(r.n_steps for r in ranks)
+    used = np.unique(np.concatenate([gid[i][r.work_rows] for i, r in enumerate(ranks)]))
+    column = {int(k): j for j, k in enumerate(used.tolist())}
+    work = np.zeros((len(ranks), steps, len(used)), dtype=np.int64)
+    durations = np.zeros((len(ranks), steps), dtype=np.int64)
+    has = np.zeros((len(ranks), steps), dtype=bool)
+    for i, r in enumerate(ranks):
+        work[i, : len(r.step_work)][:, [column[int(k)] for k in gid[i][r.work_rows]]] = r.step_work
+        durations[i, : r.n_steps] = r.step_end - r.step_start
+        has[i, : min(r.n_steps, len(r.step_work))] = True
+    for step in range(steps):
+        present = np.flatnonzero(has[:, step])
+        if len(present) < 2:
+            continue
+        w = work[present, step, :]
+        above = w - np.median(w, axis=0)
+        excess = np.where(above > 0, above, 0).sum(axis=1)
+        best = int(np.argmax(excess))
+        median = int(np.median(durations[present, step]))
+        if excess[best] <= 0 or np.count_nonzero(excess == excess[best]) > 1:
+            row = (step, len(present), None, None, None, median, None, "")
+        else:
+            index = int(present[best])
+            top = sorted(
+                ((float(v), keys[int(used[j])]) for j, v in enumerate(above[best].tolist()) if v > 0), reverse=True
+            )[:3]
+            top_text = "; ".join(f"{range_label(*k)} +{int(v)}" for v, k in top)
+            row = (step, len(present), index, ranks[index].name, int(durations[index, step]), median)
+            row += (int(excess[best]), top_text)
+        for k, v in zip(cols, row):
+            out[k].append(v)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stragglers_grouped_by_the_ranks_present_are_the_step_by_step_ones(seed):
+    """The stragglers table, its steps' medians taken a group of steps at a time (the steps
+    the same ranks have), is the one of a step at a time: ranks of fewer steps, a rank whose
+    work stops early, ties, steps where no rank is above the others."""
+    from nvtx_plugins_tf.recorder.analysis.rank_result import RankResult
+    from nvtx_plugins_tf.recorder.analysis.reduce import _stragglers
+
+    rng = np.random.default_rng(seed)
+    keys = [("", f"name{k}") for k in range(6)]
+    ranks, gid = [], []
+    for i in range(int(rng.integers(2, 7))):
+        steps = int(rng.integers(1, 40))
+        names = rng.choice(6, size=int(rng.integers(1, 5)), replace=False)
+        r = RankResult(f"r{i}", f"f{i}", i, 0, 0)
+        r.step_start = np.cumsum(rng.integers(1, 100, steps))
+        r.step_end = r.step_start + rng.integers(0, 50, steps)
+        r.work_rows = np.arange(len(names), dtype=np.int64)
+        work_steps = steps if rng.random() < 0.7 else int(rng.integers(0, steps + 1))
+        r.step_work = rng.integers(0, 4, (work_steps, len(names))) * int(rng.integers(1, 3))
+        ranks.append(r)
+        gid.append(names.astype(np.int64))
+    assert _stragglers(ranks, gid, keys) == _stragglers_step_by_step(ranks, gid, keys)

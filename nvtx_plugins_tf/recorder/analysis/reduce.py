@@ -192,19 +192,33 @@ def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
             work[i, : len(r.step_work)][:, cols] = r.step_work
         durations[i, : r.n_steps] = r.step_end - r.step_start
         has[i, : min(r.n_steps, len(r.step_work))] = True
-    for step in range(steps):
-        present = np.flatnonzero(has[:, step])
+    # the steps' medians over the ranks that have them, the steps grouped by those ranks (all
+    # of them, mostly): numpy's reductions over a group at once, not a call each step
+    found: dict[int, tuple] = {}
+    patterns, group_of = np.unique(has.T, axis=0, return_inverse=True)
+    for g, pattern in enumerate(patterns):
+        present = np.flatnonzero(pattern)
         if len(present) < 2:
             continue
-        w = work[present, step, :]
+        at = np.flatnonzero(group_of.reshape(-1) == g)
+        w = work[present][:, at, :]  # [rank, step, name]
         above = w - np.median(w, axis=0)
-        excess = np.where(above > 0, above, 0).sum(axis=1)
-        best = int(np.argmax(excess))
-        if excess[best] <= 0 or np.count_nonzero(excess == excess[best]) > 1:
+        excess = np.where(above > 0, above, 0).sum(axis=2)
+        best = np.argmax(excess, axis=0)
+        top_excess = excess[best, np.arange(len(at))]
+        ties = np.count_nonzero(excess == top_excess, axis=0) > 1
+        medians = np.median(durations[present][:, at], axis=0)
+        for j, step in enumerate(at.tolist()):
+            found[step] = (present, int(best[j]), float(top_excess[j]), bool(ties[j]), int(medians[j]), above[:, j])
+    for step in range(steps):
+        if step not in found:
+            continue
+        present, best, most, tie, median, above = found[step]
+        if most <= 0 or tie:
             # no rank above the others (identical ranks), or a tie: nobody is named
             for key, value in (
                 ("Step", step), ("Ranks", len(present)), ("Rank", None), ("RankName", None), ("StepDuration", None),
-                ("MedianStepDuration", int(np.median(durations[present, step]))), ("Excess", None), ("TopRanges", ""),
+                ("MedianStepDuration", median), ("Excess", None), ("TopRanges", ""),
             ):  # fmt: skip
                 out[key].append(value)
             continue
@@ -214,9 +228,8 @@ def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
         )[:3]
         for key, value in (
             ("Step", step), ("Ranks", len(present)), ("Rank", index), ("RankName", ranks[index].name),
-            ("StepDuration", int(durations[index, step])),
-            ("MedianStepDuration", int(np.median(durations[present, step]))),
-            ("Excess", int(excess[best])), ("TopRanges", "; ".join(f"{range_label(*k)} +{int(v)}" for v, k in top)),
+            ("StepDuration", int(durations[index, step])), ("MedianStepDuration", median),
+            ("Excess", int(most)), ("TopRanges", "; ".join(f"{range_label(*k)} +{int(v)}" for v, k in top)),
         ):  # fmt: skip
             out[key].append(value)
     return out
