@@ -67,53 +67,73 @@ bool Query(const Api& api, sqlite3* db, const char* sql, std::string* why, Fn ro
 }
 
 // Message texts numbered as they first come (0: the empty message, NULL's too), for the
-// page scan and the query alike; a small direct-mapped cache of the messages last seen in
-// front of the index (rows mostly repeat a few messages: hashing each row's whole text was a
-// fifth of the scan), its slot from the text's length and first and last eight bytes.
+// page scan and the query alike; a small cache of the messages last seen in front of the
+// index (rows mostly repeat a few messages: hashing each row's whole text was a fifth of the
+// scan): two ways a set (two messages of one set alternating do not drive each other out),
+// its set from the text's length and first and last eight bytes, which also tell a text of
+// up to 16 bytes whole (no memcmp).
 class MessageNumbers {
  public:
   MessageNumbers() { Number(std::string_view()); }
   uint32_t Number(std::string_view text) {
-    Recent& recent = recent_[Slot(text)];
-    if (recent.number != kNone && recent.text.size() == text.size() &&
-        (text.empty() || memcmp(recent.text.data(), text.data(), text.size()) == 0)) {
-      return recent.number;
+    Key key(text);
+    Set& set = sets_[key.Slot()];
+    for (int way = 0; way < 2; ++way) {
+      const Recent& recent = set.way[way];
+      if (recent.number != kNone && recent.key == key &&
+          (text.size() <= 16 || memcmp(recent.text.data() + 8, text.data() + 8, text.size() - 16) == 0)) {
+        set.older = static_cast<uint8_t>(1 - way);
+        return recent.number;
+      }
     }
     uint32_t n;
+    std::string_view kept;
     auto found = index_.find(text);
     if (found != index_.end()) {
       n = found->second;
-      recent = Recent{found->first, n};
+      kept = found->first;
     } else {
       texts_.emplace_back(text);
       n = static_cast<uint32_t>(texts_.size() - 1);
-      index_.emplace(std::string_view(texts_.back()), n);
-      recent = Recent{std::string_view(texts_.back()), n};
+      kept = std::string_view(texts_.back());
+      index_.emplace(kept, n);
     }
+    set.way[set.older] = Recent{kept, key, n};
+    set.older = static_cast<uint8_t>(1 - set.older);
     return n;
   }
   // The messages in the order they came.
   void Take(SqliteMessages* names) { names->values.assign(texts_.begin(), texts_.end()); }
 
  private:
-  static size_t Slot(std::string_view text) {
-    uint64_t head = 0, tail = 0;
-    size_t n = text.size();
-    if (n) memcpy(&head, text.data(), n < 8 ? n : 8);
-    if (n > 8) memcpy(&tail, text.data() + n - 8, 8);
-    uint64_t h = (head ^ (tail * 0x9E3779B97F4A7C15ull) ^ n) * 0xFF51AFD7ED558CCDull;
-    return static_cast<size_t>(h >> (64 - kRecentBits));
-  }
-
-  std::deque<std::string> texts_;  // (a deque: its strings never move, the index's keys stay)
-  std::unordered_map<std::string_view, uint32_t> index_;
   static constexpr int kRecentBits = 6;
   static constexpr uint32_t kNone = UINT32_MAX;
+  // A text's length and its first and last eight bytes (zeros past its end).
+  struct Key {
+    uint64_t head = 0, tail = 0, size = 0;
+    Key() = default;
+    explicit Key(std::string_view text) : size(text.size()) {
+      if (size) memcpy(&head, text.data(), size < 8 ? size : 8);
+      if (size > 8) memcpy(&tail, text.data() + size - 8, 8);
+    }
+    bool operator==(const Key& o) const { return size == o.size && head == o.head && tail == o.tail; }
+    size_t Slot() const {
+      uint64_t h = (head ^ (tail * 0x9E3779B97F4A7C15ull) ^ size) * 0xFF51AFD7ED558CCDull;
+      return static_cast<size_t>(h >> (64 - kRecentBits));
+    }
+  };
   struct Recent {
     std::string_view text;
+    Key key;
     uint32_t number = kNone;
   };
-  Recent recent_[1 << kRecentBits];
+  struct Set {
+    Recent way[2];
+    uint8_t older = 0;  // the way a miss replaces
+  };
+  Set sets_[1 << kRecentBits];
+  std::deque<std::string> texts_;  // (a deque: its strings never move, the index's keys stay)
+  std::unordered_map<std::string_view, uint32_t> index_;
 };
 
 // The page scan's rows appended as the query's would be.
