@@ -23,7 +23,6 @@ Keras itself (a program without Keras does not pay for it).
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import os
 import sys
 import threading
@@ -148,11 +147,14 @@ def _after_tensorflow() -> None:
     _register_keras_serializables()
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
+class _AfterImport:
     """Runs ``callback`` right after ``import <name>`` completes, then removes itself.
 
     (Not removed by a mere ``importlib.util.find_spec(name)``: only the import runs the
-    wrapped ``exec_module``.)"""
+    wrapped ``exec_module``.) A meta path finder is any object with ``find_spec``: not a
+    subclass of ``importlib.abc.MetaPathFinder``, whose import (``importlib.resources``,
+    ``tempfile``, ``typing``...) was a tenth of ``nvtx-tf analyze``'s start-up before its
+    work begins."""
 
     def __init__(self, name: str, callback):
         self.name = name

@@ -15,19 +15,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
 import warnings
 from pathlib import Path
 
 import nvtx_plugins_tf
 from nvtx_plugins_tf import _native_libs
-from nvtx_plugins_tf._quiet import quiet_tensorflow_startup
 
 
 def doctor_lines() -> list[str]:
     """The doctor report, one ``key: value`` per line (imports TensorFlow)."""
+    from nvtx_plugins_tf._quiet import quiet_tensorflow_startup
+
     lines = [f"nvtx_plugins_tf: {nvtx_plugins_tf.__version__} imported from {Path(nvtx_plugins_tf.__file__).parent}"]
     try:
         # (the op library's state is reported below; TensorFlow's start-up lines are not ours)
@@ -76,6 +75,8 @@ def doctor_lines() -> list[str]:
         else:
             lines.append(f"{target} library: not built (run: {_native_libs.BUILD_COMMAND})")
         lines.extend(refused)
+    import shutil
+
     nsys = shutil.which("nsys")
     lines.append(f"nsys: {nsys or 'not on PATH (use python -m nvtx_plugins_tf record)'}")
     return lines
@@ -104,6 +105,8 @@ def tool_verdict(path: str) -> str:
         if why is None:
             return f"yes: {path} (our recorder: stamp, size and sha256 verified)"
         return f"NO: {path} cannot be used ({why}); run: {_native_libs.BUILD_COMMAND}"
+    import subprocess  # (here: the command line imports this module for its flags)
+
     try:
         proc = subprocess.run(
             [sys.executable, "-c", _PROBE, str(tool)], capture_output=True, text=True, timeout=60, env=_probe_env()
@@ -148,6 +151,8 @@ def _build_one(build, target: str, out) -> Path:
 
 def _build(args: argparse.Namespace) -> int:
     nvtx_plugins_tf._disable_autoload()  # importing TensorFlow must not load (or auto-build) it now
+    from nvtx_plugins_tf._quiet import quiet_tensorflow_startup
+
     build = _native_libs.build_module()
     unknown = sorted(set(args.targets) - set(build.TARGETS))
     if unknown:

@@ -35,10 +35,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import http.server
 import os
 import socket
-import tempfile
 import threading
 from pathlib import Path
 
@@ -177,13 +175,22 @@ class _TraceFile:
         self.requests += 1
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True  # a restart finds the port free while old connections linger
+@functools.cache
+def _server_class() -> type:
+    """The HTTP server's class, made on first use: http.server (with email, ssl...) is imported
+    by a server, not by the command line's other commands, which import this module for the
+    defaults of ``view``'s flags."""
+    import http.server
 
-    def __init__(self, address, handler, family):
-        self.address_family = family
-        super().__init__(address, handler)
+    class _Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+        allow_reuse_address = True  # a restart finds the port free while old connections linger
+
+        def __init__(self, address, handler, family):
+            self.address_family = family
+            super().__init__(address, handler)
+
+    return _Server
 
 
 class PerfettoServer:
@@ -204,13 +211,15 @@ class PerfettoServer:
         self.trace = trace
         # The handler serves basename(path) from dirname(path) through SimpleHTTPRequestHandler,
         # which URL-decodes it: a link with a plain name stands for any file name.
+        import tempfile
+
         self._tmp = tempfile.TemporaryDirectory(prefix="nvtx-tf-view-")
         link = Path(self._tmp.name) / "trace.json"
         os.symlink(trace, link)
         self._file = _TraceFile(link)
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         try:
-            self._httpd = _Server((host, port), functools.partial(PerfettoHandler, self._file), family)
+            self._httpd = _server_class()((host, port), functools.partial(PerfettoHandler, self._file), family)
         except BaseException:
             self._tmp.cleanup()
             raise

@@ -227,3 +227,43 @@ print("GC", codes, during, gc.isenabled())
     proc = subprocess.run(command, env=_child_env(), capture_output=True, text=True)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("GC ")]
     assert line == ["GC [0, 7] [False, False] True"], proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+# the console script's way (main() reads sys.argv: the command's own process, the heatmap's
+# painter forked), its modules listed when the command asks the process to end (_quick_exit)
+_OWN = """
+import sys
+from nvtx_plugins_tf.cli import _quick_exit, main
+end = _quick_exit.end_if_asked
+def listed(code):
+    print("MODULES", code, " ".join(sorted(sys.modules)), flush=True)
+    end(code)
+_quick_exit.end_if_asked = listed
+sys.exit(main())
+"""
+
+#: never imported by analyze's own process, whatever the input: a module, and why it was
+NOT_IMPORTED = {
+    "http.server": "the viewer's HTTP server (the command line imports viewer.py for view's flags)",
+    "email": "http.server's headers",
+    "importlib.resources": "importlib.abc, the package's import hooks' base class",
+}
+
+
+@pytest.mark.parametrize("kind", ["recording", "parquetdir", "sqlite"])
+def test_analyze_imports_nothing_it_does_not_use(inputs, tmp_path, kind):
+    """Start-up (issue 36, small jobs): ``nvtx-tf analyze`` run as a user runs it imports no
+    module that no input kind needs (:data:`NOT_IMPORTED`), before the painter's fork (which
+    would pay for them too) or after."""
+    source = {"recording": "rank.nvtxrec", "parquetdir": "pq/rank_pqtdir", "sqlite": "rank.sqlite"}[kind]
+    command = [sys.executable, "-c", _OWN, "analyze", str(inputs / source), "-o", str(tmp_path / "out")]
+    proc = subprocess.run(command, env=_child_env(), capture_output=True, text=True)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("MODULES ")]
+    assert line and line[0].split()[1] == "0", proc.stdout[-2000:] + proc.stderr[-2000:]
+    modules = set(line[0].split()[2:])
+    # (the listing is the command's own process: it read the input and wrote the tables...)
+    assert {"pyarrow.parquet", "nvtx_plugins_tf.recorder.analysis.reduce"} <= modules
+    assert "matplotlib" not in modules  # (... and the painter drew the heatmap)
+    imported = {name: why for name, why in NOT_IMPORTED.items() if name in modules}
+    assert not imported, imported
+    assert pq.read_table(tmp_path / "out" / "rank_stats.parquet").num_rows > 0

@@ -21,7 +21,6 @@ from .._native_libs import (
     TF_OP_RANGES_ENV,
 )
 from .._paths import PACKED_SEGMENT_SUFFIX, RECORDING_SUFFIX, SEGMENT_SUFFIX, longest_output_name, recording_stem
-from ._child import _resolve_command, _run_forwarding_signals
 from ._common import (
     EXIT_DAMAGED,
     EXIT_NO_CAPTURE_WINDOW,
@@ -297,6 +296,8 @@ def cmd_record(args) -> int:
     if args.capture_range_end is not None and args.capture_range is None:
         raise CliError("--capture-range-end needs --capture-range NAME[@DOMAIN]", EXIT_USAGE)
     # Everything that can fail is checked before anything is created or removed.
+    from ._child import _resolve_command, _run_forwarding_signals  # (subprocess: imported by this command only)
+
     _resolve_command(command)
     try:
         from .._native_libs import native_library
