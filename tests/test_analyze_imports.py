@@ -19,7 +19,7 @@ import pytest
 from conftest import _child_env
 from test_analyze_native import _write_process
 
-from nvtx_plugins_tf.recorder.exports._arrays import to_numpy
+from nvtx_plugins_tf.recorder.exports._arrays import filled, is_valid, take_strings, to_numpy
 from nvtx_plugins_tf.recorder.exports.parquet import export_parquetdir
 from nvtx_plugins_tf.recorder.exports.sqlite import export_sqlite
 
@@ -247,6 +247,7 @@ NOT_IMPORTED = {
     "http.server": "the viewer's HTTP server (the command line imports viewer.py for view's flags)",
     "email": "http.server's headers",
     "importlib.resources": "importlib.abc, the package's import hooks' base class",
+    "pyarrow.compute": "nulls filled, casts, a dictionary's strings (nsys_inputs/batches.py, analysis/reduce.py)",
 }
 
 
@@ -267,3 +268,45 @@ def test_analyze_imports_nothing_it_does_not_use(inputs, tmp_path, kind):
     imported = {name: why for name, why in NOT_IMPORTED.items() if name in modules}
     assert not imported, imported
     assert pq.read_table(tmp_path / "out" / "rank_stats.parquet").num_rows > 0
+
+
+_INTEGERS = [
+    pa.array([1, None, 3], pa.int32()),
+    pa.array([7, None, 9, None], pa.int64()).slice(1),
+    pa.array([None, None], pa.int64()),
+    pa.array([5, 6, 7, None, 9, 10, 11, 12, None, 14], pa.uint64()).slice(3, 6),
+    pa.array([1, 2], pa.int8()),
+    pa.chunked_array([pa.array([1, None], pa.int32()), pa.array([3], pa.int32())]),
+    pa.nulls(3, pa.int64()),
+    pa.array([], pa.int32()),
+    pa.array([2**63 + 5, None], pa.uint64()).slice(1),
+]
+
+
+@pytest.mark.parametrize("values", _INTEGERS, ids=range(len(_INTEGERS)))
+def test_filled_and_is_valid_are_pyarrow_computes(values):
+    """exports/_arrays ``filled`` and ``is_valid``: pyarrow.compute's cast to int64 and
+    fill_null, and its is_valid (analyze's readers use them: no pyarrow.compute import)."""
+    import pyarrow.compute as pc
+
+    theirs = pc.fill_null(values.cast(pa.int64()), pa.scalar(-7, pa.int64())).to_pylist()
+    assert filled(values, -7).dtype == np.int64 and filled(values, -7).tolist() == theirs
+    if isinstance(values, pa.Array):
+        assert is_valid(values).tolist() == pc.is_valid(values).to_pylist()
+
+
+def test_filled_refuses_what_the_cast_refuses():
+    with pytest.raises(pa.ArrowInvalid, match="not in range"):
+        filled(pa.array([2**63, None], pa.uint64()), 0)
+
+
+@pytest.mark.parametrize(
+    "dictionary,index",
+    [(["a", "bcd", "", "\u00e9"], [3, 0, 0, 2, 1, 3]), (["x"], []), ([], []), (["r0", "r1"], [1] * 5)],
+)
+def test_take_strings_is_the_dictionarys_cast(dictionary, index):
+    """exports/_arrays ``take_strings``: a dictionary array cast to strings (analyze's tables)."""
+    ours = take_strings(dictionary, np.asarray(index, dtype=np.int64))
+    ours.validate(full=True)
+    theirs = pa.DictionaryArray.from_arrays(pa.array(index, pa.int32()), pa.array(dictionary, pa.string()))
+    assert ours.equals(theirs.cast(pa.string())) and ours.to_pylist() == [dictionary[i] for i in index]

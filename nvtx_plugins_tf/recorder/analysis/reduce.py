@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..exports._arrays import array
+from ..exports._arrays import array, take_strings
 from ..recording.model import range_label
 from . import sketch
 from .mapper import RankResult
@@ -70,9 +70,9 @@ def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
 
 def _texts(dictionary: list[str], index: np.ndarray) -> pa.Array:
     """The strings ``dictionary[index]`` as an Arrow string column, without a Python string
-    per row (a rank's name repeats on each of its rows: 64,000 rows of a list took 0.2 s)."""
-    codes = array(np.asarray(index, dtype=np.int32), pa.int32())
-    return pa.DictionaryArray.from_arrays(codes, array(dictionary, pa.string())).cast(pa.string())
+    per row (a rank's name repeats on each of its rows: 64,000 rows of a list took 0.2 s)
+    nor pyarrow.compute (a dictionary array's cast: 25-35 ms to import)."""
+    return take_strings(dictionary, index)
 
 
 def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -> Tables:

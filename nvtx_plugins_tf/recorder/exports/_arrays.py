@@ -6,7 +6,12 @@ Parquet and more than that of analyzing a few ranks. :func:`array` gives the sam
 (the same values, nulls and type; a cast that does not fit raises as ``pa.array`` does)
 without the check, and :func:`scalar` a scalar for ``pyarrow.compute`` (which would make
 one of a Python value with ``pa.scalar``: the same check); :func:`to_numpy` views an array's
-values as ``Array.to_numpy`` would (which imports pandas too). The Parquet and Arrow exports
+values as ``Array.to_numpy`` would (which imports pandas too); :func:`filled` and
+:func:`is_valid` give an integer column's values with its nulls replaced, and its validity,
+as ``pc.fill_null(values.cast(pa.int64()), fill)`` and ``pc.is_valid`` would, and
+:func:`take_strings` a string column of a dictionary's entries, without
+importing ``pyarrow.compute`` (25-35 ms, a wrapper generated per compute function:
+``analyze`` imports none, tests/test_analyze_imports.py). The Parquet and Arrow exports
 and ``analyze`` of recordings and of exports import no pandas (tests/test_arrow_arrays.py,
 tests/test_analyze_imports.py); ``pq.read_table`` does (``pq.ParquetFile(...).read`` not).
 """
@@ -18,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["array", "scalar", "to_numpy"]
+__all__ = ["array", "scalar", "to_numpy", "filled", "is_valid", "take_strings"]
 
 _STRING_TYPES = (pa.string(), pa.large_string())
 
@@ -74,6 +79,65 @@ def to_numpy(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if not n:
         return np.zeros(0, dtype=dtype)
     return np.frombuffer(values.buffers()[1], dtype=dtype, count=n, offset=offset * np.dtype(dtype).itemsize)
+
+
+def is_valid(values: pa.Array) -> np.ndarray:
+    """``pc.is_valid(values)`` as a numpy bool array (True: not null), from the validity
+    bitmap."""
+    n, offset, bitmap = len(values), values.offset, values.buffers()[0]
+    if not values.null_count or bitmap is None:
+        return np.full(n, values.null_count == 0 or not pa.types.is_null(values.type), dtype=bool)
+    bits = np.frombuffer(bitmap, dtype=np.uint8)
+    return np.unpackbits(bits, count=offset + n, bitorder="little")[offset:].view(bool)
+
+
+def filled(values: pa.Array | pa.ChunkedArray, fill: int) -> np.ndarray:
+    """``pc.fill_null(values.cast(pa.int64()), fill)`` as a numpy int64 array (a copy) for a
+    column of integers: its values, each null ``fill``; an unsigned value past int64 raises
+    ``pa.ArrowInvalid`` as the cast does. Another type is cast by ``pyarrow.compute``."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    dtype = _NUMPY_TYPES.get(values.type)
+    if dtype is None or not pa.types.is_integer(values.type):
+        import pyarrow.compute as pc
+
+        return to_numpy(pc.fill_null(values.cast(pa.int64()), scalar(fill, pa.int64())))
+    n = len(values)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    raw = np.frombuffer(values.buffers()[1], dtype=dtype, count=n, offset=values.offset * np.dtype(dtype).itemsize)
+    out = raw.astype(np.int64)
+    valid = is_valid(values) if values.null_count else None
+    if dtype == np.uint64:
+        past = raw > np.iinfo(np.int64).max
+        if valid is not None:
+            past &= valid
+        if past.any():
+            raise pa.ArrowInvalid(f"Integer value {int(raw[past][0])} not in range: 0 to {np.iinfo(np.int64).max}")
+    if valid is not None:
+        out[~valid] = fill
+    return out
+
+
+def take_strings(dictionary: Sequence[str], index: np.ndarray) -> pa.Array:
+    """``dictionary[index]`` as an Arrow string column (``pa.array([dictionary[i] for i in
+    index], pa.string())``), its bytes gathered by numpy: no Python string per row, and no
+    ``DictionaryArray.cast`` (pyarrow.compute). Past string's 32-bit offsets, raises
+    ``pa.ArrowInvalid`` as that cast does."""
+    index = np.asarray(index, dtype=np.int64)
+    encoded = [s.encode() for s in dictionary]
+    starts = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=starts[1:])
+    lengths = np.diff(starts)[index]
+    offsets = np.zeros(len(index) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise pa.ArrowInvalid(f"a string column of {offsets[-1]} bytes overflows string's 32-bit offsets")
+    blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    # each byte's place in the blob: its row's entry's start, plus its place in the row
+    where = np.repeat(starts[index] - offsets[:-1], lengths) + np.arange(offsets[-1])
+    buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(blob[where])]
+    return pa.Array.from_buffers(pa.string(), len(index), buffers, null_count=0)
 
 
 def _validity(mask: np.ndarray | None) -> tuple[pa.Buffer | None, int]:

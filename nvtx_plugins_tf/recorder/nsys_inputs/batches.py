@@ -12,7 +12,8 @@ process; a message NULL is the empty one (both give the same name). Messages are
 by their text, so a message written plainly and through a registered string is one.
 
 No pandas is imported (0.2 s: pyarrow's ``to_numpy``, ``pa.array``, ``pa.scalar`` and
-``pq.read_table`` would): columns are viewed and made by :mod:`..exports._arrays`.
+``pq.read_table`` would), nor ``pyarrow.compute`` (25-35 ms): columns are viewed, and their
+nulls filled, by :mod:`..exports._arrays`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..._paths import arrow_file
-from ..exports._arrays import array, scalar, to_numpy
+from ..exports._arrays import filled, is_valid, to_numpy
 from ..recording.model import EVENT_DOMAIN_CREATE
 from .parquetdir import events_columns
 from .ranges import RANGE_TYPES
@@ -96,17 +96,20 @@ def _address(array: pa.Array) -> int:
 
 def _int64(batch: pa.RecordBatch, name: str, present: set, keep: list) -> int:
     """Column ``name`` of ``batch`` as 8-byte integers, NULL as 0 (0 throughout when the
-    export has no such column); its address (what must outlive the call is kept in ``keep``)."""
-    if name not in present:
-        column = array(np.zeros(batch.num_rows, dtype=np.int64), pa.int64())
-    else:
-        column = batch.column(name)
-        if column.type not in (pa.int64(), pa.uint64()):
-            column = column.cast(pa.int64())
+    export has no such column): its values in place when it holds 8-byte integers and no
+    NULL, else a copy; its address (the values, which must outlive the call, appended to
+    ``keep`` as a numpy array)."""
+    column = batch.column(name) if name in present else None
+    if column is None or not len(column):
+        values = np.zeros(batch.num_rows, dtype=np.int64)
+    elif column.type not in (pa.int64(), pa.uint64()):
+        values = filled(column, 0)  # (cast as pyarrow casts)
+    else:  # (8 bytes each, a uint64's bits as they are)
+        values = np.frombuffer(column.buffers()[1], dtype=np.int64, count=len(column), offset=column.offset * 8)
         if column.null_count:
-            column = pc.fill_null(column, scalar(0, column.type))
-    keep.append(column)
-    return _address(column)
+            values = np.where(is_valid(column), values, 0)
+    keep.append(values)
+    return values.ctypes.data
 
 
 #: ``read(uri, query, ranges)``: the rows of ``query`` on the SQLite file ``uri`` read natively
@@ -145,7 +148,7 @@ def _registered(directory: Path, messages: _Messages) -> tuple[np.ndarray, np.nd
         return None
     with arrow_file(strings) as source:
         table = pq.ParquetFile(source).read(columns=["id", "value"])
-    ids = to_numpy(pc.fill_null(table.column("id").cast(pa.int64()), scalar(_NULL, pa.int64())))
+    ids = filled(table.column("id"), _NULL)
     index = np.array([messages.of(v) for v in table.column("value").to_pylist()], dtype=np.int32)
     # (a duplicate id: its first row, as pc.index_in finds it)
     ids, first = np.unique(ids, return_index=True)
@@ -191,20 +194,24 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
         for batch in _batches(reader, columns):
             n, keep = batch.num_rows, []
             etype = _int64(batch, "eventType", present, keep)
-            event_type = to_numpy(keep[-1])  # (NULL as 0)
+            event_type = keep[-1]  # (NULL as 0)
             start = _int64(batch, "start", present, keep)
             gtid = _int64(batch, "globalTid", present, keep)
             domain = _int64(batch, "domainId", present, keep)
             if "end" in present:
                 end_col = batch.column("end")
-                if end_col.type != pa.int64():
-                    end_col = end_col.cast(pa.int64())
-                keep.append(end_col)
-                end, valid = _address(end_col), end_col.buffers()[0]
-                end_valid, end_offset = (
-                    (valid.address if valid is not None and end_col.null_count else 0),
-                    end_col.offset,
-                )
+                if end_col.type == pa.int64():  # (in place, its validity bitmap too)
+                    keep.append(end_col)
+                    end, valid = _address(end_col), end_col.buffers()[0]
+                    end_valid, end_offset = (
+                        (valid.address if valid is not None and end_col.null_count else 0),
+                        end_col.offset,
+                    )
+                else:  # (another type: its values as int64, and its validity, copied)
+                    values = filled(end_col, 0)
+                    bits = np.packbits(is_valid(end_col), bitorder="little") if end_col.null_count else None
+                    keep.extend([values, bits])
+                    end, end_valid, end_offset = values.ctypes.data, 0 if bits is None else bits.ctypes.data, 0
             else:  # (every range open)
                 zeros = np.zeros(n + 8, dtype=np.int64)
                 keep.append(zeros)
@@ -212,13 +219,13 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
             # each row's message: its text (a dictionary's index), or its registered string
             if "text" in present:
                 text = batch.column("text")
-                if not pa.types.is_dictionary(text.type):
+                if not pa.types.is_dictionary(text.type):  # (read as a dictionary: a column of strings is)
+                    import pyarrow.compute as pc
+
                     text = pc.dictionary_encode(text)
                 lut = messages.lut(text.dictionary)
                 indices = text.indices
-                if indices.null_count:
-                    indices = pc.fill_null(indices, scalar(len(lut) - 1, indices.type))
-                message = lut[to_numpy(indices)]
+                message = lut[filled(indices, len(lut) - 1) if indices.null_count else to_numpy(indices)]
             else:
                 message = np.full(n, messages.of(""), dtype=np.int32)
             if "textId" in present and batch.column("textId").null_count < n:
@@ -227,13 +234,13 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
                 if registered is None:
                     raise ValueError(f"{directory}: {MISSING_STRINGS.format(table='StringIds.parquet')}")
                 text_id = batch.column("textId")
-                ids = to_numpy(pc.fill_null(text_id.cast(pa.int64()), scalar(-1, pa.int64())))
+                ids = filled(text_id, -1)
                 known, index = registered
                 if len(known):
                     at = np.minimum(np.searchsorted(known, ids), len(known) - 1)
                     found = known[at] == ids
                     if text_id.null_count:
-                        found &= to_numpy(text_id.is_valid())
+                        found &= is_valid(text_id)
                     message = np.where(found, index[at], message)
             message = np.ascontiguousarray(message, dtype=np.int32)
             # the domains' creations (a few rows): their message names the domain

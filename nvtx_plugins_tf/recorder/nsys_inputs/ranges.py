@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..._paths import arrow_file
 from ..recording.model import EVENT_DOMAIN_CREATE, EVENT_PUSH_POP, EVENT_START_END, range_label
@@ -61,6 +60,7 @@ def parquetdir_columns(directory: Path) -> dict:
     """The keyword arguments of :class:`~..reports.ranges.Ranges` for the parquetdir ``directory``
     (row ids: the row's place in ``NVTX_EVENTS.parquet``, from 1). ValueError naming the
     directory when it holds no NVTX_EVENTS.parquet."""
+    import pyarrow.compute as pc  # (this module is the reference; analyze's own path imports no pc)
     import pyarrow.parquet as pq
 
     directory = Path(directory)
@@ -118,6 +118,8 @@ def parquetdir_columns(directory: Path) -> dict:
 
 def _dictionary(column) -> pa.DictionaryArray:
     """``column`` (string or dictionary, chunked or not) as one dictionary array."""
+    import pyarrow.compute as pc
+
     if isinstance(column, pa.ChunkedArray):
         column = column.unify_dictionaries() if pa.types.is_dictionary(column.type) else column
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
@@ -170,6 +172,8 @@ def _assemble(row_id, start, end, etype, gtid, message, domain_id, creates, last
     """Ranges' keyword arguments from the range rows' columns (``end``: ``_NULL`` when open;
     ``message``: a pyarrow string or dictionary array) and the domain creations (domainId, pid, name) in
     the order they count (the first per (domainId, pid) names the domain)."""
+    import pyarrow.compute as pc
+
     names_of: dict[tuple[int, int], str | None] = {}
     for dom, pid, name in creates:
         names_of.setdefault((dom, pid or 0), name)
