@@ -25,21 +25,20 @@ the installed TensorFlow differs from the one the library was built for. Run dir
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
 import hashlib
 import importlib.util
 import json
 import os
-import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
+# (subprocess, shlex and concurrent.futures are imported by the functions that build: the
+# package's loaders load this script to verify a library, ``nvtx-tf analyze`` among them)
 
 
 def _native_libs():
@@ -148,6 +147,8 @@ def no_compiler_message(then: str = REBUILD_COMMAND) -> str:
 
 
 def _compiler_version() -> str:
+    import subprocess
+
     try:
         return subprocess.run([COMPILER, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     except (FileNotFoundError, IndexError):
@@ -168,6 +169,9 @@ def _build_log(output: Path) -> Path:
 
 
 def _run(cmd: list[str], log: Path | None = None) -> None:
+    import shlex
+    import subprocess
+
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     except FileNotFoundError:  # the compiler itself is missing; the chained error only repeats it
@@ -189,6 +193,8 @@ def _say(text: str) -> None:
 def _compile_and_link(sources: list[Path], output: Path, cflags: list[str], ldflags: list[str]) -> None:
     """Compile each source to an object in parallel (2 jobs), then link atomically; say what is
     built and how long it takes on stderr (every 10 s while it lasts)."""
+    import concurrent.futures
+
     if shutil.which(COMPILER) is None:  # said once, before anything else
         raise CompilerMissing(no_compiler_message())
     output.parent.mkdir(parents=True, exist_ok=True)

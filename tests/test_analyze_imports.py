@@ -247,6 +247,7 @@ NOT_IMPORTED = {
     "http.server": "the viewer's HTTP server (the command line imports viewer.py for view's flags)",
     "email": "http.server's headers",
     "importlib.resources": "importlib.abc, the package's import hooks' base class",
+    "subprocess": "the build script's (loaded to verify the reader library), record's child",
     "pyarrow.compute": "nulls filled, casts, a dictionary's strings (nsys_inputs/batches.py, analysis/reduce.py)",
 }
 
