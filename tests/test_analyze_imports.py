@@ -249,6 +249,7 @@ NOT_IMPORTED = {
     "importlib.resources": "importlib.abc, the package's import hooks' base class",
     "subprocess": "the build script's (loaded to verify the reader library), record's child",
     "numpy.ma": "np.unique's check for a masked array (reduce.py's stragglers)",
+    "hmac": "secrets' (analysis/outdir.py's hidden folder's name: os.urandom)",
     "pyarrow.compute": "nulls filled, casts, a dictionary's strings (nsys_inputs/batches.py, analysis/reduce.py)",
 }
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -54,7 +53,7 @@ def check_outdir(outdir: Path) -> None:
 
 def _fresh_folder(parent: Path, prefix: str) -> Path:
     while True:
-        path = parent / f"{prefix}{secrets.token_hex(4)}.tmp"
+        path = parent / f"{prefix}{os.urandom(4).hex()}.tmp"
         try:
             os.mkdir(path)  # (0777 less the umask: what OUTDIR gets when it is renamed into place)
             return path
