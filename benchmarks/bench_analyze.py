@@ -55,6 +55,7 @@ benchmarks/plot_analyze_scale.py, which draws time and peak memory against ranks
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import datetime
 import importlib.util
@@ -277,9 +278,19 @@ def main() -> int:
             make_nsys_ranks(folder, max(counts), args.ranges, args.steps, release)
             print(f"nsys {release}: {max(counts)} ranks profiled and exported in {time.perf_counter() - t:.0f} s")
         env = dict(os.environ, PYTHONPATH=str(REPO))
+        # the package as `pip install` leaves it, its modules' bytecode compiled: with
+        # PYTHONDONTWRITEBYTECODE set (this machine sets it) and a checkout's modules never
+        # compiled, every run of analyze would compile them anew (25-45 ms of CPU an 8-rank
+        # run, which no installed copy spends); Python reads the files whatever that variable.
+        # The recipe's packages too, below.
+        compileall.compile_dir(str(REPO / "nvtx_plugins_tf"), quiet=1)
         nvtx_tf = [sys.executable, "-m", "nvtx_plugins_tf", "analyze"]
         nsys = fetch_nsys.nsys_path()
         why = fetch_nsys.why_not() if nsys is None else None
+        for release in (None, CLUSTER_RECIPE_RELEASE):  # (the recipe's modules alike: compiled once)
+            found = fetch_nsys.nsys_path(release) if release else nsys
+            if found is not None and (found.parent / "python" / "packages").is_dir():
+                compileall.compile_dir(str(found.parent / "python" / "packages"), quiet=2)
         recipe_env = fetch_nsys.recipe_env(env=env)
         recipe_dask = dict(recipe_env, NSYS_DASK_N_WORKERS="2", NSYS_DASK_THREADS_PER_WORKER="1")
         address = cluster_nsys = None
