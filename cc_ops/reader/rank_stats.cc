@@ -277,22 +277,33 @@ struct ThreadOrder {
   }
 };
 
-// The parents of one thread's ranges `sorted` (ThreadOrder's, finished) by mapper._parents'
-// rule: in (start, end descending, read order) order, a range's depth is the number of the
-// earlier ones still open after its start, and its parent the last earlier one a level up.
-void ThreadParents(const std::vector<Order>& sorted, std::vector<int64_t>* parent) {
+// mapper._parents' rule over one thread's ranges in (start, end descending, read order)
+// order, given one at a time (Add): a range's depth is the number of the earlier ones still
+// open after its start, and its parent the last earlier one a level up.
+struct OpenRanges {
   // the ends of the earlier ranges still open, descending (nested ranges end in stack
-  // order: a new end goes last, the first to close)
-  std::vector<int64_t> last_at, open_ends;
-  for (const Order& it : sorted) {
+  // order: a new end goes last, the first to close); the last range seen at each depth
+  std::vector<int64_t> open_ends, last_at;
+
+  void Add(const Order& it, std::vector<int64_t>* parent) {
     (*parent)[it.index] = -1;
     while (!open_ends.empty() && open_ends.back() <= it.start) open_ends.pop_back();
     size_t depth = open_ends.size();
     if (depth > 0 && depth - 1 < last_at.size()) (*parent)[it.index] = last_at[depth - 1];
     if (last_at.size() <= depth) last_at.resize(depth + 1, -1);
     last_at[depth] = it.index;
-    open_ends.insert(std::upper_bound(open_ends.begin(), open_ends.end(), it.end, std::greater<int64_t>()), it.end);
+    if (open_ends.empty() || it.end <= open_ends.back()) {  // (most: inside the last one open)
+      open_ends.push_back(it.end);
+    } else {
+      open_ends.insert(std::upper_bound(open_ends.begin(), open_ends.end(), it.end, std::greater<int64_t>()), it.end);
+    }
   }
+};
+
+// The parents of one thread's ranges `sorted` (ThreadOrder's, finished).
+void ThreadParents(const std::vector<Order>& sorted, std::vector<int64_t>* parent) {
+  OpenRanges open;
+  for (const Order& it : sorted) open.Add(it, parent);
 }
 
 // The same parents as the ranges come, when they nest strictly: no two starting together,
@@ -317,13 +328,25 @@ bool NestStep(std::vector<Order>* roots, const Order& x, std::vector<int64_t>* p
   return true;
 }
 
+// One thread's ways of giving its ranges their parents as they come: NestStep while they
+// nest strictly (a recording's: each range after those inside it), OpenRanges while they
+// come in its order (an export's: by start). Either, while it holds, gives the rule's
+// parents; NestStep writes a range's parent when its parent comes, OpenRanges when the
+// range comes, so a range NestStep leaves without one (a root) may hold OpenRanges'.
+struct ThreadWays {
+  bool nest = true, in_order = true;
+  Order last{0, 0, -1};  // the thread's last range (in_order's check)
+  OpenRanges open;
+};
+
 // Each push/pop range's parent (mapper._parents), thread by thread: as they come
-// (NestStep), or for a thread whose ranges do not nest strictly, by ThreadParents. -1: none.
+// (ThreadWays), or for a thread whose ranges neither nest strictly nor come in order, by
+// ThreadParents once they are sorted. -1: none.
 void Parents(const RangeColumns& c, RankStatsWork* work) {
   std::vector<int64_t>& parent = work->parent;
   parent.assign(c.size(), -1);
   std::unordered_map<uint64_t, size_t> threads;  // by mapper.py's thread key: pid * 2**24 + tid
-  std::vector<uint8_t> sorting;                  // per thread: it does not nest strictly
+  std::vector<ThreadWays> ways;                  // per thread
   int64_t last_pid = 0, last_tid = 0;
   size_t last = 0;
   bool any = false;
@@ -338,7 +361,7 @@ void Parents(const RangeColumns& c, RankStatsWork* work) {
       if (it == threads.end()) {
         if (work->threads.size() <= threads.size()) work->threads.emplace_back();
         work->threads[threads.size()].clear();
-        sorting.push_back(0);
+        ways.emplace_back();
         it = threads.emplace(key, threads.size()).first;
       }
       last = it->second;
@@ -350,28 +373,45 @@ void Parents(const RangeColumns& c, RankStatsWork* work) {
   for (size_t i = 0; i < c.size(); ++i) {
     if (!nested(i)) continue;
     size_t t = thread_of(i);
-    if (sorting[t]) continue;
-    if (!NestStep(&work->threads[t], Order{c.start[i], c.end[i], static_cast<int64_t>(i)}, &parent)) {
-      sorting[t] = 1;
-      any_sorting = true;
+    ThreadWays& w = ways[t];
+    Order x{c.start[i], c.end[i], static_cast<int64_t>(i)};
+    if (w.in_order) {  // (first: where NestStep gives an earlier range its parent, this fails)
+      if (w.last.index >= 0 && !Before(w.last, x)) {
+        w.in_order = false;
+        w.open = OpenRanges();  // (its memory not held)
+      } else {
+        w.last = x;
+        w.open.Add(x, &parent);
+      }
+    }
+    if (w.nest && !NestStep(&work->threads[t], x, &parent)) {
+      w.nest = false;
+      work->threads[t].clear();
+    }
+    any_sorting |= !w.nest && !w.in_order;
+  }
+  for (size_t t = 0; t < ways.size(); ++t) {
+    // (a root of NestStep's has no parent: OpenRanges' given it before it failed undone)
+    if (ways[t].nest && !ways[t].in_order) {
+      for (const Order& r : work->threads[t]) parent[r.index] = -1;
     }
   }
   if (!any_sorting) return;
-  // each such thread's ranges put in order as they come (an export's rows come in start
-  // order: no move), in the room of its NestStep roots (no second copy of them)
+  // each such thread's ranges put in order as they come, in the room of its NestStep roots
   std::vector<ThreadOrder> orders;
-  orders.reserve(sorting.size());
-  for (size_t t = 0; t < sorting.size(); ++t) {
-    if (sorting[t]) work->threads[t].clear();
+  orders.reserve(ways.size());
+  for (size_t t = 0; t < ways.size(); ++t) {
+    work->threads[t].clear();
     orders.push_back(ThreadOrder{work->threads[t]});
   }
+  auto sorting = [&](size_t t) { return !ways[t].nest && !ways[t].in_order; };
   for (size_t i = 0; i < c.size(); ++i) {
     if (!nested(i)) continue;
     size_t t = thread_of(i);
-    if (sorting[t]) orders[t].Add(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
+    if (sorting(t)) orders[t].Add(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
   }
-  for (size_t t = 0; t < sorting.size(); ++t) {
-    if (!sorting[t]) continue;
+  for (size_t t = 0; t < ways.size(); ++t) {
+    if (!sorting(t)) continue;
     orders[t].Finish();
     ThreadParents(work->threads[t], &parent);
     if (work->threads[t].size() > (size_t(1) << 22)) {  // (a large input's: not held while it is mapped)
