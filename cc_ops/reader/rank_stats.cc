@@ -86,16 +86,16 @@ void OrderStatsBySelection(int64_t* v, int64_t cnt, const int64_t* wanted, int n
   for (int k = 0; k < nw; ++k) value[k] = v[wanted[k]];
 }
 
-// Both from a histogram, when the durations are many and their span small (durations of
-// one name are mostly a few distinct values: a count per value, not a log and a place in
-// a selection per duration): hist[x - mn] = how many are x, for x in [mn, mn + span).
-// The buckets come in ascending order of value, a bucket being the values from its bound
-// to the next one's (SketchBuckets::Key's rule, walked instead of computed).
-void FromHistogram(const int64_t* v, int64_t cnt, int64_t mn, int64_t span, int64_t row, const SketchBuckets& b,
-                   const int64_t* wanted, int nw, int64_t* value, RankStats* out, std::vector<uint32_t>* scratch) {
-  std::vector<uint32_t>& hist = *scratch;
-  hist.assign(static_cast<size_t>(span), 0);
-  for (int64_t i = 0; i < cnt; ++i) hist[v[i] - mn]++;
+// Both from a histogram, when the durations are many and most of them in a small span
+// (durations of one name are mostly a few distinct values: a count per value, not a log
+// and a place in a selection per duration): hist[x - mn] = how many are x, for x in
+// [mn, mn + span); `over` (ascending or not) the others, all of them above it, each given
+// its bucket and its place in a selection as before. The buckets come in ascending order of
+// value, a bucket being the values from its bound to the next one's (SketchBuckets::Key's
+// rule, walked instead of computed).
+void FromHistogram(const std::vector<uint32_t>& hist, int64_t mn, int64_t span, std::vector<int64_t>* over, int64_t row,
+                   const SketchBuckets& b, const int64_t* wanted, int nw, int64_t* value, RankStats* out,
+                   std::vector<int64_t>* scratch) {
   int64_t seen = 0, key = 0, bucket = 0, last = b.n_bounds - 1;
   bool have_bucket = false;
   int w = 0;
@@ -104,6 +104,16 @@ void FromHistogram(const int64_t* v, int64_t cnt, int64_t mn, int64_t span, int6
     out->sketch_row.push_back(row);
     out->sketch_key.push_back(key);
     out->sketch_count.push_back(bucket);
+  };
+  auto add = [&](int64_t k, int64_t n) {
+    if (have_bucket && k == key) {
+      bucket += n;
+      return;
+    }
+    flush();
+    key = k;
+    bucket = n;
+    have_bucket = true;
   };
   for (int64_t x = 0; x < span; ++x) {
     uint32_t n = hist[x];
@@ -120,16 +130,43 @@ void FromHistogram(const int64_t* v, int64_t cnt, int64_t mn, int64_t span, int6
     } else {
       k = b.Key(d);
     }
-    if (have_bucket && k == key) {
-      bucket += n;
-      continue;
+    add(k, n);
+  }
+  if (!over->empty()) {  // (their buckets are the window's last one or above: Key is monotonic)
+    std::vector<int64_t>& keys = *scratch;
+    keys.resize(over->size());
+    for (size_t i = 0; i < over->size(); ++i) keys[i] = b.Key((*over)[i]);
+    std::sort(keys.begin(), keys.end());
+    for (size_t i = 0; i < keys.size();) {
+      size_t j = i;
+      while (j < keys.size() && keys[j] == keys[i]) ++j;
+      add(keys[i], static_cast<int64_t>(j - i));
+      i = j;
     }
-    flush();
-    key = k;
-    bucket = n;
-    have_bucket = true;
+    int64_t rest[6];
+    for (int k = w; k < nw; ++k) rest[k - w] = wanted[k] - seen;
+    OrderStatsBySelection(over->data(), static_cast<int64_t>(over->size()), rest, nw - w, value + w);
   }
   flush();
+}
+
+// The histogram of v[0, cnt) over [mn, mn + span), the others into `over`; false (and
+// `over` incomplete) when they are more than `most`.
+bool Histogram(const int64_t* v, int64_t cnt, int64_t mn, int64_t span, size_t most, std::vector<uint32_t>* hist,
+               std::vector<int64_t>* over) {
+  hist->assign(static_cast<size_t>(span), 0);
+  over->clear();
+  uint32_t* h = hist->data();
+  for (int64_t i = 0; i < cnt; ++i) {
+    uint64_t x = static_cast<uint64_t>(v[i]) - static_cast<uint64_t>(mn);
+    if (x < static_cast<uint64_t>(span)) {
+      h[x]++;
+    } else {
+      over->push_back(v[i]);
+      if (over->size() > most) return false;
+    }
+  }
+  return true;
 }
 
 // Every range of the columns as a list of their indexes (the ranges of an input of one
@@ -214,8 +251,14 @@ void NameStats(const RangeColumns& c, const Rows& mine, int64_t n_names, const S
     int nw = static_cast<int>(std::unique(wanted, wanted + 6) - wanted);
     // (unsigned: the span of any two int64 fits)
     uint64_t span = static_cast<uint64_t>(mx) - static_cast<uint64_t>(mn) + 1;
-    if (cnt > 512 && span <= static_cast<uint64_t>(cnt) && span <= kHistogramSpan) {
-      FromHistogram(v, cnt, mn, static_cast<int64_t>(span), row, b, wanted, nw, found, out, &work->histogram);
+    // a histogram of the whole span when it is small, else of its first cnt / 4 values (at
+    // least 4096) when they hold 7 in 8 of the durations
+    bool small = span <= static_cast<uint64_t>(cnt) && span <= kHistogramSpan;
+    uint64_t window = small ? span : std::min<uint64_t>({span, kHistogramSpan, std::max<uint64_t>(4096, cnt / 4)});
+    size_t most = small ? 0 : static_cast<size_t>(cnt / 8);
+    if (cnt > 512 && Histogram(v, cnt, mn, static_cast<int64_t>(window), most, &work->histogram, &work->over)) {
+      FromHistogram(work->histogram, mn, static_cast<int64_t>(window), &work->over, row, b, wanted, nw, found, out,
+                    &work->keys);
     } else {
       SketchByValue(v, cnt, row, b, out, &work->keys);  // (before the selection reorders v)
       OrderStatsBySelection(v, cnt, wanted, nw, found);
