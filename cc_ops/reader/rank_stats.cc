@@ -469,12 +469,18 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
               const std::vector<int64_t>& parent, const std::vector<int64_t>& row_of_name, RankStats* out,
               RankStatsWork* work) {
   std::vector<int64_t>& steps = work->steps;
-  std::vector<int64_t>& inner = work->inner;
   steps.clear();
-  inner.clear();
+  // the names of the ranges inside, as columns 0, 1, ... (the steps' own names are many)
+  std::vector<int64_t> column(n_names, -1), names;
   for (int64_t i : mine) {
     if (!Closed(c, i)) continue;
-    (is_step[c.name[i]] ? steps : inner).push_back(i);
+    int32_t n = c.name[i];
+    if (is_step[n]) {
+      steps.push_back(i);
+    } else if (column[n] < 0) {
+      column[n] = static_cast<int64_t>(names.size());
+      names.push_back(n);
+    }
   }
   std::stable_sort(steps.begin(), steps.end(), [&](int64_t a, int64_t b) { return c.start[a] < c.start[b]; });
   int64_t n_steps = static_cast<int64_t>(steps.size());
@@ -490,19 +496,13 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
   for (int64_t k = 0; k < n_steps; ++k) longest = std::max(longest, ends[k] - starts[k]);
   std::vector<int64_t> reach(n_steps);  // the latest end of the steps up to each one
   for (int64_t k = 0; k < n_steps; ++k) reach[k] = k ? std::max(reach[k - 1], ends[k]) : ends[k];
-  // the names of the ranges inside, as columns 0, 1, ... (the steps' own names are many)
-  std::vector<int64_t> column(n_names, -1), names;
-  for (int64_t r : inner) {
-    if (column[c.name[r]] < 0) {
-      column[c.name[r]] = static_cast<int64_t>(names.size());
-      names.push_back(c.name[r]);
-    }
-  }
   int64_t n_columns = static_cast<int64_t>(names.size());
   std::vector<int64_t> covered(n_steps * n_columns, 0);  // step * n_columns + column -> ns
   auto is_long = [&](int64_t i) { return c.end[i] - c.start[i] > longest; };
   int64_t base = -1;  // the last step starting at or before the range
-  for (int64_t r : inner) {
+  // the closed ranges that are not steps (not listed: as many as the ranges)
+  for (int64_t r : mine) {
+    if (!Closed(c, r) || is_step[c.name[r]]) continue;
     int64_t rs = c.start[r], re = c.end[r];
     int64_t name = column[c.name[r]], p = parent[r];
     // the name the range's time is taken from: its parent's (not a step, nor longer than every step)
