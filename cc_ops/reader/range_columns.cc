@@ -70,42 +70,68 @@ void RangeColumns::AddRows(const NvtxrRow* r, int64_t n) {
   rows += n;
 }
 
+uint32_t RangeColumns::Pair(int64_t domain_id, int64_t pid) {
+  // the last one again (most rows), else by a hash of both
+  if (last_pair_ >= 0 && pairs[2 * last_pair_] == domain_id && pairs[2 * last_pair_ + 1] == pid) {
+    return static_cast<uint32_t>(last_pair_);
+  }
+  uint64_t key = static_cast<uint64_t>(domain_id) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(pid);
+  auto range = pair_index_.equal_range(key);
+  last_pair_ = -1;
+  for (auto it = range.first; it != range.second; ++it) {
+    if (pairs[2 * it->second] == domain_id && pairs[2 * it->second + 1] == pid) last_pair_ = it->second;
+  }
+  if (last_pair_ < 0) {
+    last_pair_ = static_cast<int64_t>(pairs.size() / 2);
+    pair_index_.emplace(key, static_cast<uint32_t>(last_pair_));
+    pairs.push_back(domain_id);
+    pairs.push_back(pid);
+  }
+  return static_cast<uint32_t>(last_pair_);
+}
+
 bool RangeColumns::AddExportRow(int64_t s, int64_t e, bool open, int64_t type, int64_t global_tid, int64_t domain_id,
                                 uint32_t msg) {
-  constexpr int64_t kMask = 0xFFFFFF;                       // 24 bits of pid, 24 bits of tid in a globalTid
-  bool push_pop = type == 59 || type == 70;                 // NvtxPushPopRange, NVTXT's
-  if (!push_pop && type != 60 && type != 71) return false;  // (not a range: a mark, a domain's creation ...)
-  int64_t pid = (global_tid >> 24) & kMask, tid = global_tid & kMask;
-  // the pair's index: the last one again (most rows), else by a hash of both
-  uint64_t key = static_cast<uint64_t>(domain_id) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(pid);
-  if (last_pair_ < 0 || key != last_pair_key_ || pairs[2 * last_pair_] != domain_id ||
-      pairs[2 * last_pair_ + 1] != pid) {
-    auto range = pair_index_.equal_range(key);
-    last_pair_ = -1;
-    for (auto it = range.first; it != range.second; ++it) {
-      if (pairs[2 * it->second] == domain_id && pairs[2 * it->second + 1] == pid) last_pair_ = it->second;
-    }
-    if (last_pair_ < 0) {
-      last_pair_ = static_cast<int64_t>(pairs.size() / 2);
-      pair_index_.emplace(key, static_cast<uint32_t>(last_pair_));
-      pairs.push_back(domain_id);
-      pairs.push_back(pid);
-    }
-    last_pair_key_ = key;
-  }
-  Append(s, open ? -1 : e, pid, tid, msg, static_cast<uint32_t>(last_pair_),
-         static_cast<uint8_t>((open ? kOpen : 0) | (push_pop ? kPushPop : 0)));
+  uint8_t f;
+  if (!ExportRange(type, open, &f)) return false;
+  int64_t pid = ExportPid(global_tid);
+  Append(s, open ? -1 : e, pid, ExportTid(global_tid), msg, Pair(domain_id, pid), f);
   return true;
 }
 
 int64_t RangeColumns::AddExportRows(int64_t n, const int64_t* s, const int64_t* e, const uint8_t* e_valid,
                                     int64_t e_offset, const int64_t* event_type, const int64_t* global_tid,
                                     const int64_t* domain_id, const int32_t* msg) {
+  // a block of ranges at a time gathered here, then appended to each column at once (not
+  // a range's seven values to seven columns, each checking its room)
+  constexpr int64_t kBlock = 256;
+  int64_t bs[kBlock], be[kBlock], bp[kBlock], bt[kBlock];
+  uint32_t bm[kBlock], bd[kBlock];
+  uint8_t bf[kBlock];
   int64_t added = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t bit = static_cast<uint64_t>(e_offset + i);
-    bool open = e_valid != nullptr && ((e_valid[bit >> 3] >> (bit & 7)) & 1) == 0;
-    added += AddExportRow(s[i], e[i], open, event_type[i], global_tid[i], domain_id[i], static_cast<uint32_t>(msg[i]));
+  for (int64_t at = 0; at < n; at += kBlock) {
+    int64_t k = 0, stop = std::min(n, at + kBlock);
+    for (int64_t i = at; i < stop; ++i) {
+      uint64_t bit = static_cast<uint64_t>(e_offset + i);
+      bool open = e_valid != nullptr && ((e_valid[bit >> 3] >> (bit & 7)) & 1) == 0;
+      if (!ExportRange(event_type[i], open, &bf[k])) continue;
+      int64_t pid = ExportPid(global_tid[i]);
+      bs[k] = s[i];
+      be[k] = open ? -1 : e[i];
+      bp[k] = pid;
+      bt[k] = ExportTid(global_tid[i]);
+      bm[k] = static_cast<uint32_t>(msg[i]);
+      bd[k] = Pair(domain_id[i], pid);
+      ++k;
+    }
+    start.insert(start.end(), bs, bs + k);
+    end.insert(end.end(), be, be + k);
+    pid.insert(pid.end(), bp, bp + k);
+    tid.insert(tid.end(), bt, bt + k);
+    message.insert(message.end(), bm, bm + k);
+    domain.insert(domain.end(), bd, bd + k);
+    flags.insert(flags.end(), bf, bf + k);
+    added += k;
   }
   rows += n;
   return added;

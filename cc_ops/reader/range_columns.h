@@ -37,7 +37,6 @@ struct RangeColumns {
 
  private:
   std::unordered_map<uint64_t, uint32_t> pair_index_;  // (AddExportRows) hash of a pair -> its index
-  uint64_t last_pair_key_ = 0;
   int64_t last_pair_ = -1;
 
  public:
@@ -72,6 +71,18 @@ struct RangeColumns {
                         const int32_t* msg);
   // One row of an export (AddExportRows' rule); whether it is a range (then appended).
   bool AddExportRow(int64_t s, int64_t e, bool open, int64_t type, int64_t global_tid, int64_t domain_id, uint32_t msg);
+  // Whether a row of eventType `type` is a range; *f its flags.
+  static bool ExportRange(int64_t type, bool open, uint8_t* f) {
+    bool push_pop = type == 59 || type == 70;                 // NvtxPushPopRange, NVTXT's
+    if (!push_pop && type != 60 && type != 71) return false;  // (not a range: a mark, a domain's creation ...)
+    *f = static_cast<uint8_t>((open ? kOpen : 0) | (push_pop ? kPushPop : 0));
+    return true;
+  }
+  // The pid and tid of a globalTid (24 bits each).
+  static int64_t ExportPid(int64_t global_tid) { return (global_tid >> 24) & 0xFFFFFF; }
+  static int64_t ExportTid(int64_t global_tid) { return global_tid & 0xFFFFFF; }
+  // The index of an export's (domainId, pid) pair (`pairs`, in the order they first come).
+  uint32_t Pair(int64_t domain_id, int64_t pid);
   // An export's (domainId, pid) pairs, two int64 each, in the order they first came.
   std::vector<int64_t> pairs;
   // The columns' extent at a moment (Mark), to drop what was appended after it (Rollback:
