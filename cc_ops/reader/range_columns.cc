@@ -11,8 +11,7 @@ namespace nvtx_reader {
 void RangeColumns::Reserve(size_t n) {
   start.reserve(n);
   end.reserve(n);
-  pid.reserve(n);
-  tid.reserve(n);
+  thread.reserve(n);
   message.reserve(n);
   domain.reserve(n);
   flags.reserve(n);
@@ -21,8 +20,9 @@ void RangeColumns::Reserve(size_t n) {
 void RangeColumns::Clear() {
   start.clear();
   end.clear();
-  pid.clear();
-  tid.clear();
+  thread.clear();
+  threads.clear();
+  thread_index_.clear();
   message.clear();
   domain.clear();
   flags.clear();
@@ -38,8 +38,7 @@ void RangeColumns::Clear() {
 void RangeColumns::Rollback(const Extent& at) {
   start.resize(at.ranges);
   end.resize(at.ranges);
-  pid.resize(at.ranges);
-  tid.resize(at.ranges);
+  thread.resize(at.ranges);
   message.resize(at.ranges);
   domain.resize(at.ranges);
   flags.resize(at.ranges);
@@ -50,6 +49,11 @@ void RangeColumns::Rollback(const Extent& at) {
     it = it->second >= kept ? pair_index_.erase(it) : std::next(it);
   }
   last_pair_ = -1;
+  threads.resize(at.threads);
+  for (auto it = thread_index_.begin(); it != thread_index_.end();) {
+    it = it->second >= at.threads ? thread_index_.erase(it) : std::next(it);
+  }
+  last_thread_ = 0;
   rows = at.rows;
   lowest = at.lowest;
   highest = at.highest;
@@ -105,8 +109,8 @@ int64_t RangeColumns::AddExportRows(int64_t n, const int64_t* s, const int64_t* 
   // a block of ranges at a time gathered here, then appended to each column at once (not
   // a range's seven values to seven columns, each checking its room)
   constexpr int64_t kBlock = 256;
-  int64_t bs[kBlock], be[kBlock], bp[kBlock], bt[kBlock];
-  uint32_t bm[kBlock], bd[kBlock];
+  int64_t bs[kBlock], be[kBlock];
+  uint32_t bt[kBlock], bm[kBlock], bd[kBlock];
   uint8_t bf[kBlock];
   int64_t added = 0;
   for (int64_t at = 0; at < n; at += kBlock) {
@@ -118,16 +122,14 @@ int64_t RangeColumns::AddExportRows(int64_t n, const int64_t* s, const int64_t* 
       int64_t pid = ExportPid(global_tid[i]);
       bs[k] = s[i];
       be[k] = open ? -1 : e[i];
-      bp[k] = pid;
-      bt[k] = ExportTid(global_tid[i]);
+      bt[k] = ThreadOf(pid, ExportTid(global_tid[i]));
       bm[k] = static_cast<uint32_t>(msg[i]);
       bd[k] = Pair(domain_id[i], pid);
       ++k;
     }
     start.insert(start.end(), bs, bs + k);
     end.insert(end.end(), be, be + k);
-    pid.insert(pid.end(), bp, bp + k);
-    tid.insert(tid.end(), bt, bt + k);
+    thread.insert(thread.end(), bt, bt + k);
     message.insert(message.end(), bm, bm + k);
     domain.insert(domain.end(), bd, bd + k);
     flags.insert(flags.end(), bf, bf + k);

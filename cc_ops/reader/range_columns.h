@@ -1,5 +1,5 @@
 // The push/pop and start/end ranges of one recording as compact columns, in the order the
-// decoder hands them out (what `nvtx-tf analyze` needs of a range: 45 bytes, not a row's
+// decoder hands them out (what `nvtx-tf analyze` needs of a range: 33 bytes, not a row's
 // 80), filled straight from the decoder without passing through Python. Then each range's
 // name: (domain, message) made one index, as nvtx_plugins_tf/recorder/reports/ranges.py
 // numbers them (domains of equal name merged). Or the rows of an nsys export's NVTX_EVENTS
@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <limits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "reader/decode.h"
@@ -24,8 +25,8 @@ class Decoder;
 struct RangeColumns {
   enum : uint8_t { kOpen = 1, kPushPop = 2 };
 
-  std::vector<int64_t> start, end;  // the recording's clock (end: -1 when open)
-  std::vector<int64_t> pid, tid;
+  std::vector<int64_t> start, end;        // the recording's clock (end: -1 when open)
+  std::vector<uint32_t> thread;           // the range's (pid, tid): its index in `threads`
   std::vector<uint32_t> message, domain;  // the decoder's global indexes (until Name)
   std::vector<uint8_t> flags;             // kOpen, kPushPop
   std::vector<int32_t> name;              // after Name: index of the range's name
@@ -35,12 +36,35 @@ struct RangeColumns {
   int64_t highest = std::numeric_limits<int64_t>::min();
   int64_t rows = 0;
 
+  // The (pid, tid) pairs of the ranges, in the order they first came (4 bytes a range, not
+  // 16: few threads).
+  struct Thread {
+    int64_t pid, tid;
+  };
+  std::vector<Thread> threads;
+
  private:
   std::unordered_map<uint64_t, uint32_t> pair_index_;  // (AddExportRows) hash of a pair -> its index
   int64_t last_pair_ = -1;
+  struct ThreadHash {
+    size_t operator()(const std::pair<int64_t, int64_t>& t) const {
+      return static_cast<size_t>(static_cast<uint64_t>(t.first) * 0x9E3779B97F4A7C15ull ^
+                                 static_cast<uint64_t>(t.second));
+    }
+  };
+  std::unordered_map<std::pair<int64_t, int64_t>, uint32_t, ThreadHash> thread_index_;
+  uint32_t last_thread_ = 0;  // (valid while threads is not empty)
 
  public:
   size_t size() const { return start.size(); }
+  int64_t pid(size_t i) const { return threads[thread[i]].pid; }
+  // The index in `threads` of (p, t), added when new.
+  uint32_t ThreadOf(int64_t p, int64_t t) {
+    if (!threads.empty() && threads[last_thread_].pid == p && threads[last_thread_].tid == t) return last_thread_;
+    auto ins = thread_index_.emplace(std::make_pair(p, t), static_cast<uint32_t>(threads.size()));
+    if (ins.second) threads.push_back(Thread{p, t});
+    return last_thread_ = ins.first->second;
+  }
   void Reserve(size_t n);
   // Empty again, the room kept (the next input's columns reuse the pages already touched).
   void Clear();
@@ -57,8 +81,7 @@ struct RangeColumns {
   void Append(int64_t s, int64_t e, int64_t p, int64_t t, uint32_t msg, uint32_t dom, uint8_t f) {
     start.push_back(s);
     end.push_back(e);
-    pid.push_back(p);
-    tid.push_back(t);
+    thread.push_back(ThreadOf(p, t));
     message.push_back(msg);
     domain.push_back(dom);
     flags.push_back(f);
@@ -88,10 +111,10 @@ struct RangeColumns {
   // The columns' extent at a moment (Mark), to drop what was appended after it (Rollback:
   // an SQLite page scan given up, sqlite_ranges.cc).
   struct Extent {
-    size_t ranges, pairs;
+    size_t ranges, pairs, threads;
     int64_t rows, lowest, highest;
   };
-  Extent Mark() const { return Extent{size(), pairs.size(), rows, lowest, highest}; }
+  Extent Mark() const { return Extent{size(), pairs.size(), threads.size(), rows, lowest, highest}; }
   void Rollback(const Extent& at);
   // Decodes up to capacity rows of the decoder into the columns; returns how many (0: the
   // segment, or after Finish the open ranges, are done).

@@ -388,18 +388,15 @@ struct ThreadWays {
 void Parents(const RangeColumns& c, RankStatsWork* work) {
   std::vector<int64_t>& parent = work->parent;
   parent.assign(c.size(), -1);
-  std::unordered_map<uint64_t, size_t> threads;  // by mapper.py's thread key: pid * 2**24 + tid
-  std::vector<ThreadWays> ways;                  // per thread
-  int64_t last_pid = 0, last_tid = 0;
-  size_t last = 0;
-  bool any = false;
+  std::unordered_map<uint64_t, size_t> threads;          // by mapper.py's thread key: pid * 2**24 + tid
+  std::vector<ThreadWays> ways;                          // per thread
+  std::vector<int64_t> of_column(c.threads.size(), -1);  // the thread of each of the columns' threads
   // (the thread of range i, numbered as they first come)
   auto thread_of = [&](size_t i) {
-    if (!any || c.pid[i] != last_pid || c.tid[i] != last_tid) {
-      any = true;
-      last_pid = c.pid[i];
-      last_tid = c.tid[i];
-      uint64_t key = static_cast<uint64_t>(last_pid) * (uint64_t(1) << 24) + static_cast<uint64_t>(last_tid);
+    int64_t& t = of_column[c.thread[i]];
+    if (t < 0) {
+      const RangeColumns::Thread& pt = c.threads[c.thread[i]];
+      uint64_t key = static_cast<uint64_t>(pt.pid) * (uint64_t(1) << 24) + static_cast<uint64_t>(pt.tid);
       auto it = threads.find(key);
       if (it == threads.end()) {
         if (work->threads.size() <= threads.size()) work->threads.emplace_back();
@@ -407,9 +404,9 @@ void Parents(const RangeColumns& c, RankStatsWork* work) {
         ways.emplace_back();
         it = threads.emplace(key, threads.size()).first;
       }
-      last = it->second;
+      t = static_cast<int64_t>(it->second);
     }
-    return last;
+    return static_cast<size_t>(t);
   };
   auto nested = [&](size_t i) { return Closed(c, i) && (c.flags[i] & RangeColumns::kPushPop); };
   bool any_sorting = false;
@@ -551,7 +548,7 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
                                         const SketchBuckets& buckets, RankStatsWork* work) {
   std::vector<int64_t> pids;
   for (size_t i = 0; i < c.size(); ++i) {
-    if (i == 0 || c.pid[i] != c.pid[i - 1]) pids.push_back(c.pid[i]);  // (runs of one process)
+    if (i == 0 || c.thread[i] != c.thread[i - 1]) pids.push_back(c.pid(i));  // (runs of one thread)
   }
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
@@ -573,10 +570,11 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
   std::vector<std::vector<int64_t>>& mine = work->by_process;
   if (mine.size() < pids.size()) mine.resize(pids.size());
   for (size_t p = 0; p < pids.size(); ++p) mine[p].clear();
-  for (size_t i = 0; i < c.size(); ++i) {
-    size_t p = std::lower_bound(pids.begin(), pids.end(), c.pid[i]) - pids.begin();
-    mine[p].push_back(static_cast<int64_t>(i));
+  std::vector<size_t> process_of(c.threads.size());  // of each of the columns' threads
+  for (size_t t = 0; t < c.threads.size(); ++t) {
+    process_of[t] = std::lower_bound(pids.begin(), pids.end(), c.threads[t].pid) - pids.begin();
   }
+  for (size_t i = 0; i < c.size(); ++i) mine[process_of[c.thread[i]]].push_back(static_cast<int64_t>(i));
   for (size_t p = 0; p < pids.size(); ++p) {
     process(p, mine[p]);
     if (p >= 1) std::vector<int64_t>().swap(mine[p]);  // (the first's room is kept)
