@@ -26,7 +26,6 @@ void RangeColumns::Clear() {
   message.clear();
   domain.clear();
   flags.clear();
-  name.clear();
   pairs.clear();
   pair_index_.clear();
   last_pair_ = -1;
@@ -42,7 +41,6 @@ void RangeColumns::Rollback(const Extent& at) {
   message.resize(at.ranges);
   domain.resize(at.ranges);
   flags.resize(at.ranges);
-  if (name.size() > at.ranges) name.resize(at.ranges);
   pairs.resize(at.pairs);
   uint32_t kept = static_cast<uint32_t>(at.pairs / 2);
   for (auto it = pair_index_.begin(); it != pair_index_.end();) {
@@ -145,8 +143,6 @@ void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, 
   // the (domain, message) pairs are few: each range's pair numbered in a table of the pairs
   // (direct when domains x strings is small, else hashed)
   std::vector<int64_t> pair_key;
-  std::vector<int32_t>& raw = name;  // (each range's pair, then its name: in place)
-  raw.resize(size());
   uint32_t max_domain = 0, max_message = 0;
   for (size_t i = 0; i < size(); ++i) {
     max_domain = std::max(max_domain, domain[i]);
@@ -165,14 +161,14 @@ void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, 
         cell = static_cast<int32_t>(pair_key.size());
         pair_key.push_back(key_of(i));
       }
-      raw[i] = cell;
+      message[i] = static_cast<uint32_t>(cell);  // (each range's pair, then its name: in place)
     }
   } else {
     std::unordered_map<uint64_t, int32_t> pair_index;
     for (size_t i = 0; i < size(); ++i) {
       auto ins = pair_index.emplace((uint64_t(domain[i]) << 32) | message[i], static_cast<int32_t>(pair_key.size()));
       if (ins.second) pair_key.push_back(key_of(i));
-      raw[i] = ins.first->second;
+      message[i] = static_cast<uint32_t>(ins.first->second);
     }
   }
   *keys = pair_key;
@@ -182,9 +178,8 @@ void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, 
   for (size_t p = 0; p < pair_key.size(); ++p) {
     rank[p] = static_cast<int32_t>(std::lower_bound(keys->begin(), keys->end(), pair_key[p]) - keys->begin());
   }
-  for (size_t i = 0; i < size(); ++i) name[i] = rank[raw[i]];
-  if (size() > (size_t(1) << 22)) {  // (a large input: their 8 bytes a range not held while it is mapped)
-    std::vector<uint32_t>().swap(message);
+  for (size_t i = 0; i < size(); ++i) message[i] = static_cast<uint32_t>(rank[message[i]]);
+  if (size() > (size_t(1) << 22)) {  // (a large input: its 4 bytes a range not held while it is mapped)
     std::vector<uint32_t>().swap(domain);
   }
 }

@@ -25,11 +25,12 @@ class Decoder;
 struct RangeColumns {
   enum : uint8_t { kOpen = 1, kPushPop = 2 };
 
-  std::vector<int64_t> start, end;        // the recording's clock (end: -1 when open)
-  std::vector<uint32_t> thread;           // the range's (pid, tid): its index in `threads`
-  std::vector<uint32_t> message, domain;  // the decoder's global indexes (until Name)
-  std::vector<uint8_t> flags;             // kOpen, kPushPop
-  std::vector<int32_t> name;              // after Name: index of the range's name
+  std::vector<int64_t> start, end;  // the recording's clock (end: -1 when open)
+  std::vector<uint32_t> thread;     // the range's (pid, tid): its index in `threads`
+  // the decoder's global indexes (until Name); after Name, message holds each range's name
+  // (name()), domain nothing needed
+  std::vector<uint32_t> message, domain;
+  std::vector<uint8_t> flags;  // kOpen, kPushPop
   // Over every row decoded (marks too, as the SQLite export's rows): the first start and
   // the last time (start, or end of a closed range); rows: how many.
   int64_t lowest = std::numeric_limits<int64_t>::max();
@@ -57,6 +58,9 @@ struct RangeColumns {
 
  public:
   size_t size() const { return start.size(); }
+  // After Name: each range's name, the index of its key (in the message column's room: the
+  // message is not needed then, and the pages are those already touched)
+  const std::vector<uint32_t>& name() const { return message; }
   int64_t pid(size_t i) const { return threads[thread[i]].pid; }
   // The index in `threads` of (p, t), added when new.
   uint32_t ThreadOf(int64_t p, int64_t t) {
@@ -120,7 +124,8 @@ struct RangeColumns {
   // segment, or after Finish the open ranges, are done).
   int64_t Collect(Decoder* decoder, int64_t capacity);
   // Names each range: key = dom_map[domain] * (strings + 1) + message; the name is the
-  // key's rank among the keys present; *keys gets them, ascending.
+  // key's rank among the keys present (name(), in place of the messages: once an input);
+  // *keys gets them, ascending.
   void Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, std::vector<int64_t>* keys);
 };
 

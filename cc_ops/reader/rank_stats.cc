@@ -194,14 +194,14 @@ void NameStats(const RangeColumns& c, const Rows& mine, int64_t n_names, const S
                std::vector<int64_t>* row_of_name, RankStatsWork* work) {
   std::vector<int64_t> at(n_names + 1, 0);  // counting sort by name
   for (int64_t i : mine) {
-    if (Closed(c, i)) at[c.name[i] + 1]++;
+    if (Closed(c, i)) at[c.name()[i] + 1]++;
   }
   for (int64_t n = 0; n < n_names; ++n) at[n + 1] += at[n];
   std::vector<int64_t>& d = work->durations;
   d.resize(at[n_names]);
   std::vector<int64_t> fill(at.begin(), at.end() - 1);
   for (int64_t i : mine) {
-    if (Closed(c, i)) d[fill[c.name[i]]++] = c.end[i] - c.start[i];
+    if (Closed(c, i)) d[fill[c.name()[i]]++] = c.end[i] - c.start[i];
   }
   row_of_name->assign(n_names, -1);
   for (int64_t n = 0; n < n_names; ++n) {
@@ -471,7 +471,7 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
   std::vector<int64_t> column(n_names, -1), names;
   for (int64_t i : mine) {
     if (!Closed(c, i)) continue;
-    int32_t n = c.name[i];
+    uint32_t n = c.name()[i];
     if (is_step[n]) {
       steps.push_back(i);
     } else if (column[n] < 0) {
@@ -482,7 +482,7 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
   std::stable_sort(steps.begin(), steps.end(), [&](int64_t a, int64_t b) { return c.start[a] < c.start[b]; });
   int64_t n_steps = static_cast<int64_t>(steps.size());
   for (int64_t s : steps) {
-    out->step_row.push_back(row_of_name[c.name[s]]);
+    out->step_row.push_back(row_of_name[c.name()[s]]);
     out->step_start.push_back(c.start[s]);
     out->step_end.push_back(c.end[s]);
   }
@@ -499,11 +499,11 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
   int64_t base = -1;  // the last step starting at or before the range
   // the closed ranges that are not steps (not listed: as many as the ranges)
   for (int64_t r : mine) {
-    if (!Closed(c, r) || is_step[c.name[r]]) continue;
+    if (!Closed(c, r) || is_step[c.name()[r]]) continue;
     int64_t rs = c.start[r], re = c.end[r];
-    int64_t name = column[c.name[r]], p = parent[r];
+    int64_t name = column[c.name()[r]], p = parent[r];
     // the name the range's time is taken from: its parent's (not a step, nor longer than every step)
-    int64_t up = (p >= 0 && !is_step[c.name[p]] && !is_long(p)) ? column[c.name[p]] : -1;
+    int64_t up = (p >= 0 && !is_step[c.name()[p]] && !is_long(p)) ? column[c.name()[p]] : -1;
     bool around_excluded = is_long(r);
     auto add = [&](int64_t k) {
       int64_t s = starts[k], e = ends[k];
