@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <unordered_map>
 #include <utility>
 
@@ -328,11 +329,12 @@ struct OpenRanges {
   // order: a new end goes last, the first to close); the last range seen at each depth
   std::vector<int64_t> open_ends, last_at;
 
-  void Add(const Order& it, std::vector<int64_t>* parent) {
+  template <class P>
+  void Add(const Order& it, std::vector<P>* parent) {
     (*parent)[it.index] = -1;
     while (!open_ends.empty() && open_ends.back() <= it.start) open_ends.pop_back();
     size_t depth = open_ends.size();
-    if (depth > 0 && depth - 1 < last_at.size()) (*parent)[it.index] = last_at[depth - 1];
+    if (depth > 0 && depth - 1 < last_at.size()) (*parent)[it.index] = static_cast<P>(last_at[depth - 1]);
     if (last_at.size() <= depth) last_at.resize(depth + 1, -1);
     last_at[depth] = it.index;
     if (open_ends.empty() || it.end <= open_ends.back()) {  // (most: inside the last one open)
@@ -344,7 +346,8 @@ struct OpenRanges {
 };
 
 // The parents of one thread's ranges `sorted` (ThreadOrder's, finished).
-void ThreadParents(const std::vector<Order>& sorted, std::vector<int64_t>* parent) {
+template <class P>
+void ThreadParents(const std::vector<Order>& sorted, std::vector<P>* parent) {
   OpenRanges open;
   for (const Order& it : sorted) open.Add(it, parent);
 }
@@ -355,12 +358,13 @@ void ThreadParents(const std::vector<Order>& sorted, std::vector<int64_t>* paren
 // by start), are x's children (its parent is the innermost range around it: the first to
 // end after it), and the rule above gives the same. False when x does not nest so (the
 // parents written so far are then overwritten by ThreadParents).
-bool NestStep(std::vector<Order>* roots, const Order& x, std::vector<int64_t>* parent) {
+template <class P>
+bool NestStep(std::vector<Order>* roots, const Order& x, std::vector<P>* parent) {
   while (!roots->empty()) {
     const Order& r = roots->back();
     if (r.start <= x.start) break;
     if (r.end > x.end || r.start >= x.end) return false;  // (not inside x, or of no length at its end)
-    (*parent)[r.index] = x.index;
+    (*parent)[r.index] = static_cast<P>(x.index);
     roots->pop_back();
   }
   if (!roots->empty()) {
@@ -385,8 +389,10 @@ struct ThreadWays {
 // Each push/pop range's parent (mapper._parents), thread by thread: as they come
 // (ThreadWays), or for a thread whose ranges neither nest strictly nor come in order, by
 // ThreadParents once they are sorted. -1: none.
-void Parents(const RangeColumns& c, RankStatsWork* work) {
-  std::vector<int64_t>& parent = work->parent;
+// (P: int32_t when the ranges are fewer than 2**31, else int64_t)
+template <class P>
+void Parents(const RangeColumns& c, std::vector<P>* parents, RankStatsWork* work) {
+  std::vector<P>& parent = *parents;
   parent.assign(c.size(), -1);
   std::unordered_map<uint64_t, size_t> threads;          // by mapper.py's thread key: pid * 2**24 + tid
   std::vector<ThreadWays> ways;                          // per thread
@@ -461,9 +467,9 @@ void Parents(const RangeColumns& c, RankStatsWork* work) {
 }
 
 // The steps of one process and their exclusive work per name (mapper._step_work).
-template <class Rows>
+template <class Rows, class P>
 void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, int64_t n_names,
-              const std::vector<int64_t>& parent, const std::vector<int64_t>& row_of_name, RankStats* out,
+              const std::vector<P>& parent, const std::vector<int64_t>& row_of_name, RankStats* out,
               RankStatsWork* work) {
   std::vector<int64_t>& steps = work->steps;
   steps.clear();
@@ -552,7 +558,10 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
   }
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-  if (with_steps) Parents(c, work);
+  // each range's parent: 4 bytes, unless the ranges are too many
+  bool narrow = c.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max());
+  if (with_steps && narrow) Parents(c, &work->parent, work);
+  if (with_steps && !narrow) Parents(c, &work->wide_parent, work);
   std::vector<RankStats> out(pids.size());
   std::vector<int64_t> row_of_name;
   auto process = [&](size_t p, const auto& mine) {
@@ -561,7 +570,8 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
     r.events = static_cast<int64_t>(mine.size());
     for (int64_t i : mine) r.open_ranges += Closed(c, i) ? 0 : 1;
     NameStats(c, mine, n_names, buckets, &r, &row_of_name, work);
-    if (with_steps) StepWork(c, mine, is_step, n_names, work->parent, row_of_name, &r, work);
+    if (with_steps && narrow) StepWork(c, mine, is_step, n_names, work->parent, row_of_name, &r, work);
+    if (with_steps && !narrow) StepWork(c, mine, is_step, n_names, work->wide_parent, row_of_name, &r, work);
   };
   if (pids.size() == 1) {
     process(0, AllRows{static_cast<int64_t>(c.size())});
