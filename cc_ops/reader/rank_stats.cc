@@ -330,7 +330,7 @@ struct OpenRanges {
   std::vector<int64_t> open_ends, last_at;
 
   template <class P>
-  void Add(const Order& it, std::vector<P>* parent) {
+  __attribute__((always_inline)) inline void Add(const Order& it, std::vector<P>* parent) {
     (*parent)[it.index] = -1;
     while (!open_ends.empty() && open_ends.back() <= it.start) open_ends.pop_back();
     size_t depth = open_ends.size();
@@ -397,8 +397,8 @@ void Parents(const RangeColumns& c, std::vector<P>* parents, RankStatsWork* work
   std::unordered_map<uint64_t, size_t> threads;          // by mapper.py's thread key: pid * 2**24 + tid
   std::vector<ThreadWays> ways;                          // per thread
   std::vector<int64_t> of_column(c.threads.size(), -1);  // the thread of each of the columns' threads
-  // (the thread of range i, numbered as they first come)
-  auto thread_of = [&](size_t i) {
+  // (the thread of range i, numbered as they first come; inlined, as OpenRanges::Add: once a range)
+  auto thread_of = [&](size_t i) __attribute__((always_inline)) {
     int64_t& t = of_column[c.thread[i]];
     if (t < 0) {
       const RangeColumns::Thread& pt = c.threads[c.thread[i]];
