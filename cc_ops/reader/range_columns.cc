@@ -72,11 +72,14 @@ void RangeColumns::AddRows(const NvtxrRow* r, int64_t n) {
   rows += n;
 }
 
-uint32_t RangeColumns::Pair(int64_t domain_id, int64_t pid) {
-  // the last one again (most rows), else by a hash of both
-  if (last_pair_ >= 0 && pairs[2 * last_pair_] == domain_id && pairs[2 * last_pair_ + 1] == pid) {
-    return static_cast<uint32_t>(last_pair_);
-  }
+uint32_t RangeColumns::FindThread(int64_t p, int64_t t) {
+  auto ins = thread_index_.emplace(std::make_pair(p, t), static_cast<uint32_t>(threads.size()));
+  if (ins.second) threads.push_back(Thread{p, t});
+  return last_thread_ = ins.first->second;
+}
+
+uint32_t RangeColumns::FindPair(int64_t domain_id, int64_t pid) {
+  // by a hash of both
   uint64_t key = static_cast<uint64_t>(domain_id) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(pid);
   auto range = pair_index_.equal_range(key);
   last_pair_ = -1;

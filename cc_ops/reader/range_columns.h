@@ -54,7 +54,9 @@ struct RangeColumns {
     }
   };
   std::unordered_map<std::pair<int64_t, int64_t>, uint32_t, ThreadHash> thread_index_;
-  uint32_t last_thread_ = 0;  // (valid while threads is not empty)
+  uint32_t last_thread_ = 0;                          // (valid while threads is not empty)
+  uint32_t FindThread(int64_t p, int64_t t);          // (ThreadOf, not the last one)
+  uint32_t FindPair(int64_t domain_id, int64_t pid);  // (Pair, not the last one)
 
  public:
   size_t size() const { return start.size(); }
@@ -65,9 +67,7 @@ struct RangeColumns {
   // The index in `threads` of (p, t), added when new.
   uint32_t ThreadOf(int64_t p, int64_t t) {
     if (!threads.empty() && threads[last_thread_].pid == p && threads[last_thread_].tid == t) return last_thread_;
-    auto ins = thread_index_.emplace(std::make_pair(p, t), static_cast<uint32_t>(threads.size()));
-    if (ins.second) threads.push_back(Thread{p, t});
-    return last_thread_ = ins.first->second;
+    return FindThread(p, t);
   }
   void Reserve(size_t n);
   // Empty again, the room kept (the next input's columns reuse the pages already touched).
@@ -109,7 +109,12 @@ struct RangeColumns {
   static int64_t ExportPid(int64_t global_tid) { return (global_tid >> 24) & 0xFFFFFF; }
   static int64_t ExportTid(int64_t global_tid) { return global_tid & 0xFFFFFF; }
   // The index of an export's (domainId, pid) pair (`pairs`, in the order they first come).
-  uint32_t Pair(int64_t domain_id, int64_t pid);
+  uint32_t Pair(int64_t domain_id, int64_t pid) {
+    if (last_pair_ >= 0 && pairs[2 * last_pair_] == domain_id && pairs[2 * last_pair_ + 1] == pid) {
+      return static_cast<uint32_t>(last_pair_);  // (the last one again: most rows)
+    }
+    return FindPair(domain_id, pid);
+  }
   // An export's (domainId, pid) pairs, two int64 each, in the order they first came.
   std::vector<int64_t> pairs;
   // The columns' extent at a moment (Mark), to drop what was appended after it (Rollback:
