@@ -38,7 +38,7 @@ struct RangeColumns {
   int64_t rows = 0;
 
   // The (pid, tid) pairs of the ranges, in the order they first came (4 bytes a range, not
-  // 16: few threads).
+  // 16: few threads); each has a range at least (Rollback drops those of no range).
   struct Thread {
     int64_t pid, tid;
   };

@@ -189,13 +189,17 @@ struct AllRows {
 };
 
 // Per name of the closed ranges of one process (`mine`: their indexes, a vector or
-// AllRows): mapper._range_stats.
+// AllRows): mapper._range_stats; out->open_ranges counts the others.
 template <class Rows>
 void NameStats(const RangeColumns& c, const Rows& mine, int64_t n_names, const SketchBuckets& b, RankStats* out,
                std::vector<int64_t>* row_of_name, RankStatsWork* work) {
   std::vector<int64_t> at(n_names + 1, 0);  // counting sort by name
   for (int64_t i : mine) {
-    if (Closed(c, i)) at[c.name()[i] + 1]++;
+    if (Closed(c, i)) {
+      at[c.name()[i] + 1]++;
+    } else {
+      out->open_ranges++;
+    }
   }
   for (int64_t n = 0; n < n_names; ++n) at[n + 1] += at[n];
   std::vector<int64_t>& d = work->durations;
@@ -502,14 +506,20 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
   int64_t n_columns = static_cast<int64_t>(names.size());
   std::vector<int64_t> covered(n_steps * n_columns, 0);  // step * n_columns + column -> ns
   auto is_long = [&](int64_t i) { return c.end[i] - c.start[i] > longest; };
-  int64_t base = -1;  // the last step starting at or before the range
+  int64_t base = -1;                  // the last step starting at or before the range
+  int64_t last_p = -2, last_up = -1;  // the last range's parent and its `up` (siblings: the same)
   // the closed ranges that are not steps (not listed: as many as the ranges)
   for (int64_t r : mine) {
     if (!Closed(c, r) || is_step[c.name()[r]]) continue;
     int64_t rs = c.start[r], re = c.end[r];
     int64_t name = column[c.name()[r]], p = parent[r];
     // the name the range's time is taken from: its parent's (not a step, nor longer than every step)
-    int64_t up = (p >= 0 && !is_step[c.name()[p]] && !is_long(p)) ? column[c.name()[p]] : -1;
+    int64_t up = last_up;
+    if (p != last_p) {
+      up = (p >= 0 && !is_step[c.name()[p]] && !is_long(p)) ? column[c.name()[p]] : -1;
+      last_p = p;
+      last_up = up;
+    }
     bool around_excluded = is_long(r);
     auto add = [&](int64_t k) {
       int64_t s = starts[k], e = ends[k];
@@ -552,10 +562,8 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
 
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
                                         const SketchBuckets& buckets, RankStatsWork* work) {
-  std::vector<int64_t> pids;
-  for (size_t i = 0; i < c.size(); ++i) {
-    if (i == 0 || c.thread[i] != c.thread[i - 1]) pids.push_back(c.pid(i));  // (runs of one thread)
-  }
+  std::vector<int64_t> pids;  // (those of the columns' threads: each has a range)
+  for (const RangeColumns::Thread& t : c.threads) pids.push_back(t.pid);
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
   // each range's parent: 4 bytes, unless the ranges are too many
@@ -568,7 +576,6 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
     RankStats& r = out[p];
     r.pid = pids[p];
     r.events = static_cast<int64_t>(mine.size());
-    for (int64_t i : mine) r.open_ranges += Closed(c, i) ? 0 : 1;
     NameStats(c, mine, n_names, buckets, &r, &row_of_name, work);
     if (with_steps && narrow) StepWork(c, mine, is_step, n_names, work->parent, row_of_name, &r, work);
     if (with_steps && !narrow) StepWork(c, mine, is_step, n_names, work->wide_parent, row_of_name, &r, work);
