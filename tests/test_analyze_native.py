@@ -117,7 +117,7 @@ def test_native_mapper_is_the_numpy_mapper_on_written_recordings(tmp_path, monke
 def test_native_mapper_on_ranges_at_times_of_their_own(tmp_path, monkeypatch, seed):
     """Random nesting on 3 threads, every event at a time of its own but ranges of no length,
     steps inside an epoch; one domain (even seeds: the ranges nest strictly, the case the
-    native mapper nests in one pass as they come, cc_ops/reader/rank_stats.cc NestedParents)
+    native mapper nests in one pass as they come, cc_ops/reader/rank_stats.cc NestStep)
     or two (odd seeds: a thread's ranges of two domains overlap, and it sorts them)."""
     rng = np.random.default_rng(100 + seed)
     domains = [1] if seed % 2 == 0 else [1, 2]
@@ -204,6 +204,21 @@ def test_native_sketch_buckets_at_their_bounds(tmp_path, monkeypatch):
     _assert_same(native, reference)
 
 
+def _write_lengths(rec, pid: int, sets: dict, rng) -> None:
+    """A recording of one thread: for each name of ``sets``, ranges lasting its durations
+    (in a random order), one after the other."""
+    seg = SegmentWriter(pid=pid, chunk_size=1 << 16)
+    t = seg.thread(pid)
+    for i, name in enumerate(sets):
+        t.string(1 + i, name)
+    now = 100
+    for i, lengths in enumerate(sets.values()):
+        for d in rng.permutation(lengths):
+            t.push(now, 1 + i).pop(now + int(d))
+            now += int(d) + 1
+    seg.write(rec)
+
+
 def test_native_histogram_of_durations_of_a_small_span(tmp_path, monkeypatch):
     """Names with many ranges over a small span of durations (their quartiles and sketch read
     from a count per duration, walking the buckets' bounds): 0 ns ranges, every duration of
@@ -222,19 +237,32 @@ def test_native_histogram_of_durations_of_a_small_span(tmp_path, monkeypatch):
         "512": rng.integers(5, 300, 512),
     }
     rec = tmp_path / "span.nvtxrec"
-    seg = SegmentWriter(pid=8, chunk_size=1 << 16)
-    t = seg.thread(8)
-    for i, name in enumerate(sets):
-        t.string(1 + i, name)
-    now = 100
-    for i, lengths in enumerate(sets.values()):
-        for d in rng.permutation(lengths):
-            t.push(now, 1 + i).pop(now + int(d))
-            now += int(d) + 1
-    seg.write(rec)
+    _write_lengths(rec, 8, sets, rng)
     native, reference = _both(rec, monkeypatch)
     assert sorted(reference[0].count) == sorted(len(v) for v in sets.values())
     assert 0 in reference[0].min
+    _assert_same(native, reference)
+
+
+def test_native_histogram_of_most_durations(tmp_path, monkeypatch):
+    """Names with many ranges, most of their durations in a small span and the others far
+    above (rank_stats.cc: the span's first values counted, the others bucketed and selected
+    by value): outliers spread over many buckets from the window's end (the first in the
+    window's last bucket) to 10 s, a wider window (a name of 40,000), and one in 7 out of the
+    window (too many: all by value)."""
+    rng = np.random.default_rng(7)
+    mn = 50
+    tail = np.unique(np.geomspace(mn + 4096, 10**10, 400).astype(np.int64))
+    sets = {
+        "tail": np.concatenate([rng.integers(mn, mn + 4096, 4000), [mn, mn + 4095], tail]),
+        "wide": np.concatenate([rng.integers(0, 10_000, 40_000), rng.integers(10_000, 10**7, 2000)]),
+        "too many": np.concatenate([rng.integers(mn, 3000, 4000), rng.integers(5000, 10**6, 4000 // 7 + 1)]),
+    }
+    rec = tmp_path / "tail.nvtxrec"
+    _write_lengths(rec, 9, sets, rng)
+    native, reference = _both(rec, monkeypatch)
+    assert sorted(reference[0].count) == sorted(len(v) for v in sets.values())
+    assert len(reference[0].sketch_key) > 300
     _assert_same(native, reference)
 
 

@@ -11,8 +11,7 @@ namespace nvtx_reader {
 void RangeColumns::Reserve(size_t n) {
   start.reserve(n);
   end.reserve(n);
-  pid.reserve(n);
-  tid.reserve(n);
+  thread.reserve(n);
   message.reserve(n);
   domain.reserve(n);
   flags.reserve(n);
@@ -21,12 +20,12 @@ void RangeColumns::Reserve(size_t n) {
 void RangeColumns::Clear() {
   start.clear();
   end.clear();
-  pid.clear();
-  tid.clear();
+  thread.clear();
+  threads.clear();
+  thread_index_.clear();
   message.clear();
   domain.clear();
   flags.clear();
-  name.clear();
   pairs.clear();
   pair_index_.clear();
   last_pair_ = -1;
@@ -38,18 +37,21 @@ void RangeColumns::Clear() {
 void RangeColumns::Rollback(const Extent& at) {
   start.resize(at.ranges);
   end.resize(at.ranges);
-  pid.resize(at.ranges);
-  tid.resize(at.ranges);
+  thread.resize(at.ranges);
   message.resize(at.ranges);
   domain.resize(at.ranges);
   flags.resize(at.ranges);
-  if (name.size() > at.ranges) name.resize(at.ranges);
   pairs.resize(at.pairs);
   uint32_t kept = static_cast<uint32_t>(at.pairs / 2);
   for (auto it = pair_index_.begin(); it != pair_index_.end();) {
     it = it->second >= kept ? pair_index_.erase(it) : std::next(it);
   }
   last_pair_ = -1;
+  threads.resize(at.threads);
+  for (auto it = thread_index_.begin(); it != thread_index_.end();) {
+    it = it->second >= at.threads ? thread_index_.erase(it) : std::next(it);
+  }
+  last_thread_ = 0;
   rows = at.rows;
   lowest = at.lowest;
   highest = at.highest;
@@ -70,42 +72,69 @@ void RangeColumns::AddRows(const NvtxrRow* r, int64_t n) {
   rows += n;
 }
 
+uint32_t RangeColumns::FindThread(int64_t p, int64_t t) {
+  auto ins = thread_index_.emplace(std::make_pair(p, t), static_cast<uint32_t>(threads.size()));
+  if (ins.second) threads.push_back(Thread{p, t});
+  return last_thread_ = ins.first->second;
+}
+
+uint32_t RangeColumns::FindPair(int64_t domain_id, int64_t pid) {
+  // by a hash of both
+  uint64_t key = static_cast<uint64_t>(domain_id) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(pid);
+  auto range = pair_index_.equal_range(key);
+  last_pair_ = -1;
+  for (auto it = range.first; it != range.second; ++it) {
+    if (pairs[2 * it->second] == domain_id && pairs[2 * it->second + 1] == pid) last_pair_ = it->second;
+  }
+  if (last_pair_ < 0) {
+    last_pair_ = static_cast<int64_t>(pairs.size() / 2);
+    pair_index_.emplace(key, static_cast<uint32_t>(last_pair_));
+    pairs.push_back(domain_id);
+    pairs.push_back(pid);
+  }
+  return static_cast<uint32_t>(last_pair_);
+}
+
 bool RangeColumns::AddExportRow(int64_t s, int64_t e, bool open, int64_t type, int64_t global_tid, int64_t domain_id,
                                 uint32_t msg) {
-  constexpr int64_t kMask = 0xFFFFFF;                       // 24 bits of pid, 24 bits of tid in a globalTid
-  bool push_pop = type == 59 || type == 70;                 // NvtxPushPopRange, NVTXT's
-  if (!push_pop && type != 60 && type != 71) return false;  // (not a range: a mark, a domain's creation ...)
-  int64_t pid = (global_tid >> 24) & kMask, tid = global_tid & kMask;
-  // the pair's index: the last one again (most rows), else by a hash of both
-  uint64_t key = static_cast<uint64_t>(domain_id) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(pid);
-  if (last_pair_ < 0 || key != last_pair_key_ || pairs[2 * last_pair_] != domain_id ||
-      pairs[2 * last_pair_ + 1] != pid) {
-    auto range = pair_index_.equal_range(key);
-    last_pair_ = -1;
-    for (auto it = range.first; it != range.second; ++it) {
-      if (pairs[2 * it->second] == domain_id && pairs[2 * it->second + 1] == pid) last_pair_ = it->second;
-    }
-    if (last_pair_ < 0) {
-      last_pair_ = static_cast<int64_t>(pairs.size() / 2);
-      pair_index_.emplace(key, static_cast<uint32_t>(last_pair_));
-      pairs.push_back(domain_id);
-      pairs.push_back(pid);
-    }
-    last_pair_key_ = key;
-  }
-  Append(s, open ? -1 : e, pid, tid, msg, static_cast<uint32_t>(last_pair_),
-         static_cast<uint8_t>((open ? kOpen : 0) | (push_pop ? kPushPop : 0)));
+  uint8_t f;
+  if (!ExportRange(type, open, &f)) return false;
+  int64_t pid = ExportPid(global_tid);
+  Append(s, open ? -1 : e, pid, ExportTid(global_tid), msg, Pair(domain_id, pid), f);
   return true;
 }
 
 int64_t RangeColumns::AddExportRows(int64_t n, const int64_t* s, const int64_t* e, const uint8_t* e_valid,
                                     int64_t e_offset, const int64_t* event_type, const int64_t* global_tid,
                                     const int64_t* domain_id, const int32_t* msg) {
+  // a block of ranges at a time gathered here, then appended to each column at once (not
+  // a range's seven values to seven columns, each checking its room)
+  constexpr int64_t kBlock = 256;
+  int64_t bs[kBlock], be[kBlock];
+  uint32_t bt[kBlock], bm[kBlock], bd[kBlock];
+  uint8_t bf[kBlock];
   int64_t added = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t bit = static_cast<uint64_t>(e_offset + i);
-    bool open = e_valid != nullptr && ((e_valid[bit >> 3] >> (bit & 7)) & 1) == 0;
-    added += AddExportRow(s[i], e[i], open, event_type[i], global_tid[i], domain_id[i], static_cast<uint32_t>(msg[i]));
+  for (int64_t at = 0; at < n; at += kBlock) {
+    int64_t k = 0, stop = std::min(n, at + kBlock);
+    for (int64_t i = at; i < stop; ++i) {
+      uint64_t bit = static_cast<uint64_t>(e_offset + i);
+      bool open = e_valid != nullptr && ((e_valid[bit >> 3] >> (bit & 7)) & 1) == 0;
+      if (!ExportRange(event_type[i], open, &bf[k])) continue;
+      int64_t pid = ExportPid(global_tid[i]);
+      bs[k] = s[i];
+      be[k] = open ? -1 : e[i];
+      bt[k] = ThreadOf(pid, ExportTid(global_tid[i]));
+      bm[k] = static_cast<uint32_t>(msg[i]);
+      bd[k] = Pair(domain_id[i], pid);
+      ++k;
+    }
+    start.insert(start.end(), bs, bs + k);
+    end.insert(end.end(), be, be + k);
+    thread.insert(thread.end(), bt, bt + k);
+    message.insert(message.end(), bm, bm + k);
+    domain.insert(domain.end(), bd, bd + k);
+    flags.insert(flags.end(), bf, bf + k);
+    added += k;
   }
   rows += n;
   return added;
@@ -117,8 +146,6 @@ void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, 
   // the (domain, message) pairs are few: each range's pair numbered in a table of the pairs
   // (direct when domains x strings is small, else hashed)
   std::vector<int64_t> pair_key;
-  std::vector<int32_t>& raw = name;  // (each range's pair, then its name: in place)
-  raw.resize(size());
   uint32_t max_domain = 0, max_message = 0;
   for (size_t i = 0; i < size(); ++i) {
     max_domain = std::max(max_domain, domain[i]);
@@ -137,14 +164,14 @@ void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, 
         cell = static_cast<int32_t>(pair_key.size());
         pair_key.push_back(key_of(i));
       }
-      raw[i] = cell;
+      message[i] = static_cast<uint32_t>(cell);  // (each range's pair, then its name: in place)
     }
   } else {
     std::unordered_map<uint64_t, int32_t> pair_index;
     for (size_t i = 0; i < size(); ++i) {
       auto ins = pair_index.emplace((uint64_t(domain[i]) << 32) | message[i], static_cast<int32_t>(pair_key.size()));
       if (ins.second) pair_key.push_back(key_of(i));
-      raw[i] = ins.first->second;
+      message[i] = static_cast<uint32_t>(ins.first->second);
     }
   }
   *keys = pair_key;
@@ -154,9 +181,8 @@ void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, 
   for (size_t p = 0; p < pair_key.size(); ++p) {
     rank[p] = static_cast<int32_t>(std::lower_bound(keys->begin(), keys->end(), pair_key[p]) - keys->begin());
   }
-  for (size_t i = 0; i < size(); ++i) name[i] = rank[raw[i]];
-  if (size() > (size_t(1) << 22)) {  // (a large input: their 8 bytes a range not held while it is mapped)
-    std::vector<uint32_t>().swap(message);
+  for (size_t i = 0; i < size(); ++i) message[i] = static_cast<uint32_t>(rank[message[i]]);
+  if (size() > (size_t(1) << 22)) {  // (a large input: its 4 bytes a range not held while it is mapped)
     std::vector<uint32_t>().swap(domain);
   }
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <unordered_map>
 #include <utility>
 
@@ -86,16 +87,16 @@ void OrderStatsBySelection(int64_t* v, int64_t cnt, const int64_t* wanted, int n
   for (int k = 0; k < nw; ++k) value[k] = v[wanted[k]];
 }
 
-// Both from a histogram, when the durations are many and their span small (durations of
-// one name are mostly a few distinct values: a count per value, not a log and a place in
-// a selection per duration): hist[x - mn] = how many are x, for x in [mn, mn + span).
-// The buckets come in ascending order of value, a bucket being the values from its bound
-// to the next one's (SketchBuckets::Key's rule, walked instead of computed).
-void FromHistogram(const int64_t* v, int64_t cnt, int64_t mn, int64_t span, int64_t row, const SketchBuckets& b,
-                   const int64_t* wanted, int nw, int64_t* value, RankStats* out, std::vector<uint32_t>* scratch) {
-  std::vector<uint32_t>& hist = *scratch;
-  hist.assign(static_cast<size_t>(span), 0);
-  for (int64_t i = 0; i < cnt; ++i) hist[v[i] - mn]++;
+// Both from a histogram, when the durations are many and most of them in a small span
+// (durations of one name are mostly a few distinct values: a count per value, not a log
+// and a place in a selection per duration): hist[x - mn] = how many are x, for x in
+// [mn, mn + span); `over` (ascending or not) the others, all of them above it, each given
+// its bucket and its place in a selection as before. The buckets come in ascending order of
+// value, a bucket being the values from its bound to the next one's (SketchBuckets::Key's
+// rule, walked instead of computed).
+void FromHistogram(const std::vector<uint32_t>& hist, int64_t mn, int64_t span, std::vector<int64_t>* over, int64_t row,
+                   const SketchBuckets& b, const int64_t* wanted, int nw, int64_t* value, RankStats* out,
+                   std::vector<int64_t>* scratch) {
   int64_t seen = 0, key = 0, bucket = 0, last = b.n_bounds - 1;
   bool have_bucket = false;
   int w = 0;
@@ -104,6 +105,16 @@ void FromHistogram(const int64_t* v, int64_t cnt, int64_t mn, int64_t span, int6
     out->sketch_row.push_back(row);
     out->sketch_key.push_back(key);
     out->sketch_count.push_back(bucket);
+  };
+  auto add = [&](int64_t k, int64_t n) {
+    if (have_bucket && k == key) {
+      bucket += n;
+      return;
+    }
+    flush();
+    key = k;
+    bucket = n;
+    have_bucket = true;
   };
   for (int64_t x = 0; x < span; ++x) {
     uint32_t n = hist[x];
@@ -120,16 +131,43 @@ void FromHistogram(const int64_t* v, int64_t cnt, int64_t mn, int64_t span, int6
     } else {
       k = b.Key(d);
     }
-    if (have_bucket && k == key) {
-      bucket += n;
-      continue;
+    add(k, n);
+  }
+  if (!over->empty()) {  // (their buckets are the window's last one or above: Key is monotonic)
+    std::vector<int64_t>& keys = *scratch;
+    keys.resize(over->size());
+    for (size_t i = 0; i < over->size(); ++i) keys[i] = b.Key((*over)[i]);
+    std::sort(keys.begin(), keys.end());
+    for (size_t i = 0; i < keys.size();) {
+      size_t j = i;
+      while (j < keys.size() && keys[j] == keys[i]) ++j;
+      add(keys[i], static_cast<int64_t>(j - i));
+      i = j;
     }
-    flush();
-    key = k;
-    bucket = n;
-    have_bucket = true;
+    int64_t rest[6];
+    for (int k = w; k < nw; ++k) rest[k - w] = wanted[k] - seen;
+    OrderStatsBySelection(over->data(), static_cast<int64_t>(over->size()), rest, nw - w, value + w);
   }
   flush();
+}
+
+// The histogram of v[0, cnt) over [mn, mn + span), the others into `over`; false (and
+// `over` incomplete) when they are more than `most`.
+bool Histogram(const int64_t* v, int64_t cnt, int64_t mn, int64_t span, size_t most, std::vector<uint32_t>* hist,
+               std::vector<int64_t>* over) {
+  hist->assign(static_cast<size_t>(span), 0);
+  over->clear();
+  uint32_t* h = hist->data();
+  for (int64_t i = 0; i < cnt; ++i) {
+    uint64_t x = static_cast<uint64_t>(v[i]) - static_cast<uint64_t>(mn);
+    if (x < static_cast<uint64_t>(span)) {
+      h[x]++;
+    } else {
+      over->push_back(v[i]);
+      if (over->size() > most) return false;
+    }
+  }
+  return true;
 }
 
 // Every range of the columns as a list of their indexes (the ranges of an input of one
@@ -151,20 +189,24 @@ struct AllRows {
 };
 
 // Per name of the closed ranges of one process (`mine`: their indexes, a vector or
-// AllRows): mapper._range_stats.
+// AllRows): mapper._range_stats; out->open_ranges counts the others.
 template <class Rows>
 void NameStats(const RangeColumns& c, const Rows& mine, int64_t n_names, const SketchBuckets& b, RankStats* out,
                std::vector<int64_t>* row_of_name, RankStatsWork* work) {
   std::vector<int64_t> at(n_names + 1, 0);  // counting sort by name
   for (int64_t i : mine) {
-    if (Closed(c, i)) at[c.name[i] + 1]++;
+    if (Closed(c, i)) {
+      at[c.name()[i] + 1]++;
+    } else {
+      out->open_ranges++;
+    }
   }
   for (int64_t n = 0; n < n_names; ++n) at[n + 1] += at[n];
   std::vector<int64_t>& d = work->durations;
   d.resize(at[n_names]);
   std::vector<int64_t> fill(at.begin(), at.end() - 1);
   for (int64_t i : mine) {
-    if (Closed(c, i)) d[fill[c.name[i]]++] = c.end[i] - c.start[i];
+    if (Closed(c, i)) d[fill[c.name()[i]]++] = c.end[i] - c.start[i];
   }
   row_of_name->assign(n_names, -1);
   for (int64_t n = 0; n < n_names; ++n) {
@@ -214,8 +256,14 @@ void NameStats(const RangeColumns& c, const Rows& mine, int64_t n_names, const S
     int nw = static_cast<int>(std::unique(wanted, wanted + 6) - wanted);
     // (unsigned: the span of any two int64 fits)
     uint64_t span = static_cast<uint64_t>(mx) - static_cast<uint64_t>(mn) + 1;
-    if (cnt > 512 && span <= static_cast<uint64_t>(cnt) && span <= kHistogramSpan) {
-      FromHistogram(v, cnt, mn, static_cast<int64_t>(span), row, b, wanted, nw, found, out, &work->histogram);
+    // a histogram of the whole span when it is small, else of its first cnt / 4 values (at
+    // least 4096) when they hold 7 in 8 of the durations
+    bool small = span <= static_cast<uint64_t>(cnt) && span <= kHistogramSpan;
+    uint64_t window = small ? span : std::min<uint64_t>({span, kHistogramSpan, std::max<uint64_t>(4096, cnt / 4)});
+    size_t most = small ? 0 : static_cast<size_t>(cnt / 8);
+    if (cnt > 512 && Histogram(v, cnt, mn, static_cast<int64_t>(window), most, &work->histogram, &work->over)) {
+      FromHistogram(work->histogram, mn, static_cast<int64_t>(window), &work->over, row, b, wanted, nw, found, out,
+                    &work->keys);
     } else {
       SketchByValue(v, cnt, row, b, out, &work->keys);  // (before the selection reorders v)
       OrderStatsBySelection(v, cnt, wanted, nw, found);
@@ -277,22 +325,35 @@ struct ThreadOrder {
   }
 };
 
-// The parents of one thread's ranges `sorted` (ThreadOrder's, finished) by mapper._parents'
-// rule: in (start, end descending, read order) order, a range's depth is the number of the
-// earlier ones still open after its start, and its parent the last earlier one a level up.
-void ThreadParents(const std::vector<Order>& sorted, std::vector<int64_t>* parent) {
+// mapper._parents' rule over one thread's ranges in (start, end descending, read order)
+// order, given one at a time (Add): a range's depth is the number of the earlier ones still
+// open after its start, and its parent the last earlier one a level up.
+struct OpenRanges {
   // the ends of the earlier ranges still open, descending (nested ranges end in stack
-  // order: a new end goes last, the first to close)
-  std::vector<int64_t> last_at, open_ends;
-  for (const Order& it : sorted) {
+  // order: a new end goes last, the first to close); the last range seen at each depth
+  std::vector<int64_t> open_ends, last_at;
+
+  template <class P>
+  __attribute__((always_inline)) inline void Add(const Order& it, std::vector<P>* parent) {
     (*parent)[it.index] = -1;
     while (!open_ends.empty() && open_ends.back() <= it.start) open_ends.pop_back();
     size_t depth = open_ends.size();
-    if (depth > 0 && depth - 1 < last_at.size()) (*parent)[it.index] = last_at[depth - 1];
+    if (depth > 0 && depth - 1 < last_at.size()) (*parent)[it.index] = static_cast<P>(last_at[depth - 1]);
     if (last_at.size() <= depth) last_at.resize(depth + 1, -1);
     last_at[depth] = it.index;
-    open_ends.insert(std::upper_bound(open_ends.begin(), open_ends.end(), it.end, std::greater<int64_t>()), it.end);
+    if (open_ends.empty() || it.end <= open_ends.back()) {  // (most: inside the last one open)
+      open_ends.push_back(it.end);
+    } else {
+      open_ends.insert(std::upper_bound(open_ends.begin(), open_ends.end(), it.end, std::greater<int64_t>()), it.end);
+    }
   }
+};
+
+// The parents of one thread's ranges `sorted` (ThreadOrder's, finished).
+template <class P>
+void ThreadParents(const std::vector<Order>& sorted, std::vector<P>* parent) {
+  OpenRanges open;
+  for (const Order& it : sorted) open.Add(it, parent);
 }
 
 // The same parents as the ranges come, when they nest strictly: no two starting together,
@@ -301,12 +362,13 @@ void ThreadParents(const std::vector<Order>& sorted, std::vector<int64_t>* paren
 // by start), are x's children (its parent is the innermost range around it: the first to
 // end after it), and the rule above gives the same. False when x does not nest so (the
 // parents written so far are then overwritten by ThreadParents).
-bool NestStep(std::vector<Order>* roots, const Order& x, std::vector<int64_t>* parent) {
+template <class P>
+bool NestStep(std::vector<Order>* roots, const Order& x, std::vector<P>* parent) {
   while (!roots->empty()) {
     const Order& r = roots->back();
     if (r.start <= x.start) break;
     if (r.end > x.end || r.start >= x.end) return false;  // (not inside x, or of no length at its end)
-    (*parent)[r.index] = x.index;
+    (*parent)[r.index] = static_cast<P>(x.index);
     roots->pop_back();
   }
   if (!roots->empty()) {
@@ -317,61 +379,89 @@ bool NestStep(std::vector<Order>* roots, const Order& x, std::vector<int64_t>* p
   return true;
 }
 
+// One thread's ways of giving its ranges their parents as they come: NestStep while they
+// nest strictly (a recording's: each range after those inside it), OpenRanges while they
+// come in its order (an export's: by start). Either, while it holds, gives the rule's
+// parents; NestStep writes a range's parent when its parent comes, OpenRanges when the
+// range comes, so a range NestStep leaves without one (a root) may hold OpenRanges'.
+struct ThreadWays {
+  bool nest = true, in_order = true;
+  Order last{0, 0, -1};  // the thread's last range (in_order's check)
+  OpenRanges open;
+};
+
 // Each push/pop range's parent (mapper._parents), thread by thread: as they come
-// (NestStep), or for a thread whose ranges do not nest strictly, by ThreadParents. -1: none.
-void Parents(const RangeColumns& c, RankStatsWork* work) {
-  std::vector<int64_t>& parent = work->parent;
+// (ThreadWays), or for a thread whose ranges neither nest strictly nor come in order, by
+// ThreadParents once they are sorted. -1: none.
+// (P: int32_t when the ranges are fewer than 2**31, else int64_t)
+template <class P>
+void Parents(const RangeColumns& c, std::vector<P>* parents, RankStatsWork* work) {
+  std::vector<P>& parent = *parents;
   parent.assign(c.size(), -1);
-  std::unordered_map<uint64_t, size_t> threads;  // by mapper.py's thread key: pid * 2**24 + tid
-  std::vector<uint8_t> sorting;                  // per thread: it does not nest strictly
-  int64_t last_pid = 0, last_tid = 0;
-  size_t last = 0;
-  bool any = false;
-  // (the thread of range i, numbered as they first come)
-  auto thread_of = [&](size_t i) {
-    if (!any || c.pid[i] != last_pid || c.tid[i] != last_tid) {
-      any = true;
-      last_pid = c.pid[i];
-      last_tid = c.tid[i];
-      uint64_t key = static_cast<uint64_t>(last_pid) * (uint64_t(1) << 24) + static_cast<uint64_t>(last_tid);
+  std::unordered_map<uint64_t, size_t> threads;          // by mapper.py's thread key: pid * 2**24 + tid
+  std::vector<ThreadWays> ways;                          // per thread
+  std::vector<int64_t> of_column(c.threads.size(), -1);  // the thread of each of the columns' threads
+  // (the thread of range i, numbered as they first come; inlined, as OpenRanges::Add: once a range)
+  auto thread_of = [&](size_t i) __attribute__((always_inline)) {
+    int64_t& t = of_column[c.thread[i]];
+    if (t < 0) {
+      const RangeColumns::Thread& pt = c.threads[c.thread[i]];
+      uint64_t key = static_cast<uint64_t>(pt.pid) * (uint64_t(1) << 24) + static_cast<uint64_t>(pt.tid);
       auto it = threads.find(key);
       if (it == threads.end()) {
         if (work->threads.size() <= threads.size()) work->threads.emplace_back();
         work->threads[threads.size()].clear();
-        sorting.push_back(0);
+        ways.emplace_back();
         it = threads.emplace(key, threads.size()).first;
       }
-      last = it->second;
+      t = static_cast<int64_t>(it->second);
     }
-    return last;
+    return static_cast<size_t>(t);
   };
   auto nested = [&](size_t i) { return Closed(c, i) && (c.flags[i] & RangeColumns::kPushPop); };
   bool any_sorting = false;
   for (size_t i = 0; i < c.size(); ++i) {
     if (!nested(i)) continue;
     size_t t = thread_of(i);
-    if (sorting[t]) continue;
-    if (!NestStep(&work->threads[t], Order{c.start[i], c.end[i], static_cast<int64_t>(i)}, &parent)) {
-      sorting[t] = 1;
-      any_sorting = true;
+    ThreadWays& w = ways[t];
+    Order x{c.start[i], c.end[i], static_cast<int64_t>(i)};
+    if (w.in_order) {  // (first: where NestStep gives an earlier range its parent, this fails)
+      if (w.last.index >= 0 && !Before(w.last, x)) {
+        w.in_order = false;
+        w.open = OpenRanges();  // (its memory not held)
+      } else {
+        w.last = x;
+        w.open.Add(x, &parent);
+      }
+    }
+    if (w.nest && !NestStep(&work->threads[t], x, &parent)) {
+      w.nest = false;
+      work->threads[t].clear();
+    }
+    any_sorting |= !w.nest && !w.in_order;
+  }
+  for (size_t t = 0; t < ways.size(); ++t) {
+    // (a root of NestStep's has no parent: OpenRanges' given it before it failed undone)
+    if (ways[t].nest && !ways[t].in_order) {
+      for (const Order& r : work->threads[t]) parent[r.index] = -1;
     }
   }
   if (!any_sorting) return;
-  // each such thread's ranges put in order as they come (an export's rows come in start
-  // order: no move), in the room of its NestStep roots (no second copy of them)
+  // each such thread's ranges put in order as they come, in the room of its NestStep roots
   std::vector<ThreadOrder> orders;
-  orders.reserve(sorting.size());
-  for (size_t t = 0; t < sorting.size(); ++t) {
-    if (sorting[t]) work->threads[t].clear();
+  orders.reserve(ways.size());
+  for (size_t t = 0; t < ways.size(); ++t) {
+    work->threads[t].clear();
     orders.push_back(ThreadOrder{work->threads[t]});
   }
+  auto sorting = [&](size_t t) { return !ways[t].nest && !ways[t].in_order; };
   for (size_t i = 0; i < c.size(); ++i) {
     if (!nested(i)) continue;
     size_t t = thread_of(i);
-    if (sorting[t]) orders[t].Add(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
+    if (sorting(t)) orders[t].Add(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
   }
-  for (size_t t = 0; t < sorting.size(); ++t) {
-    if (!sorting[t]) continue;
+  for (size_t t = 0; t < ways.size(); ++t) {
+    if (!sorting(t)) continue;
     orders[t].Finish();
     ThreadParents(work->threads[t], &parent);
     if (work->threads[t].size() > (size_t(1) << 22)) {  // (a large input's: not held while it is mapped)
@@ -381,22 +471,28 @@ void Parents(const RangeColumns& c, RankStatsWork* work) {
 }
 
 // The steps of one process and their exclusive work per name (mapper._step_work).
-template <class Rows>
+template <class Rows, class P>
 void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, int64_t n_names,
-              const std::vector<int64_t>& parent, const std::vector<int64_t>& row_of_name, RankStats* out,
+              const std::vector<P>& parent, const std::vector<int64_t>& row_of_name, RankStats* out,
               RankStatsWork* work) {
   std::vector<int64_t>& steps = work->steps;
-  std::vector<int64_t>& inner = work->inner;
   steps.clear();
-  inner.clear();
+  // the names of the ranges inside, as columns 0, 1, ... (the steps' own names are many)
+  std::vector<int64_t> column(n_names, -1), names;
   for (int64_t i : mine) {
     if (!Closed(c, i)) continue;
-    (is_step[c.name[i]] ? steps : inner).push_back(i);
+    uint32_t n = c.name()[i];
+    if (is_step[n]) {
+      steps.push_back(i);
+    } else if (column[n] < 0) {
+      column[n] = static_cast<int64_t>(names.size());
+      names.push_back(n);
+    }
   }
   std::stable_sort(steps.begin(), steps.end(), [&](int64_t a, int64_t b) { return c.start[a] < c.start[b]; });
   int64_t n_steps = static_cast<int64_t>(steps.size());
   for (int64_t s : steps) {
-    out->step_row.push_back(row_of_name[c.name[s]]);
+    out->step_row.push_back(row_of_name[c.name()[s]]);
     out->step_start.push_back(c.start[s]);
     out->step_end.push_back(c.end[s]);
   }
@@ -407,23 +503,23 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
   for (int64_t k = 0; k < n_steps; ++k) longest = std::max(longest, ends[k] - starts[k]);
   std::vector<int64_t> reach(n_steps);  // the latest end of the steps up to each one
   for (int64_t k = 0; k < n_steps; ++k) reach[k] = k ? std::max(reach[k - 1], ends[k]) : ends[k];
-  // the names of the ranges inside, as columns 0, 1, ... (the steps' own names are many)
-  std::vector<int64_t> column(n_names, -1), names;
-  for (int64_t r : inner) {
-    if (column[c.name[r]] < 0) {
-      column[c.name[r]] = static_cast<int64_t>(names.size());
-      names.push_back(c.name[r]);
-    }
-  }
   int64_t n_columns = static_cast<int64_t>(names.size());
   std::vector<int64_t> covered(n_steps * n_columns, 0);  // step * n_columns + column -> ns
   auto is_long = [&](int64_t i) { return c.end[i] - c.start[i] > longest; };
-  int64_t base = -1;  // the last step starting at or before the range
-  for (int64_t r : inner) {
+  int64_t base = -1;                  // the last step starting at or before the range
+  int64_t last_p = -2, last_up = -1;  // the last range's parent and its `up` (siblings: the same)
+  // the closed ranges that are not steps (not listed: as many as the ranges)
+  for (int64_t r : mine) {
+    if (!Closed(c, r) || is_step[c.name()[r]]) continue;
     int64_t rs = c.start[r], re = c.end[r];
-    int64_t name = column[c.name[r]], p = parent[r];
+    int64_t name = column[c.name()[r]], p = parent[r];
     // the name the range's time is taken from: its parent's (not a step, nor longer than every step)
-    int64_t up = (p >= 0 && !is_step[c.name[p]] && !is_long(p)) ? column[c.name[p]] : -1;
+    int64_t up = last_up;
+    if (p != last_p) {
+      up = (p >= 0 && !is_step[c.name()[p]] && !is_long(p)) ? column[c.name()[p]] : -1;
+      last_p = p;
+      last_up = up;
+    }
     bool around_excluded = is_long(r);
     auto add = [&](int64_t k) {
       int64_t s = starts[k], e = ends[k];
@@ -466,22 +562,23 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
 
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
                                         const SketchBuckets& buckets, RankStatsWork* work) {
-  std::vector<int64_t> pids;
-  for (size_t i = 0; i < c.size(); ++i) {
-    if (i == 0 || c.pid[i] != c.pid[i - 1]) pids.push_back(c.pid[i]);  // (runs of one process)
-  }
+  std::vector<int64_t> pids;  // (those of the columns' threads: each has a range)
+  for (const RangeColumns::Thread& t : c.threads) pids.push_back(t.pid);
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-  if (with_steps) Parents(c, work);
+  // each range's parent: 4 bytes, unless the ranges are too many
+  bool narrow = c.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max());
+  if (with_steps && narrow) Parents(c, &work->parent, work);
+  if (with_steps && !narrow) Parents(c, &work->wide_parent, work);
   std::vector<RankStats> out(pids.size());
   std::vector<int64_t> row_of_name;
   auto process = [&](size_t p, const auto& mine) {
     RankStats& r = out[p];
     r.pid = pids[p];
     r.events = static_cast<int64_t>(mine.size());
-    for (int64_t i : mine) r.open_ranges += Closed(c, i) ? 0 : 1;
     NameStats(c, mine, n_names, buckets, &r, &row_of_name, work);
-    if (with_steps) StepWork(c, mine, is_step, n_names, work->parent, row_of_name, &r, work);
+    if (with_steps && narrow) StepWork(c, mine, is_step, n_names, work->parent, row_of_name, &r, work);
+    if (with_steps && !narrow) StepWork(c, mine, is_step, n_names, work->wide_parent, row_of_name, &r, work);
   };
   if (pids.size() == 1) {
     process(0, AllRows{static_cast<int64_t>(c.size())});
@@ -490,10 +587,11 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
   std::vector<std::vector<int64_t>>& mine = work->by_process;
   if (mine.size() < pids.size()) mine.resize(pids.size());
   for (size_t p = 0; p < pids.size(); ++p) mine[p].clear();
-  for (size_t i = 0; i < c.size(); ++i) {
-    size_t p = std::lower_bound(pids.begin(), pids.end(), c.pid[i]) - pids.begin();
-    mine[p].push_back(static_cast<int64_t>(i));
+  std::vector<size_t> process_of(c.threads.size());  // of each of the columns' threads
+  for (size_t t = 0; t < c.threads.size(); ++t) {
+    process_of[t] = std::lower_bound(pids.begin(), pids.end(), c.threads[t].pid) - pids.begin();
   }
+  for (size_t i = 0; i < c.size(); ++i) mine[process_of[c.thread[i]]].push_back(static_cast<int64_t>(i));
   for (size_t p = 0; p < pids.size(); ++p) {
     process(p, mine[p]);
     if (p >= 1) std::vector<int64_t>().swap(mine[p]);  // (the first's room is kept)

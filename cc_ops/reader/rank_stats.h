@@ -50,7 +50,9 @@ struct NestItem {
 // Memory of ComputeRankStats kept from one input to the next (pages the kernel need not
 // fault in again): the work arrays of a range each.
 struct RankStatsWork {
-  std::vector<int64_t> parent, durations, steps, inner, keys;
+  std::vector<int32_t> parent;       // each range's (Parents), the ranges fewer than 2**31
+  std::vector<int64_t> wide_parent;  // (else)
+  std::vector<int64_t> durations, steps, keys, over;
   std::vector<uint32_t> histogram;
   std::vector<std::vector<int64_t>> by_process;
   // per thread: the ranges not yet given a parent (Parents), or all its ranges, sorted
