@@ -14,6 +14,7 @@ draws it in a few hundredths. :func:`plan` computes the picture's geometry and t
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import io
 import math
@@ -128,7 +129,9 @@ class Plan:
     draws it. ``plot``: the cells' box (left, top, right, bottom: right and bottom
     excluded); ``x_extent``/``y_extent``: the steps and ranks at its edges (a cell centred
     on its number: -0.5 to count - 0.5, in steps and ranks also when binned); ``x_ticks`` /
-    ``y_ticks``: (value, label); ``legend``: the missing cells' text, or None."""
+    ``y_ticks``: (value, label); ``legend``: the missing cells' text, or None; ``*_at``:
+    where the texts around the cells go (the title's bottom centre, the x label's top
+    centre, the legend's top left; the vertical labels' left edge)."""
 
     size: tuple[int, int]
     plot: tuple[int, int, int, int]
@@ -144,6 +147,11 @@ class Plan:
     y_ticks: list[tuple[float, str]] = field(default_factory=list)
     bar_ticks: list[tuple[float, str]] = field(default_factory=list)
     legend: str | None = None
+    title_at: tuple[int, int] = (0, 0)
+    x_label_at: tuple[int, int] = (0, 0)
+    legend_at: tuple[int, int] = (0, 0)
+    y_label_x: int = 0
+    bar_label_x: int = 0
     y_points: float = 9  #: the y ticks' size (the ranks' names: smaller)
     fancy: bool = True  #: ≤, ≥ and × in the texts (else <=, >= and x: the font has no such glyphs)
 
@@ -172,16 +180,15 @@ class _Fonts:
     def __init__(self):
         from PIL import ImageFont
 
-        self._file = _font_file()
+        file = _font_file()
+        self._load = functools.partial(ImageFont.truetype, file) if file else ImageFont.load_default
         self._made: dict[int, object] = {}
-        self._module = ImageFont
-        self.fancy = self._file is not None
+        self.fancy = file is not None
 
     def __call__(self, points: float):
         px = max(6, round(points * _PT))
         if px not in self._made:
-            ImageFont = self._module
-            self._made[px] = ImageFont.truetype(self._file, px) if self._file else ImageFont.load_default(px)
+            self._made[px] = self._load(px)
         return self._made[px]
 
     def width(self, text: str, points: float) -> int:
@@ -221,9 +228,9 @@ def plan(durations: list[list[int]], rank_names: list[str], title: str, fonts: _
     # the margins, from the texts around the cells
     label_h, tick_h = fonts.height(_SIZES["label"]), fonts.height(_SIZES["tick"])
     widest_y = max([fonts.width(t, y_size) for _, t in y_texts] + [fonts.width(str(ranks * rows), y_size)])
+    widest_bar = max(fonts.width(t, _SIZES["tick"]) for t in bar_labels)
     left = _PAD * 3 + label_h + _PAD + widest_y + _TICK
-    right = _PAD * 4 + _BAR_WIDTH + _TICK + _PAD + max(fonts.width(t, _SIZES["tick"]) for t in bar_labels)
-    right += _PAD + label_h + _PAD * 2
+    right = _PAD * 4 + _BAR_WIDTH + _TICK + _PAD + widest_bar + _PAD + label_h + _PAD * 2
     top = _PAD * 3 + fonts.height(_SIZES["title"]) + _PAD * 2
     bottom = _TICK + _PAD + tick_h + _PAD + label_h + _PAD * 3
     if legend:
@@ -237,13 +244,18 @@ def plan(durations: list[list[int]], rank_names: list[str], title: str, fonts: _
     bar_h = round((box[3] - box[1]) * 0.8)
     bar_top = box[1] + (box[3] - box[1] - bar_h) // 2
     bar = (box[2] + _PAD * 4, bar_top, box[2] + _PAD * 4 + _BAR_WIDTH, bar_top + bar_h)
+    middle = (box[0] + box[2]) // 2
+    x_label_y = box[3] + _TICK + _PAD + tick_h + _PAD
     return Plan(
         size=(width, height), plot=box, bar=bar, cells=m, title=title,
         x_label="step" if cols == 1 else f"step (binned by {cols}: the slowest shown)",
         y_label="rank" if rows == 1 else f"rank (binned by {rows})",
         bar_label=f"{times} the step's median over the ranks",
         x_extent=x_extent, y_extent=y_extent, x_ticks=x_ticks, y_ticks=y_texts,
-        bar_ticks=list(zip(_BAR_TICKS, bar_labels)), legend=legend, y_points=y_size, fancy=fonts.fancy,
+        bar_ticks=list(zip(_BAR_TICKS, bar_labels)), legend=legend,
+        title_at=(middle, box[1] - _PAD * 2), x_label_at=(middle, x_label_y),
+        legend_at=(box[0], x_label_y + label_h + _PAD * 2), y_label_x=_PAD * 3,
+        bar_label_x=bar[2] + _TICK + _PAD * 2 + widest_bar, y_points=y_size, fancy=fonts.fancy,
     )  # fmt: skip
 
 
@@ -277,15 +289,14 @@ def render_heatmap(durations: list[list[int]], rank_names: list[str], title: str
         y = round(p.y_pixel(value))
         draw.line((left - 1 - _TICK, y, left - 1, y), fill=black)
         draw.text((left - 1 - _TICK - _PAD, y), text, fill=black, font=y_font, anchor="rm")
-    x_label_y = bottom + _TICK + _PAD + fonts.height(_SIZES["tick"]) + _PAD
-    draw.text(((left + right) // 2, x_label_y), p.x_label, fill=black, font=label, anchor="mt")
-    _vertical(image, p.y_label, label, (_PAD * 3, (top + bottom) // 2))
-    draw.text(((left + right) // 2, top - _PAD * 2), p.title, fill=black, font=fonts(_SIZES["title"]), anchor="md")
+    draw.text(p.x_label_at, p.x_label, fill=black, font=label, anchor="mt")
+    _vertical(image, p.y_label, label, (p.y_label_x, (top + bottom) // 2))
+    draw.text(p.title_at, p.title, fill=black, font=fonts(_SIZES["title"]), anchor="md")
     if p.legend:
-        y = x_label_y + fonts.height(_SIZES["label"]) + _PAD * 2
+        x, y = p.legend_at
         size = fonts.height(_SIZES["legend"]) - 4
-        draw.rectangle((left, y + 2, left + size * 2, y + 2 + size), fill=MISSING_COLOR)
-        draw.text((left + size * 2 + _PAD * 2, y), p.legend, fill=black, font=fonts(_SIZES["legend"]))
+        draw.rectangle((x, y + 2, x + size * 2, y + 2 + size), fill=MISSING_COLOR)
+        draw.text((x + size * 2 + _PAD * 2, y), p.legend, fill=black, font=fonts(_SIZES["legend"]))
     _colour_bar(image, draw, p, tick, label)
     png = io.BytesIO()
     image.save(png, format="PNG")
@@ -301,13 +312,11 @@ def _colour_bar(image, draw, p: Plan, tick, label) -> None:
     gradient = Image.fromarray(colors(np.repeat(ratios, right - left, axis=1)), "RGB")
     image.paste(gradient, (left, top))
     draw.rectangle((left - 1, top - 1, right, bottom), outline="black")
-    widest = 0
     for value, text in p.bar_ticks:
         y = round(top + (math.log(_HIGH) - math.log(value)) / (math.log(_HIGH) - math.log(_LOW)) * (bottom - 1 - top))
         draw.line((right, y, right + _TICK, y), fill=(0, 0, 0))
         draw.text((right + _TICK + _PAD, y), text, fill=(0, 0, 0), font=tick, anchor="lm")
-        widest = max(widest, math.ceil(tick.getlength(text)))
-    _vertical(image, p.bar_label, label, (right + _TICK + _PAD * 2 + widest, (top + bottom) // 2))
+    _vertical(image, p.bar_label, label, (p.bar_label_x, (top + bottom) // 2))
 
 
 def _vertical(image, text: str, font, at: tuple[int, int]) -> None:
