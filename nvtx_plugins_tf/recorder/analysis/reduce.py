@@ -217,9 +217,7 @@ def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
         medians = np.median(durations[present][:, at], axis=0)
         for j, step in enumerate(at.tolist()):
             found[step] = (present, int(best[j]), float(top_excess[j]), bool(ties[j]), int(medians[j]), above[:, j])
-    for step in range(steps):
-        if step not in found:
-            continue
+    for step in sorted(found):  # (a step fewer than two ranks have: no row)
         present, best, most, tie, median, above = found[step]
         if most <= 0 or tie:
             # no rank above the others (identical ranks), or a tie: nobody is named
