@@ -34,6 +34,21 @@ VENV_PYTHON = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" 
 TSAN_OPTIONS = f"halt_on_error=0 exitcode=66 suppressions={NATIVE / 'tsan.supp'}"
 
 
+# A preamble for a test's Python process (issue 49): ``signal_elsewhere(signal.SIGTERM)`` sends the
+# signal to another thread, which runs the signal's arrival (the C handler) before the caller
+# goes on: a signal landing on another thread at a point the code reaches, not a timing.
+SIGNAL_ELSEWHERE = """
+import signal, threading
+def signal_elsewhere(signo):
+    arrived = threading.Event()
+    def send():
+        signal.pthread_kill(threading.get_ident(), signo)  # (delivered before it returns)
+        arrived.set()
+    threading.Thread(target=send, daemon=True).start()
+    arrived.wait()
+"""
+
+
 def _session_settings() -> tuple[str, ...]:
     """What a child must not inherit from the test session: the recorder's settings (the
     pytest plugin's, or a session run under record --capture-range ...) and record's

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import _child_env
+from conftest import SIGNAL_ELSEWHERE, _child_env
 
 from nvtx_plugins_tf import cli
 from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
@@ -69,8 +69,9 @@ def nvtx_tf(*args, cwd=None, env: dict | None = None, timeout: float = 300) -> s
 
 def patched(script: str, *args, cwd=None, env: dict | None = None, timeout: float = 120):
     """``nvtx-tf ARGS`` in a Python that first runs ``script`` (which patches a function to
-    send the process a real signal at a known point)."""
-    code = textwrap.dedent(script) + "\nimport sys\nfrom nvtx_plugins_tf import cli\nsys.exit(cli.main(sys.argv[1:]))\n"
+    send the process a real signal at a known point), the command run from the process's own
+    command line as ``nvtx-tf`` runs it (``cli.main()``: its quick exit included)."""
+    code = textwrap.dedent(script) + "\nimport sys\nfrom nvtx_plugins_tf import cli\nsys.exit(cli.main())\n"
     return subprocess.run(
         [PY, "-c", code, *map(str, args)],
         env=_child_env(**(env or {})), capture_output=True, text=True, timeout=timeout, cwd=cwd,
@@ -176,8 +177,13 @@ def test_r1_r15_a_run_replaces_every_output_and_removes_a_stale_heatmap(corpus, 
     }
 
 
-# r2: where the process sends itself the signal (a patch, then the real signal and its handler)
-KILL = "import os, signal\ndef _kill():\n    os.kill(os.getpid(), signal.{sig})\n"
+# r2: where the process sends itself the signal (a patch, then the real signal and its handler).
+# _kill_elsewhere: the same signal reaching another thread (conftest.SIGNAL_ELSEWHERE).
+KILL = (
+    "import os, signal\ndef _kill():\n    os.kill(os.getpid(), signal.{sig})\n"
+    + SIGNAL_ELSEWHERE
+    + "def _kill_elsewhere():\n    signal_elsewhere(signal.{sig})\n"
+)
 SIGNAL_POINTS = {
     "while mapping": """
         from nvtx_plugins_tf.recorder.analysis import engines
@@ -223,16 +229,30 @@ SIGNAL_POINTS = {
         os.replace = replace
     """,
     "while committing, the signal reaching another thread (held back too)": """
-        import threading
-        _other = threading.Thread(target=threading.Event().wait, daemon=True)
-        _other.start()
         _orig, _n = os.replace, []
         def replace(*a, **k):
             _n.append(1)
             if len(_n) == 2:
-                signal.pthread_kill(_other.ident, signal.{sig})
+                _kill_elsewhere()
             return _orig(*a, **k)
         os.replace = replace
+    """,
+    # issue 49: a signal that comes once the outputs are in, before or after the command returns
+    "after the commit, the signal reaching another thread": """
+        from nvtx_plugins_tf.recorder.analysis import outdir
+        _orig = outdir._Staging.commit
+        def commit(self, names):
+            _orig(self, names)
+            _kill_elsewhere()
+        outdir._Staging.commit = commit
+    """,
+    "as the command returns, the signal reaching another thread": """
+        from nvtx_plugins_tf.cli import _quick_exit
+        _orig = _quick_exit.end_if_asked
+        def end_if_asked(code):
+            _kill_elsewhere()
+            _orig(code)
+        _quick_exit.end_if_asked = end_if_asked
     """,
 }
 
@@ -247,7 +267,7 @@ def test_r2_a_signal_leaves_outdir_as_it_was(corpus, tmp_path, sig, point):
     assert proc.returncode == 128 + getattr(signal, sig), proc.stderr
     assert one_error(proc).startswith(f"nvtx-tf: error: {'interrupted' if sig == 'SIGINT' else 'terminated'}")
     after = snapshot(out)
-    if point.startswith("while committing"):  # this run's outputs, whole
+    if "commit" in point or "returns" in point:  # this run's outputs, whole
         assert sorted(after) == sorted(before), (sorted(after), proc.stderr)
         assert not [k for k in after if k.endswith(".csv") and after[k] == before[k]]
         assert {r["RankName"] for r in pq.read_table(out / "rank_stats.parquet").to_pylist()} == {

@@ -295,11 +295,10 @@ def _wait_for(predicate, what: str, limit: int = 6000):
 
 @contextlib.contextmanager
 def _as_the_cli_handles(signame: str):
-    """SIGTERM raising Terminated as the CLI has it (SIGINT: Python's KeyboardInterrupt)."""
+    """SIGINT and SIGTERM raising KeyboardInterrupt and Terminated as the CLI has them."""
     from nvtx_plugins_tf.cli._common import Terminated, terminate_by_exception
 
-    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
-    terminate_by_exception()
+    saved = terminate_by_exception()
     try:
         yield KeyboardInterrupt if signame == "SIGINT" else Terminated
     finally:

@@ -32,6 +32,7 @@ from ._common import (
     PROG,
     CliError,
     Terminated,
+    command_ended,
     error,
     terminate_by_exception,
     warn,
@@ -107,27 +108,36 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default: this process's) and return its exit code; from
     the process's own command line, a command may end the process at once (:mod:`._quick_exit`)."""
     _quick_exit.set_own_process(argv is None)
-    code = _main(argv)
+    try:
+        code = _main(argv)
+    except (Terminated, KeyboardInterrupt) as exc:  # (the signal came as _main returned)
+        code = _interrupted(exc)
+    code = command_ended(code)  # (a signal from now on: _common's "ended")
     _quick_exit.end_if_asked(code)
     return code
+
+
+def _interrupted(exc: BaseException) -> int:
+    """The line and exit code of the signal that ended the command."""
+    if isinstance(exc, Terminated):
+        error(f"terminated by {exc.name}; partial outputs removed")
+        return exc.code
+    error("interrupted (SIGINT); partial outputs removed")
+    return 128 + signal.SIGINT
 
 
 def _main(argv: list[str] | None) -> int:
     try:
         _printable_paths()
-        terminate_by_exception()
+        terminate_by_exception(own_process=argv is None)
         parser = build_parser()
         args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except CliError as exc:
         error(str(exc))
         return exc.code
-    except KeyboardInterrupt:
-        error("interrupted (SIGINT); partial outputs removed")
-        return 128 + signal.SIGINT
-    except Terminated as exc:
-        error(f"terminated by {exc.name}; partial outputs removed")
-        return exc.code
+    except (Terminated, KeyboardInterrupt) as exc:
+        return _interrupted(exc)
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback

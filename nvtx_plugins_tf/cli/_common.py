@@ -45,16 +45,73 @@ class Terminated(BaseException):
         self.name = signal.Signals(signo).name
 
 
-def terminate_by_exception() -> None:
-    """SIGTERM and SIGHUP raise :class:`Terminated` in this (main) thread from now on; SIGINT
-    already raises KeyboardInterrupt. (record's child phase installs its own handlers and
-    puts these back afterwards.)"""
+# One signal mechanism for every command (with nvtx_plugins_tf._signals.held, which holds the
+# signals over the steps that must not be cut). A command's life, as the handler sees it:
+#   "working"    the first SIGINT/SIGTERM/SIGHUP becomes KeyboardInterrupt / Terminated in the
+#                main thread, so the command unwinds through its cleanups and ends with 128 + N;
+#   "unwinding"  later ones are held: the command already ends with 128 + the first's number;
+#   "ended"      the command has returned (its outputs whole, or as it left them): one that
+#                comes now, however late (a delivery to another thread still under way, the
+#                interpreter's shutdown), ends the process at once with 128 + N and one line,
+#                never an exception, which Python would ignore there and exit 0. In a caller's
+#                process (cli.main(argv)) the caller's dispositions are put back instead and the
+#                held signals delivered to them.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_state = {"phase": "ended", "own_process": False, "pending": [], "previous": {}}
 
-    def handler(signo, _frame):
+
+def _what(signo: int) -> str:
+    return "interrupted (SIGINT)" if signo == signal.SIGINT else f"terminated by {signal.Signals(signo).name}"
+
+
+def _on_signal(signo: int, _frame) -> None:
+    if _state["phase"] == "working":
+        _state["phase"] = "unwinding"
+        if signo == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Terminated(signo)
+    if _state["phase"] == "ended" and _state["own_process"]:
+        _end_process(signo)
+    _state["pending"].append(signo)
 
-    for signo in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signo, handler)
+
+def _end_process(signo: int) -> None:
+    """``os._exit(128 + signo)`` after one line saying so and the streams flushed."""
+    try:
+        error(f"{_what(signo)} as the command ended; its outputs are as it left them")
+        sys.stdout.flush()
+    except (OSError, ValueError):  # (a closed stream: the exit code says it)
+        pass
+    os._exit(128 + signo)
+
+
+def terminate_by_exception(own_process: bool = False) -> dict:
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt / :class:`Terminated` in the main
+    thread from now on (the first one; later ones are held while the command unwinds), until
+    :func:`command_ended`. Returns the dispositions it replaced. ``own_process``: the command
+    runs from the process's own command line, which a signal after the command may end at
+    once (record's child phase installs its own handlers and puts these back afterwards)."""
+    _state.update(phase="working", own_process=own_process, pending=[], previous={})
+    for signo in _SIGNALS:
+        _state["previous"][signo] = signal.signal(signo, _on_signal)
+    return _state["previous"]
+
+
+def command_ended(code: int) -> int:
+    """The command has returned ``code``: a signal from now on ends the process with 128 + N
+    (its own process), or goes to the dispositions :func:`terminate_by_exception` replaced, put
+    back (a caller's). A signal held while the command unwound ends it now, unless ``code``
+    already says a signal."""
+    _state["phase"] = "ended"
+    if not _state["own_process"]:
+        for signo, handler in _state["previous"].items():
+            signal.signal(signo, handler)
+    pending, _state["pending"] = _state["pending"], []
+    if pending and code <= 128:
+        if _state["own_process"]:
+            _end_process(pending[0])
+        signal.raise_signal(pending[0])  # (the caller's disposition)
+    return code
 
 
 class CliError(Exception):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._export_types import DEFAULT_RECORD_TYPES, TYPES, output_path
-from .exports._output import signals_deferred
+from .._signals import held
 from .exports.one_pass import Progress, feed
 from .exports.remote import ChildSink, ThreadSink
 from .recording.model import DamageReport
@@ -94,7 +94,7 @@ def write_outputs(
             # GIL) in a child process, the others in threads (native formatting, pyarrow and
             # writes: they release the GIL), while this thread decodes.
             remote = (ChildSink if name == "sqlite" else ThreadSink) if parallel else None
-            with signals_deferred():  # (made, its thread or child started, and owned by `unfinished` in one step)
+            with held():  # (made, its thread or child started, and owned by `unfinished` in one step)
                 sink = remote(reader, cls, targets[name]) if remote else cls(reader, targets[name])
                 sinks[name] = unfinished.enter_context(sink)
         summary_sink = RecordingSummary(reader) if summary else None

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ._signals import held
+from ..._signals import held
 from .mapper import RankResult, StepSpec, map_input
 
 __all__ = ["EngineUnavailable", "check_scheduler_address", "run_mappers", "embedded_threads"]

@@ -2,7 +2,7 @@
 
 Every output is written into a fresh hidden folder (inside OUTDIR when it exists, else next
 to it), then moved in by renames on one filesystem, with SIGINT, SIGTERM and SIGHUP held
-back meanwhile (:func:`._signals.held`: handled once the outputs are in); the outputs of an
+back meanwhile (:func:`nvtx_plugins_tf._signals.held`: handled once the outputs are in); the outputs of an
 earlier run that this one does not write again (its ``heatmap.png`` when this run has no
 steps) are removed at that moment too. An error, a full
 disk or a signal before that point removes the hidden folder and leaves OUTDIR as it was
@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ._signals import held
+from ..._signals import held
 
 __all__ = ["TABLES", "OUTPUTS", "OutdirError", "check_outdir", "staged"]
 

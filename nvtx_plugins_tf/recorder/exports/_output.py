@@ -10,8 +10,8 @@ symbolic link planted in advance under any name is never followed or overwritten
 Signals: Python runs its signal handlers (Ctrl-C's KeyboardInterrupt, the CLI's SIGTERM and
 SIGHUP) in the main thread, between two bytecodes, wherever it is. One landing between the
 creation of a temporary file (or the start of the thread that creates one) and the moment
-its cleanup owns it would leave the file behind. :func:`signals_deferred` holds such
-signals over that window and delivers them as soon as it ends, when the cleanup is in
+its cleanup owns it would leave the file behind. :func:`nvtx_plugins_tf._signals.held` holds
+such signals over that window and delivers them as soon as it ends, when the cleanup is in
 place.
 """
 
@@ -21,42 +21,16 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import tempfile
-import threading
 from pathlib import Path
 
-__all__ = ["atomic_output", "signals_deferred", "public_name", "DEFERRED_SIGNALS"]
+from ..._signals import held
 
-#: The signals :func:`signals_deferred` holds (those the CLI ends a command with).
-DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+__all__ = ["atomic_output", "public_name"]
 
 # ".NAME.XXXXXXXX.tmp" (atomic_output), ".NAME.XXXXXXXX.events" (the Arrow export's spool),
 # ".NAME.XXXXXXXX" and ".NAME.XXXXXXXX.old" (the parquetdir export's folders)
 _TEMP_NAME = re.compile(r"\.(?P<name>.+)\.[A-Za-z0-9_]{8}(?:\.(?:tmp|events|old))?")
-
-
-@contextlib.contextmanager
-def signals_deferred():
-    """Hold SIGINT, SIGTERM and SIGHUP (their Python handlers) while the block runs, then
-    deliver those that came, once, to the handlers as they were. In a thread other than
-    the main one (where no Python handler runs) it does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    arrived: list[int] = []
-    saved = {}
-    try:
-        for signo in DEFERRED_SIGNALS:
-            handler = signal.getsignal(signo)
-            if callable(handler):  # (SIG_IGN, SIG_DFL and C handlers stay as they are)
-                saved[signo] = signal.signal(signo, lambda n, _frame: arrived.append(n))
-        yield
-    finally:
-        for signo, handler in saved.items():
-            signal.signal(signo, handler)
-        for signo in dict.fromkeys(arrived):
-            signal.raise_signal(signo)  # (the handler runs before the next bytecode)
 
 
 def public_name(path) -> Path:
@@ -79,12 +53,12 @@ def atomic_output(output):
     output = Path(output)
     tmp = None  # the temporary file, once made: the except clause removes it
     try:
-        with signals_deferred():  # (made and owned in one step)
+        with held():  # (made and owned in one step)
             fd, name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
             tmp = Path(name)
             os.close(fd)
         yield tmp
-        with signals_deferred():  # (renamed, and no longer ours to remove, in one step)
+        with held():  # (renamed, and no longer ours to remove, in one step)
             os.replace(tmp, output)
             tmp = None
     except BaseException:
@@ -98,7 +72,7 @@ def replace_directory(tmp: Path, output: Path) -> None:
     """Put the directory ``tmp`` (built beside ``output``) in place of ``output``: an older
     export is moved aside, the new one renamed into place, the old one removed."""
     old = None
-    with signals_deferred():  # (no signal between the two renames: the output is there, old or new)
+    with held():  # (no signal between the two renames: the output is there, old or new)
         if output.exists() or output.is_symlink():
             old = tmp.with_name(tmp.name + ".old")
             output.rename(old)

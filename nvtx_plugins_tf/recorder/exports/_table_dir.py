@@ -15,9 +15,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..._paths import arrow_file
+from ..._signals import held
 from ..recording.model import DamageReport
 from ..recording.reader import RecordingReader
-from ._output import replace_directory, signals_deferred
+from ._output import replace_directory
 from .arrow_tables import EventTables, table_of_rows
 from .one_pass import Sink
 
@@ -38,7 +39,7 @@ class TableDirSink(Sink):
         self.output.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = None
         try:
-            with signals_deferred():  # (the folder made and owned in one step; see _output)
+            with held():  # (the folder made and owned in one step; see _output)
                 self._tmp = Path(tempfile.mkdtemp(prefix=f".{self.output.name}.", dir=self.output.parent))
             self._events_file = arrow_file(self._tmp / f"NVTX_EVENTS{self.suffix}", "wb")
             self._events = self._open(self._events_file, "NVTX_EVENTS")

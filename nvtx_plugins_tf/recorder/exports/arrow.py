@@ -28,9 +28,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from ..._paths import arrow_file
+from ..._signals import held
 from ..recording.model import DamageReport
 from ..recording.reader import RecordingReader, reading
-from ._output import signals_deferred
 from .arrow_tables import IPC_SCHEMAS, EventTables, as_ipc, shifted, table_of_rows
 from .one_pass import OutputFile, Sink, feed
 
@@ -67,7 +67,7 @@ class ArrowSink(Sink):
         self._file = OutputFile(self.output)
         self._spool = None
         try:
-            with signals_deferred():  # (made and owned in one step; see _output)
+            with held():  # (made and owned in one step; see _output)
                 folder = self._file.tmp.parent
                 fd, spool = tempfile.mkstemp(prefix=f".{self.output.name}.", suffix=".events", dir=folder)
                 self._spool = Path(spool)
