@@ -233,10 +233,12 @@ def test_an_unreadable_input_is_left_out_and_named(ranks, tmp_path):
 
     sqlite3.connect(broken).execute("CREATE TABLE other (x)").connection.commit()
     proc = nvtx_tf("analyze", ranks / "rank1.nvtxrec", broken, "-o", tmp_path / "out")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 6, proc.stderr  # (issue 48: an input that does not count is no success)
     (warning,) = proc.stderr.strip().splitlines()
-    assert warning.startswith(f"nvtx-tf: warning: left out: {broken}: ") and "NVTX_EVENTS" in warning
+    assert warning.startswith(f"nvtx-tf: error: left out: {broken}: ") and "NVTX_EVENTS" in warning
+    assert warning.endswith("; the tables count the other inputs")
     assert "1 input(s) left out" in proc.stdout.splitlines()[0]
+    assert pq.read_table(tmp_path / "out" / "rank_stats.parquet").num_rows > 0  # (the rest written)
 
 
 @pytest.mark.parametrize("native", ["1", "0"])
@@ -250,9 +252,9 @@ def test_a_recording_of_no_readable_segment_is_left_out_and_named(ranks, tmp_pat
     SegmentWriter(pid=3, chunk_size=512).thread(3).string(1, "a").push(10, 1).pop(20).segment.write(bad)
     env = dict(NVTX_TF_ANALYZE_NATIVE=native)
     proc = nvtx_tf("analyze", ranks / "rank1.nvtxrec", bad, "-o", tmp_path / "out", env=env)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 6, proc.stderr
     (warning,) = proc.stderr.strip().splitlines()
-    assert warning.startswith(f"nvtx-tf: warning: left out: {bad}: no segment could be read: "), warning
+    assert warning.startswith(f"nvtx-tf: error: left out: {bad}: no segment could be read: "), warning
     assert "chunk size" in warning and "1 input(s) left out" in proc.stdout.splitlines()[0]
     alone = nvtx_tf("analyze", bad, "-o", tmp_path / "out2", env=env)
     assert alone.returncode != 0 and str(bad) in alone.stderr and "chunk size" in alone.stderr, alone.stderr
@@ -274,7 +276,7 @@ def test_damaged_parquetdirs_are_left_out_and_named(ranks, tmp_path):
     pq.write_table(table, tmp_path / "nostart_pqtdir" / "NVTX_EVENTS.parquet")
     dirs = [tmp_path / f"{n}_pqtdir" for n in ("good", "cut", "empty", "nostart")]
     proc = nvtx_tf("analyze", *dirs, "-o", tmp_path / "out")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 6, proc.stderr
     warnings = proc.stderr.strip().splitlines()
     assert [w.split(": ")[3] for w in warnings] == [str(d) for d in dirs[1:]], warnings
     assert "no 'start' column" in warnings[2] and "3 input(s) left out" in proc.stdout.splitlines()[0]

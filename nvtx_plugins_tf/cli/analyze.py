@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import os
 
+from .._printable import printable
 from . import _quick_exit
 from ._common import (
     EXIT_DAMAGED,
@@ -104,8 +105,6 @@ def _analyze(args, embedded: bool) -> int:
         )
         for line in analysis.notes:
             warn(line)
-        for line in analysis.tables.left_out:
-            warn(f"left out: {line}")
         for line in analysis.counted_once:
             warn(line)
         analysis.check()
@@ -121,12 +120,14 @@ def _analyze(args, embedded: bool) -> int:
     except OutdirError as exc:
         raise CliError(str(exc), EXIT_OUTPUT_NOT_WRITABLE) from exc
     for line in analysis.summary:
-        print(line)
+        print(printable(line))
     shown = [str(p) for p in analysis.written if p.suffix in (".parquet", ".png")]
-    print(f"wrote {', '.join(shown)} (and the tables as .csv)", flush=True)
-    for i, line in enumerate(analysis.damaged):
-        message = f"damaged recording {line}; the tables count its intact events"
-        if i + 1 < len(analysis.damaged):
+    print(printable(f"wrote {', '.join(shown)} (and the tables as .csv)"), flush=True)
+    # an input that counts only in part, or not at all: the outputs of the rest are written, exit 6
+    problems = [f"damaged recording {line}; the tables count its intact events" for line in analysis.damaged]
+    problems += [f"left out: {line}; the tables count the other inputs" for line in analysis.tables.left_out]
+    for i, message in enumerate(problems):
+        if i + 1 < len(problems):
             error(message)
         else:
             raise CliError(message, EXIT_DAMAGED)

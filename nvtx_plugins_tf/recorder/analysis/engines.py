@@ -51,6 +51,64 @@ def check_scheduler_address(address: str) -> None:
         raise ValueError(f"{address!r}: a Dask scheduler's address is tcp://HOST:PORT (PORT 1 to 65535)")
 
 
+#: Seconds the scheduler has to greet a new connection (docs/cli.md, ``--scheduler``).
+GREETING_WAIT_S = 10.0
+_MAX_GREETING = 1 << 20  # (a Dask scheduler's first message: its handshake, some 100 bytes)
+
+
+def check_speaks_dask(address: str, wait: float = GREETING_WAIT_S) -> None:
+    """Raises EngineUnavailable (why, in one line) unless the service at ``address`` (a plain
+    ``tcp://`` one: TLS, WebSocket and UCX cannot be told without speaking them) greets a new
+    connection as a Dask scheduler does, within ``wait`` seconds: its handshake comes first, one
+    message framed by its length (8 bytes), before it reads anything. A web server (a Dask
+    dashboard's port) says nothing, or its first bytes make no such length. Nothing is sent;
+    a signal ends the wait at once (the socket calls run the handler)."""
+    import socket
+    import struct
+
+    match = _ADDRESS.fullmatch(address)
+    if match is None or (address.partition("://")[0] if "://" in address else "tcp") != "tcp":
+        return
+    host, port = match[1].strip("[]"), int(match[2])
+    why = None
+    try:
+        with socket.create_connection((host, port), timeout=wait) as sock:
+            deadline = time.monotonic() + wait
+            head = _receive(sock, 8, deadline)
+            size = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+            if len(head) < 8:
+                why = f"it said nothing in {wait:g} s" if not head else "it closed the connection"
+            elif not 0 < size <= _MAX_GREETING or len(_receive(sock, size, deadline)) < size:
+                why = f"its first bytes {head!r} are no Dask message"
+    except OSError as exc:
+        raise EngineUnavailable(f"cannot reach the Dask scheduler {address}: {exc.strerror or exc}") from None
+    if why is not None:
+        raise EngineUnavailable(
+            f"{address} does not speak Dask's protocol ({why}): give the scheduler's address "
+            "(its port is usually 8786; 8787 is its dashboard's web page)"
+        )
+
+
+def _receive(sock, size: int, deadline: float) -> bytes:
+    """Up to ``size`` bytes from ``sock`` before ``deadline`` (fewer: it closed, or the time is up)."""
+    import socket
+
+    data = bytearray()
+    while len(data) < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(min(size - len(data), 1 << 16))
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
+
+
 def _worker_wait() -> float:
     try:
         return max(0.0, float(os.environ.get(WORKER_WAIT_ENV, WORKER_WAIT_S)))
@@ -102,18 +160,10 @@ def _client(workers: int | None, scheduler: str | None):
         raise EngineUnavailable("the Dask engine needs the 'dask' extra: pip install 'nvtx_plugins_tf[dask]'") from exc
     _quiet_dask()
     if scheduler is not None:
-        check_scheduler_address(scheduler)
         try:
-            client = Client(scheduler, timeout="10s")
+            return Client(scheduler, timeout=f"{GREETING_WAIT_S:g}s"), None
         except (OSError, TimeoutError) as exc:
             raise EngineUnavailable(f"cannot reach the Dask scheduler {scheduler}: {exc}") from exc
-        wait = _worker_wait()
-        try:
-            client.wait_for_workers(1, timeout=wait)
-        except TimeoutError:
-            client.close()
-            raise EngineUnavailable(f"no workers at {scheduler} after {wait:g} s") from None
-        return client, None
     import dask
 
     # forked, not spawned: a worker starts with what this process imported (Dask, numpy, the
@@ -127,6 +177,16 @@ def _client(workers: int | None, scheduler: str | None):
     finally:
         _FORKING = False
     return Client(cluster), cluster
+
+
+def _wait_for_workers(client, scheduler: str) -> None:
+    """Until the scheduler has a worker (EngineUnavailable after :func:`_worker_wait` seconds);
+    outside :func:`held`: a signal ends the wait."""
+    wait = _worker_wait()
+    try:
+        client.wait_for_workers(1, timeout=wait)
+    except TimeoutError:
+        raise EngineUnavailable(f"no workers at {scheduler} after {wait:g} s") from None
 
 
 #: True while this process forks its LocalCluster's workers (their child then resets its signals)
@@ -270,8 +330,13 @@ def _on_dask(
     client = cluster = None
     futures = []
     try:
+        if scheduler is not None:  # (checked before Dask's client, whose waits hold no signal)
+            check_scheduler_address(scheduler)
+            check_speaks_dask(scheduler)
         with held():  # (a signal while Dask is imported or starts: handled once it can be closed quietly)
             client, cluster = _client(workers, scheduler)
+        if scheduler is not None:
+            _wait_for_workers(client, scheduler)
         seen_by, everyone = _where_seen(client, paths, notes) if scheduler is not None else ([None] * len(paths), [])
         if all(s is None for s in seen_by):
             futures = client.map(_safe_map, paths, step=step, pure=False)
