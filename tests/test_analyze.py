@@ -123,7 +123,10 @@ def test_stragglers_name_the_slow_rank_in_every_step_and_its_range(embedded):
     # preempted for longer than the slow rank's excess, and that rank's work is then above it)
     named = [r for r in rows if r["Rank"] == SLOW]
     assert len(named) >= STEPS - MISSES, [r["Rank"] for r in rows]
-    assert all(r["TopRanges"].startswith("train:data +") for r in named), named[0]
+    # (the same bound for the range named: a preempted step may put another range of that rank
+    # above the median too; seen once under a load of 8 on 2 cores, in step 0)
+    by_data = [r for r in named if r["TopRanges"].startswith("train:data +")]
+    assert len(by_data) >= STEPS - MISSES, [r["TopRanges"] for r in named]
     # rank SLOW sleeps 30 ms where the others sleep 2: about 28 ms above the median a step
     assert statistics.median(r["Excess"] for r in named) > 20_000_000, [r["Excess"] for r in named]
 

@@ -204,3 +204,29 @@ def test_r48_6_a_cut_sqlite_export_beside_a_good_input_is_exit_6_with_the_rest_w
     assert line.startswith(f"nvtx-tf: error: left out: {export}: ") and line.endswith("count the other inputs")
     names = {r["RankName"] for r in pq.read_table(tmp_path / "out" / "rank_stats.parquet").to_pylist()}
     assert names == {"rank1", "rank2"}
+
+
+def test_r48_5_an_export_named_after_a_recording_counts_only_when_it_is_that_recording_s(runs, tmp_path):
+    """A folder of rank0.nvtxrec and rank0.sqlite: its own export is left out (one rank, nothing
+    said); another run's rank0.sqlite (another process) is counted too, with a line saying so."""
+    import shutil
+
+    own = tmp_path / "own"
+    shutil.copytree(runs / "rank0.nvtxrec", own / "rank0.nvtxrec")
+    assert nvtx_tf("export", "-t", "sqlite,parquetdir", own / "rank0.nvtxrec").returncode == 0
+    proc = nvtx_tf("analyze", own, "-o", tmp_path / "out_own")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.startswith("1 rank(s) in 1 input(s)"), proc.stdout
+
+    other = tmp_path / "other"
+    shutil.copytree(runs / "rank0.nvtxrec", other / "rank0.nvtxrec")
+    made = nvtx_tf("export", "-t", "sqlite", "-o", other / "rank0.sqlite", runs / "rank1.nvtxrec")
+    assert made.returncode == 0, made.stderr
+    proc = nvtx_tf("analyze", other, "-o", tmp_path / "out_other")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"nvtx-tf: warning: {other / 'rank0.sqlite'}: named after rank0.nvtxrec but of other processes "
+        "(another run's export?): both counted"
+    ], proc.stderr
+    names = {r["RankName"] for r in pq.read_table(tmp_path / "out_other" / "rank_stats.parquet").to_pylist()}
+    assert len(names) == 2, names

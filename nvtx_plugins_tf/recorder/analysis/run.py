@@ -71,7 +71,8 @@ def compute(
     recording and its export) counts once; ranks of equal names from different folders are
     told apart by their folders (``hostA/rank0``); the recordings' ranks are put on one
     wall clock by merge's rule (:func:`.ranks.on_one_clock`)."""
-    paths = expand_inputs([str(i) for i in inputs])
+    input_notes: list[str] = []
+    paths = expand_inputs([str(i) for i in inputs], input_notes)
     spec = StepSpec.parse(step) if step else None
     ranks, left_out, notes = run_mappers(paths, spec, workers=workers, scheduler=scheduler, progress=progress)
     if not ranks and left_out:
@@ -87,7 +88,7 @@ def compute(
             painter.stop()  # (nothing for it to draw: drawn here, if at all)
             child = None
     analysis = Analysis(reduce_results(ranks, left_out), damaged, counted_once, spec)
-    analysis.notes = notes
+    analysis.notes = input_notes + notes
     analysis.painter = child
     return analysis
 
