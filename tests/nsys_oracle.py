@@ -558,13 +558,17 @@ def meta_table(con: sqlite3.Connection) -> str:
 
 
 #: Tables nsys's recipes read even from an NVTX-only report (2024.2's ``nvtx_pace`` reads
-#: the CUDA runtime, kernel, memcpy and memset tables; nsys's recipe loader exports them with
-#: ``--lazy false``, empty): shipped in the Parquet schema with the types nsys gives them.
+#: the CUDA runtime, kernel, memcpy and memset tables, ``nvtx_gpu_proj_sum`` the CUDA graph
+#: ones; nsys's recipe loader exports them with ``--lazy false``, empty): shipped in the
+#: Parquet schema with the types nsys gives them.
 RECIPE_TABLES = (
     "CUPTI_ACTIVITY_KIND_RUNTIME",
     "CUPTI_ACTIVITY_KIND_KERNEL",
     "CUPTI_ACTIVITY_KIND_MEMCPY",
     "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "CUDA_GRAPH_NODE_EVENTS",
+    "CUDA_GRAPH_EVENTS",
 )
 
 

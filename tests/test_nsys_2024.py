@@ -213,3 +213,21 @@ def test_recipe_diff_compares_our_output_with_nsys(nsys, recipe_outputs, tmp_pat
     oracle.nsys_recipe(nsys, "diff", "--input", outputs["ours"], outputs["nsys"], cwd=tmp_path)
     written = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert len(written) == 1 and any(written[0].glob("*.parquet")), sorted(tmp_path.rglob("*"))
+
+
+def test_nvtx_gpu_proj_sum_recipe_ends_on_ours_as_on_nsys(nsys, runs, tmp_path):
+    """Issue 48, section 3: 2024.2's ``nvtx_gpu_proj_sum`` reads three CUDA graph tables even
+    from an NVTX-only report; our parquetdir has them (empty, nsys's columns), so the recipe
+    ends on ours as on nsys's own report: exit 0, no export of the stand-in tried, the same
+    files. Before, it fell back to exporting the empty stand-in and printed `ERROR: Failed to
+    export ... Cannot read from stream`."""
+    ours, theirs = runs
+    reports = {"ours": _stand_in(tmp_path / "ours", ours / "run.nvtxrec"), "nsys": theirs / "run.nsys-rep"}
+    made = {}
+    for label, report in reports.items():
+        folder = tmp_path / f"out_{label}"
+        proc = oracle.nsys_recipe(nsys, "nvtx_gpu_proj_sum", "--input", report, "--output", folder)
+        text = proc.stdout + proc.stderr
+        assert "ERROR" not in text and "Failed to export" not in text, (label, text)
+        made[label] = sorted(p.name for p in folder.iterdir()) if folder.exists() else None
+    assert made["ours"] == made["nsys"], made

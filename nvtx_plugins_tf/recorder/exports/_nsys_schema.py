@@ -1342,6 +1342,37 @@ PARQUET = {
 }
 
 RECIPE_PARQUET = {
+    'CUDA_GRAPH_EVENTS': (
+        ('start', 'int64', False),
+        ('end', 'int64', False),
+        ('eventClass', 'int64', False),
+        ('globalTid', 'uint64', True),
+        ('nameId', 'uint64', False),
+        ('graphId', 'int64', True),
+        ('originalGraphId', 'int64', True),
+        ('graphExecId', 'int64', True),
+    ),
+    'CUDA_GRAPH_NODE_EVENTS': (
+        ('start', 'int64', False),
+        ('end', 'int64', False),
+        ('eventClass', 'int64', False),
+        ('globalTid', 'uint64', True),
+        ('nameId', 'uint64', False),
+        ('graphNodeId', 'uint64', False),
+        ('originalGraphNodeId', 'uint64', True),
+    ),
+    'CUPTI_ACTIVITY_KIND_GRAPH_TRACE': (
+        ('start', 'int64', False),
+        ('end', 'int64', False),
+        ('deviceId', 'int64', False),
+        ('contextId', 'uint64', False),
+        ('greenContextId', 'uint64', True),
+        ('streamId', 'uint64', False),
+        ('correlationId', 'int64', True),
+        ('globalPid', 'uint64', True),
+        ('graphId', 'int64', False),
+        ('graphExecId', 'int64', False),
+    ),
     'CUPTI_ACTIVITY_KIND_KERNEL': (
         ('start', 'int64', False),
         ('end', 'int64', False),
