@@ -512,4 +512,5 @@ def test_stragglers_grouped_by_the_ranks_present_are_the_step_by_step_ones(seed)
         r.step_work = rng.integers(0, 4, (work_steps, len(names))) * int(rng.integers(1, 3))
         ranks.append(r)
         gid.append(names.astype(np.int64))
-    assert _stragglers(ranks, gid, keys) == _stragglers_step_by_step(ranks, gid, keys)
+    ours = {name: column.to_pylist() for name, column in _stragglers(ranks, gid, keys).items()}
+    assert ours == _stragglers_step_by_step(ranks, gid, keys)

@@ -305,11 +305,27 @@ def test_filled_refuses_what_the_cast_refuses():
 
 @pytest.mark.parametrize(
     "dictionary,index",
-    [(["a", "bcd", "", "\u00e9"], [3, 0, 0, 2, 1, 3]), (["x"], []), ([], []), (["r0", "r1"], [1] * 5)],
+    [
+        (["a", "bcd", "", "\u00e9"], [3, 0, 0, 2, 1, 3]),
+        (["x"], []),
+        ([], []),
+        (["r0", "r1"], [1] * 5),
+        # one entry far wider than the rest, taken once among many (the byte-by-byte path) ...
+        (["a", "b" * 5000, "cc"], [0, 2] * 3000 + [1]),
+        # ... and a fixed width (the row-at-a-time path), with empty entries
+        ([f"step {i}" for i in range(1000)] + [""], list(range(1000, -1, -1)) * 3),
+    ],
+    ids=range(6),
 )
-def test_take_strings_is_the_dictionarys_cast(dictionary, index):
-    """exports/_arrays ``take_strings``: a dictionary array cast to strings (analyze's tables)."""
-    ours = take_strings(dictionary, np.asarray(index, dtype=np.int64))
+@pytest.mark.parametrize("nulls", [False, True])
+def test_take_strings_is_the_dictionarys_cast(dictionary, index, nulls):
+    """exports/_arrays ``take_strings``: a dictionary array cast to strings (analyze's tables);
+    with ``mask``, its rows null (every third one)."""
+    mask = np.arange(len(index)) % 3 == 1 if nulls else None
+    ours = take_strings(dictionary, np.asarray(index, dtype=np.int64), mask)
     ours.validate(full=True)
-    theirs = pa.DictionaryArray.from_arrays(pa.array(index, pa.int32()), pa.array(dictionary, pa.string()))
-    assert ours.equals(theirs.cast(pa.string())) and ours.to_pylist() == [dictionary[i] for i in index]
+    theirs = pa.DictionaryArray.from_arrays(
+        pa.array(index, pa.int32(), mask=mask), pa.array(dictionary, pa.string())
+    )
+    expected = [None if nulls and k % 3 == 1 else dictionary[i] for k, i in enumerate(index)]
+    assert ours.equals(theirs.cast(pa.string())) and ours.to_pylist() == expected

@@ -27,6 +27,7 @@ tables, written as Parquet and CSV with pyarrow, and the summary.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import statistics
@@ -39,7 +40,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..exports._arrays import array, take_strings
+from ..exports._arrays import Strings, array, take_strings, unicode_strings
 from ..recording.model import range_label
 from . import sketch
 from .mapper import RankResult
@@ -57,6 +58,7 @@ class Tables:
     pace: pa.Table
     stragglers: pa.Table
     left_out: list[str] = field(default_factory=list)
+    named: "_Named | None" = None  #: the stragglers' rows as numbers (the summary reads them)
 
 
 def _std(n: np.ndarray, m2: np.ndarray) -> np.ndarray:
@@ -85,15 +87,19 @@ def _distinct(values: np.ndarray) -> np.ndarray:
 def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -> Tables:
     ranks = _in_order(ranks)
     # every rank's rows, and each row's range across the ranks (its first appearance's order)
-    key_of: dict[tuple[str, str], int] = {}
-    gid = [np.array([key_of.setdefault(k, len(key_of)) for k in r.names], dtype=np.int64) for r in ranks]
-    keys = list(key_of)
+    # (looked up by C loops: a name a row, as many as the steps when each step's range is named
+    # after it, 'step 123')
+    keys = list(dict.fromkeys(itertools.chain.from_iterable(r.names for r in ranks)))
+    key_of = dict(zip(keys, range(len(keys))))
+    gid = [np.fromiter(map(key_of.__getitem__, r.names), dtype=np.int64, count=len(r.names)) for r in ranks]
     count, total = _cat([r.count for r in ranks], np.int64), _cat([r.sum for r in ranks], np.int64)
     m2 = _cat([r.m2 for r in ranks], np.float64)
     rank_of = _cat([np.full(len(r.names), i) for i, r in enumerate(ranks)], np.int64)
+    g, k = _cat(gid, np.int64), len(keys)
+    messages, domains = Strings([m for _, m in keys]), Strings([d for d, _ in keys])
     rs = {
-        "Text": [m for r in ranks for _, m in r.names],
-        "Domain": [d for r in ranks for d, _ in r.names],
+        "Text": messages.take(g),
+        "Domain": domains.take(g),
         "Count": count,
         "Mean": total / np.maximum(count, 1),
         "Std": _std(count, m2),
@@ -109,7 +115,6 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
     }
     # all ranks: count, sum, min, max exact; m2 by the parallel-axis theorem (Chan et al.):
     # the ranks' squared deviations plus each rank's count times its mean's distance to the mean
-    g, k = _cat(gid, np.int64), len(keys)
     n = np.bincount(g, weights=count, minlength=k).astype(np.int64)
     sums = np.zeros(k, dtype=np.int64)
     np.add.at(sums, g, total)
@@ -125,8 +130,8 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
     )  # fmt: skip
     order = np.argsort(-sums, kind="stable")
     al = {
-        "Text": [keys[i][1] for i in order.tolist()],
-        "Domain": [keys[i][0] for i in order.tolist()],
+        "Text": messages.take(order),
+        "Domain": domains.take(order),
         "Count": n[order],
         "Mean": mean[order],
         "Std (approx)": _std(n, spread)[order],
@@ -146,9 +151,7 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
         "RankName": _texts([r.name for r in ranks], step_rank),
         "File": _texts([r.file for r in ranks], step_rank),
         "Step": _cat([np.arange(r.n_steps) for r in ranks], np.int64),
-        "Name": _texts(
-            [m for r in ranks for _, m in r.names], _cat([r.step_row + o for r, o in zip(ranks, offsets)], np.int64)
-        ),
+        "Name": messages.take(g[_cat([r.step_row + o for r, o in zip(ranks, offsets)], np.int64)]),
         "Start": _cat([r.step_start - first for r in ranks], np.int64),
         "End": _cat([r.step_end - first for r in ranks], np.int64),
         "Duration": _cat([r.step_end - r.step_start for r in ranks], np.int64),
@@ -160,7 +163,8 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
             _cat([np.full(r.n_steps, r.clock_offset is None) for r in ranks], bool),
         ),
     }
-    st = _stragglers(ranks, gid, keys)
+    named = _named(ranks, gid, keys)
+    st = _straggler_columns(ranks, named)
     ints = {"Count", "Min", "Max", "Sum", "Rank", "Step", "Start", "End", "Duration", "Gap", "StartEpochNs"}
     ints |= {"Ranks", "StepDuration", "MedianStepDuration", "Excess"}
 
@@ -174,70 +178,111 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
             }
         )
 
-    return Tables(ranks, table(rs), table(al), table(pc), table(st), list(left_out or []))
+    return Tables(ranks, table(rs), table(al), table(pc), table(st), list(left_out or []), named)
 
 
 _I64 = np.zeros(0, dtype=np.int64)
 _TEXT = {"Text", "Domain", "RankName", "File", "Name", "TopRanges"}
 
 
-def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple[str, str]]) -> dict[str, list]:
-    out = {k: [] for k in ("Step", "Ranks", "Rank", "RankName", "StepDuration", "MedianStepDuration", "Excess")}
-    out["TopRanges"] = []
+#: The stragglers table's columns.
+STRAGGLER_COLUMNS = ("Step", "Ranks", "Rank", "RankName", "StepDuration", "MedianStepDuration", "Excess", "TopRanges")
+
+
+@dataclass
+class _Named:
+    """The stragglers' rows (one per step two ranks or more have, by step) as columns: ``rank``
+    (-1: nobody named), ``top``/``top_ns`` the three columns of ``labels`` (the range names)
+    that account for most of the rank's excess and their ns above the median (those not
+    above it: not among them)."""
+
+    step: np.ndarray
+    ranks: np.ndarray
+    rank: np.ndarray
+    duration: np.ndarray
+    median: np.ndarray
+    excess: np.ndarray
+    top: np.ndarray
+    top_ns: np.ndarray
+    labels: list[str]
+
+
+def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple[str, str]]) -> dict[str, pa.Array]:
+    """The stragglers table's columns (:data:`STRAGGLER_COLUMNS`), column by column: numpy over
+    the steps that have the same ranks at once, no Python work per step."""
+    return _straggler_columns(ranks, _named(ranks, gid, keys))
+
+
+def _named(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple[str, str]]) -> _Named:
     steps = max((r.n_steps for r in ranks), default=0)
-    if not steps:
-        return out
     # work[rank, step, key]: the ranges' names any rank's work has, as columns
-    used = _distinct(_cat([gid[i][r.work_rows] for i, r in enumerate(ranks)], np.int64))
-    column = {int(k): j for j, k in enumerate(used.tolist())}
+    used = _distinct(_cat([gid[i][r.work_rows] for i, r in enumerate(ranks)], np.int64)) if steps else _I64
+    labels = [range_label(*keys[int(u)]) for u in used.tolist()]
+    column = np.zeros(len(keys) + 1, dtype=np.int64)
+    column[used] = np.arange(len(used))
     work = np.zeros((len(ranks), steps, len(used)), dtype=np.int64)
     durations = np.zeros((len(ranks), steps), dtype=np.int64)
     has = np.zeros((len(ranks), steps), dtype=bool)
     for i, r in enumerate(ranks):
-        cols = [column[int(k)] for k in gid[i][r.work_rows].tolist()]
-        if cols:
-            work[i, : len(r.step_work)][:, cols] = r.step_work
+        if len(r.work_rows):
+            work[i, : len(r.step_work)][:, column[gid[i][r.work_rows]]] = r.step_work
         durations[i, : r.n_steps] = r.step_end - r.step_start
         has[i, : min(r.n_steps, len(r.step_work))] = True
+    # a tie of two names' ns is broken as sorted((ns, (domain, message)), reverse=True) would
+    key_rank = np.zeros(len(used), dtype=np.int64)
+    key_rank[sorted(range(len(used)), key=lambda j: keys[int(used[j])])] = np.arange(len(used))
+    parts: list[tuple] = []
     # the steps' medians over the ranks that have them, the steps grouped by those ranks (all
     # of them, mostly): numpy's reductions over a group at once, not a call each step
-    found: dict[int, tuple] = {}
-    patterns, group_of = np.unique(has.T, axis=0, return_inverse=True)
+    patterns, group_of = np.unique(has.T, axis=0, return_inverse=True) if steps else (np.zeros((0, 0), bool), _I64)
     for g, pattern in enumerate(patterns):
         present = np.flatnonzero(pattern)
         if len(present) < 2:
-            continue
+            continue  # (a step fewer than two ranks have: no row)
         at = np.flatnonzero(group_of.reshape(-1) == g)
         w = work[present][:, at, :]  # [rank, step, name]
         above = w - np.median(w, axis=0)
         excess = np.where(above > 0, above, 0).sum(axis=2)
         best = np.argmax(excess, axis=0)
-        top_excess = excess[best, np.arange(len(at))]
-        ties = np.count_nonzero(excess == top_excess, axis=0) > 1
-        medians = np.median(durations[present][:, at], axis=0)
-        for j, step in enumerate(at.tolist()):
-            found[step] = (present, int(best[j]), float(top_excess[j]), bool(ties[j]), int(medians[j]), above[:, j])
-    for step in sorted(found):  # (a step fewer than two ranks have: no row)
-        present, best, most, tie, median, above = found[step]
-        if most <= 0 or tie:
-            # no rank above the others (identical ranks), or a tie: nobody is named
-            for key, value in (
-                ("Step", step), ("Ranks", len(present)), ("Rank", None), ("RankName", None), ("StepDuration", None),
-                ("MedianStepDuration", median), ("Excess", None), ("TopRanges", ""),
-            ):  # fmt: skip
-                out[key].append(value)
-            continue
-        index = int(present[best])
-        top = sorted(
-            ((float(v), keys[int(used[j])]) for j, v in enumerate(above[best].tolist()) if v > 0), reverse=True
-        )[:3]
-        for key, value in (
-            ("Step", step), ("Ranks", len(present)), ("Rank", index), ("RankName", ranks[index].name),
-            ("StepDuration", int(durations[index, step])), ("MedianStepDuration", median),
-            ("Excess", int(most)), ("TopRanges", "; ".join(f"{range_label(*k)} +{int(v)}" for v, k in top)),
-        ):  # fmt: skip
-            out[key].append(value)
-    return out
+        most = excess[best, np.arange(len(at))]
+        # no rank above the others (identical ranks), or a tie: nobody is named
+        named = (most > 0) & (np.count_nonzero(excess == most, axis=0) == 1)
+        mine = above[best, np.arange(len(at))]  # [step, name]: the named rank's ns above the median
+        order = np.lexsort((np.broadcast_to(-key_rank[: mine.shape[1]], mine.shape), -mine), axis=-1)[:, :3]
+        top_ns = np.take_along_axis(mine, order, axis=1)
+        index = present[best]
+        parts.append((
+            at, np.full(len(at), len(present)), np.where(named, index, -1), durations[index, at],
+            np.median(durations[present][:, at], axis=0).astype(np.int64), most, order, top_ns,
+        ))  # fmt: skip
+    cols = [np.concatenate(c) for c in zip(*parts)] if parts else [_I64] * 6 + [np.zeros((0, 3), np.int64)] * 2
+    by_step = np.argsort(cols[0], kind="stable")
+    step, n, rank, duration, median, most, top, top_ns = (c[by_step] for c in cols)
+    return _Named(step, n, rank, duration, median, most.astype(np.int64), top, top_ns, labels)
+
+
+def _straggler_columns(ranks: list[RankResult], s: _Named) -> dict[str, pa.Array]:
+    nobody = s.rank < 0
+    text = np.zeros(len(s.step), dtype=str)
+    if s.labels and len(s.step):
+        names = np.array(s.labels, dtype=str)
+        for j in range(min(3, s.top.shape[1])):
+            more = s.top_ns[:, j] > 0
+            part = np.char.add(
+                np.char.add(names[s.top[:, j]], " +"), np.where(more, s.top_ns[:, j], 0).astype(np.int64).astype(str)
+            )
+            joined = np.char.add(np.char.add(text, "; "), part) if j else part
+            text = np.where(more & ~nobody, joined, text)
+    return {
+        "Step": array(s.step, pa.int64()),
+        "Ranks": array(s.ranks, pa.int64()),
+        "Rank": array(s.rank, pa.int64(), nobody),
+        "RankName": take_strings([r.name for r in ranks], np.maximum(s.rank, 0), nobody),
+        "StepDuration": array(s.duration, pa.int64(), nobody),
+        "MedianStepDuration": array(s.median, pa.int64()),
+        "Excess": array(s.excess, pa.int64(), nobody),
+        "TopRanges": unicode_strings(text),
+    }
 
 
 def write_tables(tables: Tables, outdir, painter: Painter | None = None) -> list[Path]:
@@ -371,42 +416,46 @@ def summary_lines(tables: Tables) -> list[str]:
     steps = max(r.n_steps for r in stepped)
     lines.append(f"steps: {stepped[0].step_name!r}, up to {steps} per rank; median step {_ms(overall)}")
     lines += _clock_lines(stepped)
-    st = tables.stragglers.to_pydict()
-    if not st["Step"]:
+    named = tables.named
+    if named is None or not len(named.step):
         lines.append("one rank with steps: no straggler to name")
         return lines
-    counts: dict[int, int] = {}
-    for rank in st["Rank"]:
-        if rank is not None:
-            counts[rank] = counts.get(rank, 0) + 1
-    if not counts:
-        lines.append(f"no straggler: in none of {len(st['Step'])} steps was one rank's work above the others'")
+    total = len(named.step)
+    rows = np.flatnonzero(named.rank >= 0)
+    if not len(rows):
+        lines.append(f"no straggler: in none of {total} steps was one rank's work above the others'")
         return lines
-    most = max(counts.values())
-    tied = [rank for rank, n in counts.items() if n == most]
+    counts = np.bincount(named.rank[rows], minlength=len(ranks))
+    first = np.full(len(ranks), total)  # (the step each rank is first named in: ties in that order)
+    np.minimum.at(first, named.rank[rows], rows)
+    most = int(counts.max())
+    tied = np.flatnonzero(counts == most)
+    tied = tied[np.argsort(first[tied], kind="stable")]
     if len(tied) > 1:
-        names = ", ".join(st["RankName"][st["Rank"].index(rank)] for rank in tied)
-        lines.append(
-            f"no single straggler: {names} each the rank the others waited for in {most} of {len(st['Step'])} steps"
-        )
+        names = ", ".join(ranks[int(rank)].name for rank in tied.tolist())
+        lines.append(f"no single straggler: {names} each the rank the others waited for in {most} of {total} steps")
         return lines
-    worst = tied[0]
-    name = st["RankName"][st["Rank"].index(worst)]
-    mine = [i for i, rank in enumerate(st["Rank"]) if rank == worst]
-    excess = statistics.median(st["Excess"][i] for i in mine)
+    worst = int(tied[0])
+    mine = named.rank == worst
     lines.append(
-        f"straggler: {name}, the rank the others waited for in {counts[worst]} of {len(st['Step'])} steps "
-        f"(median excess {_ms(excess)} a step)"
+        f"straggler: {ranks[worst].name}, the rank the others waited for in {most} of {total} steps "
+        f"(median excess {_ms(statistics.median(named.excess[mine].tolist()))} a step)"
     )
-    ranges: dict[str, int] = {}
-    for i in mine:
-        for part in filter(None, st["TopRanges"][i].split("; ")):
-            label, _, value = part.rpartition(" +")
-            ranges[label] = ranges.get(label, 0) + int(value)
-    top = sorted(ranges.items(), key=lambda kv: -kv[1])[:3]
-    if top:
+    # the ns of each range above the median, summed over the rank's steps by the label shown
+    # (first met first among equal sums, as a dictionary fills)
+    above = named.top_ns[mine]
+    shown = above > 0
+    if shown.any():
+        label_of: dict[str, int] = {}
+        ids = np.array([label_of.setdefault(label, len(label_of)) for label in named.labels], dtype=np.int64)
+        labels = list(label_of)
+        which = ids[named.top[mine][shown]]
+        sums = np.bincount(which, weights=above[shown].astype(np.int64), minlength=len(labels))
+        met = np.full(len(labels), len(which))
+        np.minimum.at(met, which, np.arange(len(which)))
+        top = [i for i in np.lexsort((met, -sums)).tolist() if met[i] < len(which)][:3]
         lines.append(
             "its ranges above the median rank, per step: "
-            + ", ".join(f"{label} +{_ms(total / len(mine))}" for label, total in top)
+            + ", ".join(f"{labels[i]} +{_ms(int(sums[i]) / int(mine.sum()))}" for i in top)
         )
     return lines

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["array", "scalar", "to_numpy", "filled", "is_valid", "take_strings"]
+__all__ = ["array", "scalar", "to_numpy", "filled", "is_valid", "take_strings", "Strings", "unicode_strings"]
 
 _STRING_TYPES = (pa.string(), pa.large_string())
 
@@ -119,25 +119,79 @@ def filled(values: pa.Array | pa.ChunkedArray, fill: int) -> np.ndarray:
     return out
 
 
-def take_strings(dictionary: Sequence[str], index: np.ndarray) -> pa.Array:
+def take_strings(dictionary: Sequence[str], index: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
     """``dictionary[index]`` as an Arrow string column (``pa.array([dictionary[i] for i in
-    index], pa.string())``), its bytes gathered by numpy: no Python string per row, and no
-    ``DictionaryArray.cast`` (pyarrow.compute). Past string's 32-bit offsets, raises
-    ``pa.ArrowInvalid`` as that cast does."""
-    index = np.asarray(index, dtype=np.int64)
-    encoded = [s.encode() for s in dictionary]
-    starts = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in encoded], out=starts[1:])
-    lengths = np.diff(starts)[index]
-    offsets = np.zeros(len(index) + 1, dtype=np.int64)
+    index], pa.string())``; ``mask``: True where the row is null), its bytes gathered by numpy:
+    no Python string per row, and no ``DictionaryArray.cast`` (pyarrow.compute). Past string's
+    32-bit offsets, raises ``pa.ArrowInvalid`` as that cast does. :class:`Strings` encodes a
+    dictionary once for several columns.
+
+    >>> take_strings(["a", "bcd", ""], np.array([1, 0, 2, 1]), np.array([0, 0, 0, 1], bool)).to_pylist()
+    ['bcd', 'a', '', None]
+    """
+    return Strings(dictionary).take(index, mask)
+
+
+class Strings:
+    """A dictionary of strings, encoded once, whose :meth:`take` makes columns of them."""
+
+    def __init__(self, dictionary: Sequence[str]):
+        encoded = [s.encode() for s in dictionary]
+        self.sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        self.blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        self.starts = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(self.sizes, out=self.starts[1:])
+        self._table: np.ndarray | None = None
+
+    def _padded(self) -> np.ndarray:
+        """The entries padded to the widest, a row each."""
+        if self._table is None:
+            width = int(self.sizes.max()) if len(self.sizes) else 0
+            self._table = np.zeros((len(self.sizes), width), dtype=np.uint8)
+            self._table[np.arange(width) < self.sizes[:, None]] = self.blob
+        return self._table
+
+    def take(self, index: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
+        """The column ``dictionary[index]`` (see :func:`take_strings`)."""
+        index = np.asarray(index, dtype=np.int64)
+        lengths = self.sizes[index] if len(index) else np.zeros(0, dtype=np.int64)
+        if mask is not None:
+            lengths = np.where(mask, 0, lengths)
+        offsets = np.zeros(len(index) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if offsets[-1] >= 2**31:
+            raise pa.ArrowInvalid(f"a string column of {offsets[-1]} bytes overflows string's 32-bit offsets")
+        width = int(self.sizes.max()) if len(self.sizes) else 0
+        if len(index) * width <= 2 * int(offsets[-1]) + 4096:
+            # the rows' bytes gathered a fixed width at a time (a byte a row, not an 8-byte place
+            # per byte of the column): the padded entries' rows taken, each row's own bytes kept
+            data = self._padded()[index][np.arange(width) < lengths[:, None]]
+        else:
+            # each byte's place in the blob: its row's entry's start, plus its place in the row
+            where = np.repeat(self.starts[index] - offsets[:-1], lengths) + np.arange(offsets[-1])
+            data = self.blob[where]
+        validity, null_count = _validity(mask)
+        buffers = [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+        return pa.Array.from_buffers(pa.string(), len(index), buffers, null_count=null_count)
+
+
+def unicode_strings(values: np.ndarray) -> pa.Array:
+    """A numpy array of text (``U`` dtype, no NUL characters) as an Arrow string column, by
+    numpy (``pa.array`` would import pandas to rule out its types).
+
+    >>> unicode_strings(np.array(["a", "", "\u00e9t\u00e9"])).to_pylist()
+    ['a', '', 'été']
+    """
+    encoded = np.char.encode(np.asarray(values, dtype=str), "utf-8")  # (padded with NULs to the widest)
+    lengths = np.char.str_len(encoded).astype(np.int64)
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     if offsets[-1] >= 2**31:
         raise pa.ArrowInvalid(f"a string column of {offsets[-1]} bytes overflows string's 32-bit offsets")
-    blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    # each byte's place in the blob: its row's entry's start, plus its place in the row
-    where = np.repeat(starts[index] - offsets[:-1], lengths) + np.arange(offsets[-1])
-    buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(blob[where])]
-    return pa.Array.from_buffers(pa.string(), len(index), buffers, null_count=0)
+    width = encoded.dtype.itemsize
+    data = encoded.view(np.uint8).reshape(len(encoded), width)[np.arange(width) < lengths[:, None]]
+    buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(np.ascontiguousarray(data))]
+    return pa.Array.from_buffers(pa.string(), len(encoded), buffers, null_count=0)
 
 
 def _validity(mask: np.ndarray | None) -> tuple[pa.Buffer | None, int]:
