@@ -31,7 +31,7 @@ demo: $(NATIVE)
 	$(PY) -m nvtx_plugins_tf record -o out/demo --png -- $(PY) examples/keras_example.py
 	@echo "trace files: out/demo.json (Perfetto / chrome://tracing), out/demo.sqlite (sqlite3), out/demo.png"
 
-# 8 ranks (examples/train.py, one recording each; rank 5 reads its data 10x slower), then
+# 8 ranks (examples/train.py, one recording each, one after another; rank 5 reads its data 10x slower), then
 # `nvtx-tf analyze` of them all: out/ranks-analysis/ (tables, heatmap.png) and a summary that
 # names rank 5 and its Data:read range. About a minute on 2 cores.
 demo-ranks: $(NATIVE)
