@@ -191,3 +191,28 @@ def test_every_script_the_docs_run_exists():
         scripts = set(re.findall(r"python3? ([\w./-]+\.py)\b", text))
         missing |= {s for s in scripts if not (ROOT / s).is_file() and s not in _page_files(text)}
     assert sorted(missing) == []
+
+
+def test_distributed_page_says_what_merge_writes(tmp_path):
+    """docs/distributed.md's 'What to run' block, run as written, gives what the page then says
+    (issue 45, row 10): processes named `host1:python`, and a merge.json that lists each
+    source's raw segments (`.nvtxseg`) while the folder holds them packed (`.nvtxsegz`)."""
+    import json
+    import sqlite3
+
+    text = DOCS["docs/distributed.md"]
+    body = text[text.index("**What to run.**") :].split("```bash\n", 1)[1].split("```", 1)[0]
+    env = _child_env()
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    for line in body.splitlines():
+        command = line.split("#", 1)[0].strip()
+        if command:
+            _run(["bash", "-c", command], tmp_path, env)
+    names = {row[0] for row in sqlite3.connect(tmp_path / "out" / "job.sqlite").execute("SELECT name FROM PROCESSES")}
+    assert names == {"host1:python", "host2:python"}, names
+    assert "`host1:python`" in text and "host1:python3" not in text
+    job = tmp_path / "out" / "job.nvtxrec"
+    listed = [s for source in json.loads((job / "merge.json").read_text())["sources"] for s in source["segments"]]
+    assert listed and all(s.endswith(".nvtxseg") for s in listed), listed
+    assert sorted(p.name for p in job.glob("*.nvtxsegz")) == sorted(s + "z" for s in listed)
+    assert "`PID-START.nvtxseg`" in text and re.search(r"same names as\s+`\.nvtxsegz`", text)
