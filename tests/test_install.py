@@ -50,6 +50,8 @@ def copy_checkout(copy: Path) -> Path:
     def ignore(folder: str, names: list[str]) -> set[str]:
         if Path(folder) == _native_libs.NATIVE_DIR:  # the libraries built in this checkout
             return {name for name in names if name != ".gitkeep"}
+        if Path(folder) == ROOT:  # and what `make docs` leaves at the top: its venv and the site
+            return junk(folder, names) | ({".venv-docs", "site"} & set(names))
         return junk(folder, names)
 
     shutil.copytree(ROOT, copy, ignore=ignore, symlinks=True)
