@@ -31,7 +31,7 @@ demo: $(NATIVE)
 	$(PY) -m nvtx_plugins_tf record -o out/demo --png -- $(PY) examples/keras_example.py
 	@echo "trace files: out/demo.json (Perfetto / chrome://tracing), out/demo.sqlite (sqlite3), out/demo.png"
 
-# 8 ranks (examples/train.py, one recording each; rank 5 reads its data 10x slower), then
+# 8 ranks (examples/train.py, one recording each, one after another; rank 5 reads its data 10x slower), then
 # `nvtx-tf analyze` of them all: out/ranks-analysis/ (tables, heatmap.png) and a summary that
 # names rank 5 and its Data:read range. About a minute on 2 cores.
 demo-ranks: $(NATIVE)
@@ -93,8 +93,17 @@ bench: $(NATIVE)
 
 # The user guide (docs/, mkdocs.yml) into site/, warnings as errors: a broken link or anchor,
 # a page missing from the nav or a docstring mkdocstrings cannot read fails the build.
-docs: $(INSTALLED)
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+# It needs only the 'docs' extra (mkdocstrings reads the package's source, never imports it): a
+# venv of its own, .venv-docs, that installs in seconds, not .venv with TensorFlow.
+DOCS_VENV := .venv-docs
+DOCS_INSTALLED := $(DOCS_VENV)/.installed
+$(DOCS_INSTALLED): pyproject.toml
+	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install -q $$($(PYTHON) -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['docs']))")
+	touch $@
+
+docs: $(DOCS_INSTALLED)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
 
 # The timelines in docs/recorder.md, drawn again from fresh recordings (the commands that page
 # gives); PICTURES_DIR=elsewhere leaves docs/ alone. About a minute on 2 cores.
@@ -109,4 +118,4 @@ pictures: $(NATIVE)
 	cp out/pictures/resnet50_step.png $(PICTURES_DIR)/timeline_resnet50_step.png
 
 clean:
-	rm -rf out build site *.egg-info nvtx_plugins_tf/_native/*.so nvtx_plugins_tf/_native/*.json $(NATIVE)
+	rm -rf out build site $(DOCS_VENV) *.egg-info nvtx_plugins_tf/_native/*.so nvtx_plugins_tf/_native/*.json $(NATIVE)

@@ -1,6 +1,7 @@
 """A user's training script, as the guide's `record` examples run it: a small Keras model
 trained with NVTXCallback (Train, epoch and batch ranges in domain Keras), nothing else
-annotated.
+annotated. By default one epoch of 8 batches (32 samples, batch size 4): enough steps that a
+timeline's default window (steps 1 on, without the first where TensorFlow traces) shows seven.
 
     python -m nvtx_plugins_tf record -o out/run -- python examples/train.py --epochs 1
     python -m nvtx_plugins_tf record -o out/window --capture-range profile@Keras -- \\
@@ -22,7 +23,7 @@ from nvtx_plugins_tf.keras import NVTXCallback, keras
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument(
         "--profile-batches",
         type=int,

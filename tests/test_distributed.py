@@ -278,3 +278,79 @@ def test_analyze_names_the_worker_slowed_in_its_input_pipeline(tmp_path):
         r["TopRanges"] for r in rows
     ]
     assert f":{slow_pid}, the rank the others waited for" in done.stdout, done.stdout
+
+
+# docs/multi-worker.md's recipe, run as the page gives it ---------------------------------------
+
+PAGE = HERE.parent / "docs" / "multi-worker.md"
+_PAGE_PORTS = ("23456", "23457")  # the ports the page's commands name
+
+
+def _page_recipe() -> tuple[str, str]:
+    """The page's worker script (the block marked ``file mwms_train.py``) and its commands (the
+    bash block after it that records the two workers and runs analyze)."""
+    import re
+
+    text = PAGE.read_text()
+    script = re.search(r"<!-- doc-test: file mwms_train.py -->\n```python\n(.*?)```", text, re.S).group(1)
+    commands = re.search(r"<!-- doc-test: skip two workers[^\n]*-->\n```bash\n(.*?)```", text, re.S).group(1)
+    return script, commands
+
+
+def test_the_multi_worker_page_recipe_records_two_workers_and_analyze_reads_them(tmp_path):
+    """docs/multi-worker.md: a real MultiWorkerMirroredStrategy job (tf_keras, 2 workers on
+    this machine), each worker under its own `nvtx-tf record`, then `nvtx-tf analyze runs/`:
+    the page's own script and commands, run by bash as one script; only the two ports are
+    replaced by free ones."""
+    pytest.importorskip("tf_keras")
+    script, commands = _page_recipe()
+    assert all(port in commands for port in _PAGE_PORTS) and "nvtx-tf analyze runs/" in commands
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k != "TF_CONFIG"}
+    env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost"
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE.parent), env.get("PYTHONPATH")]))
+    for attempt in range(2):  # a port picked here may be taken before the worker binds it
+        folder = tmp_path / f"try{attempt}"
+        folder.mkdir()
+        (folder / "mwms_train.py").write_text(script)
+        ours = commands
+        for documented, free in zip(_PAGE_PORTS, map(str, _free_loopback_ports(2))):
+            ours = ours.replace(documented, free)
+        (folder / "recipe.sh").write_text(ours)
+        proc = subprocess.Popen(
+            ["bash", "-e", "recipe.sh"], cwd=folder, env=env, text=True, start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            out, _ = proc.communicate(timeout=MWMS_WORKER_TIMEOUT_S * 2)
+        except subprocess.TimeoutExpired:
+            out = ""
+        finally:  # (whatever happened: no worker outlives the test)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        worker1 = folder / "worker1.log"
+        log = out + (worker1.read_text(errors="replace") if worker1.exists() else "")
+        clash = "Address already in use" in log or "Failed to add port" in log
+        if proc.returncode == 0 or not clash:
+            break
+    assert proc.returncode == 0, log[-6000:]
+
+    runs = folder / "runs"
+    for worker in ("worker0", "worker1"):
+        for suffix in (".nvtxrec", ".json", ".sqlite"):
+            assert (runs / (worker + suffix)).exists(), (worker, suffix)
+        rec = reader.load(str(runs / f"{worker}.nvtxrec"))
+        assert not rec.damage.damaged and rec.open_ranges == []
+        batches = [r for r in rec.find(domain="Keras") if r.message.startswith("batch ")]
+        assert sorted(r.message for r in batches) == sorted(f"batch {b}" for b in range(8)), worker
+        assert rec.count(message="dense", domain="Forward") == 8, worker  # annotate(): every step
+    assert "worker 0: 8 steps done" in out
+    assert "2 rank(s) in 2 input(s)" in out, out[-3000:]
+    import pyarrow.parquet as pq
+
+    pace = pq.read_table(folder / "analysis" / "pace.parquet").to_pylist()
+    assert Counter(r["RankName"] for r in pace) == {"worker0": 8, "worker1": 8}
+    assert (folder / "analysis" / "heatmap.png").stat().st_size > 0

@@ -155,3 +155,90 @@ def test_docstrings_read_as_markdown_with_doctests_fenced_and_roles_as_code():
 def test_no_escaped_pipe(page):
     """`\\|` in a table's code span: GitHub shows `|`, MkDocs `\\|`; write it another way."""
     assert "\\|" not in page.read_text()
+
+
+# The CLI page's tables against --help (issue 45, row 5: record --export's row left out
+# arrowdir, which --help names and record writes) ------------------------------------------------
+
+
+def _flag_rows(command: str) -> dict[str, str]:
+    """The flag table of cli.md's ``## command`` section: first cell -> the row."""
+    text = (DOCS / "cli.md").read_text()
+    section = re.search(rf"^## {command}\n(.*?)(?=^## |\Z)", text, re.M | re.S).group(1)
+    return {m.group(1): m.group(0) for m in re.finditer(r"^\| (`[^|]*?) \|.*$", section, re.M)}
+
+
+@pytest.mark.parametrize("command, flag", [("record", "--export"), ("export", "--type")])
+def test_cli_page_names_every_export_type_that_help_names(command, flag):
+    from nvtx_plugins_tf._export_types import TYPES
+    from nvtx_plugins_tf.cli import build_parser
+
+    subparsers = next(a for a in build_parser()._actions if a.dest == "subcommand").choices
+    action = subparsers[command]._option_string_actions[flag]
+    in_help = {name for name in TYPES if re.search(rf"\b{name}\b(?!_)", action.help)}
+    assert in_help == set(TYPES), action.help  # --help names every type the command takes
+    row = next(r for first, r in _flag_rows(command).items() if f"`{flag} " in first or first.startswith(f"`{flag}"))
+    documented = dict(re.findall(r"`(\w+)` \(`(PREFIX[\w./]*)`", row))
+    expected = {t.name: f"PREFIX{t.suffix}" + ("/" if t.suffix.startswith("_") else "") for t in TYPES.values()}
+    assert documented == expected, row
+    default = re.search(r"default:? (\w+(?:,\w+)*)", action.help).group(1)
+    assert f"default `{default}`" in row, (default, row)
+
+
+def test_the_type_check_reads_the_types_of_a_row():
+    row = "| `--export TYPES` | (default `json,sqlite`): `sqlite` (`PREFIX.sqlite`), `json` (`PREFIX.json`) |"
+    assert dict(re.findall(r"`(\w+)` \(`(PREFIX[\w./]*)`", row)) == {"sqlite": "PREFIX.sqlite", "json": "PREFIX.json"}
+
+
+# Each page: a table of contents, the extras it names --------------------------------------------
+
+
+@pytest.mark.parametrize("page", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)
+def test_a_long_page_has_headings(page):
+    """A page of more than 60 lines has a section (the site's table of contents); a guarantee
+    is a section of guarantees.md, not a bullet (issue 45, row 11: its table was empty)."""
+    text = page.read_text()
+    if len(text.splitlines()) > 60:
+        assert re.search(r"^##+ ", _FENCE.sub("", text), re.M), f"{page.name}: no section"
+    if page.name == "guarantees.md":
+        assert not re.search(r"^\* \*\*", text, re.M), "a guarantee as a bullet: give it a '## ' heading"
+
+
+def test_layout_and_install_name_every_extra():
+    """docs/layout.md and docs/install.md list the extras pyproject.toml defines, all of them."""
+    text = (ROOT / "pyproject.toml").read_text()
+    block = text[text.index("[project.optional-dependencies]") :]
+    block = block[: block.index("\n[", 1)]
+    extras = set(re.findall(r"^([\w-]+) = \[", block, re.M))
+    assert len(extras) >= 8, extras
+    for page in ("layout.md", "install.md"):
+        named = set(re.findall(r"`([\w-]+)`", (DOCS / page).read_text()))
+        assert extras <= named, (page, extras - named)
+
+
+def test_the_built_site_works_opened_from_disk(tmp_path):
+    """`use_directory_urls: false` (issue 45, row 6): the site opened as files
+    (file://.../site/index.html) links page.html, not page/ (a folder: the browser shows a
+    directory listing). Every relative link of every built page is a file."""
+    pytest.importorskip("mkdocs", reason="the 'docs' extra")
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    env = {**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pages = sorted(p for p in site.glob("*.html") if p.name != "404.html")  # (404.html: served only)
+    assert {p.stem for p in pages} == {p.stem for p in DOCS.glob("*.md")}
+    broken = []
+    for page in pages:
+        for href in re.findall(r'href="([^"#?]+)', page.read_text()):
+            if re.match(r"[a-z]+:", href):
+                continue
+            target = (page.parent / href).resolve()
+            if not target.is_file():
+                broken.append(f"{page.name}: {href}")
+    assert broken == []

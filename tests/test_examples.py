@@ -137,6 +137,15 @@ def test_train(_record):
     assert not rec.open_ranges
 
 
+def test_train_by_default_has_steps_for_the_timeline(_record):
+    """With no argument (as README quick start 3 and docs/recorder.md run it), train.py trains
+    8 batches: the timeline's default window (steps 1 on) shows 7 of them (issue 45, row 8: it
+    trained one, and the PNG titled 'steps 1:' showed batch 0 only)."""
+    rec, _ = _record("train.py")
+    batches = sorted(r.payload for r in rec.find(domain="Keras") if r.message.startswith("batch "))
+    assert batches == list(range(8))
+
+
 def test_tf_session_example(_record):
     rec, _ = _record("tf_session_example.py", "--steps", "4", "--skip", "1")
     assert [r.message for r in sorted(rec.find(), key=lambda r: r.start_ns) if r.message.startswith("step ")] == [

@@ -50,6 +50,8 @@ def copy_checkout(copy: Path) -> Path:
     def ignore(folder: str, names: list[str]) -> set[str]:
         if Path(folder) == _native_libs.NATIVE_DIR:  # the libraries built in this checkout
             return {name for name in names if name != ".gitkeep"}
+        if Path(folder) == ROOT:  # and what `make docs` leaves at the top: its venv and the site
+            return junk(folder, names) | ({".venv-docs", "site"} & set(names))
         return junk(folder, names)
 
     shutil.copytree(ROOT, copy, ignore=ignore, symlinks=True)
@@ -202,3 +204,83 @@ def test_library_built_on_first_use_without_a_compiler_names_one_way_out(source,
     (line,) = [x for x in proc.stderr.splitlines() if NO_COMPILER in x]
     assert names in line and line.count("run: ") == 1, line
     assert line.endswith(f"then run: {_native_libs.BUILD_COMMAND}"), line
+
+
+# `python -m build`: the sdist and the wheel a release would upload, checked by twine, the wheel
+# installed into a fresh venv outside the checkout (issue 45, packaging) ---------------------------
+
+
+@pytest.fixture(scope="module")
+def dists(source) -> Path:
+    """``python -m build`` in the working tree's copy: the sdist, then the wheel built from the
+    unpacked sdist (build's default), so the sdist holds everything the wheel needs."""
+    pytest.importorskip("build", reason="the 'test' extra (build, twine)")
+    out = source.parent / "dist"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(source)],
+        cwd=source.parent, env=env, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+def test_build_makes_an_sdist_and_a_wheel_that_twine_check_passes(dists):
+    pytest.importorskip("twine", reason="the 'test' extra (build, twine)")
+    sdists, wheels = sorted(dists.glob("*.tar.gz")), sorted(dists.glob("*.whl"))
+    assert len(sdists) == 1 and len(wheels) == 1, sorted(dists.iterdir())
+    proc = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, sdists + wheels)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.count("PASSED") == 2, proc.stdout + proc.stderr
+    names = set(zipfile.ZipFile(wheels[0]).namelist())  # the recorder and the reader prebuilt in it
+    for target in BUILT_HERE:
+        assert f"nvtx_plugins_tf/_native/{_native_libs.LIBRARY_NAMES[target]}" in names
+
+
+def test_the_wheel_in_a_fresh_venv_runs_doctor_and_quick_start_1(dists, tmp_path):
+    """The wheel installed (without dependencies: no network) into a new venv outside the
+    checkout, beside the TensorFlow and the other dependencies of the test's interpreter (made
+    visible by a .pth file, after the venv's own site-packages: a TensorFlow the package did not
+    choose). ``nvtx-tf doctor`` (the venv's console script) finds the venv's copy and its
+    prebuilt libraries; README quick start 1, under ``nvtx-tf record``, records its ranges, the
+    op library built on first use into a temporary cache."""
+    import site
+    import sysconfig
+
+    (wheel,) = dists.glob("*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    purelib = Path(
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    )  # fmt: skip
+    ours = [p for p in site.getsitepackages() if Path(p).is_dir()] or [sysconfig.get_paths()["purelib"]]
+    (purelib / "zz_outer_site.pth").write_text("\n".join(ours) + "\n")
+    proc = _pip("--python", str(venv / "bin" / "python"), "install", "--no-deps", "-q", str(wheel), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("NVTX_")}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+
+    doctor = subprocess.run(["nvtx-tf", "doctor"], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
+    assert doctor.returncode == 0, doctor.stdout[-3000:] + doctor.stderr[-3000:]
+    report = dict(line.split(": ", 1) for line in doctor.stdout.splitlines() if ": " in line)
+    package = purelib / "nvtx_plugins_tf"
+    assert report["nvtx_plugins_tf"].endswith(f"imported from {package}"), report
+    for target in ("recorder", "reader"):
+        assert report[f"{target} library"] == str(package / "_native" / _native_libs.LIBRARY_NAMES[target]), report
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Quick start 1") : readme.index("## Quick start 2")]
+    script = section.split("```python\n", 1)[1].split("```", 1)[0]
+    (command,) = [line for line in section.split("```bash\n", 1)[1].split("```", 1)[0].splitlines() if line.strip()]
+    (elsewhere / "step.py").write_text(script)
+    run = subprocess.run(["bash", "-c", command], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "Forward:Dense" in run.stdout and "wrote out/step.json, out/step.sqlite" in run.stdout, run.stdout

@@ -2,8 +2,9 @@
 
 A block runs as it stands unless the line before its fence says otherwise:
 
-* ``<!-- doc-test: fragment NAME -->``: the block is completed here, in FRAGMENTS[NAME]
-  (a prelude and an epilogue around the block's own text, or files it expects);
+* ``<!-- doc-test: fragment NAME -->``: the block runs with FRAGMENTS[NAME]'s set-up (files it
+  expects, the recorder attached); no code is added to it (issue 45: every block runs as a
+  reader copies it, ``test_no_fragment_adds_code``);
 * ``<!-- doc-test: file NAME -->``: a python block that runs as written and is also the file
   NAME that a later block of the same page uses;
 * ``<!-- doc-test: with NAME -->``: the block runs with that file of its page in its folder;
@@ -20,7 +21,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -35,43 +35,22 @@ ALL_TEXT = "\n".join(DOCS.values())
 
 # name -> (prelude, epilogue, files written into the block's folder, attach the recorder)
 FRAGMENTS = {
-    "api": (
-        "",
-        textwrap.dedent(
-            """
-            dense1 = tf.keras.layers.Dense(4)
-            print(step(tf.ones([2, 3]), 0).numpy().shape, block(tf.ones([2])).numpy().tolist())
-            """
-        ),
-        {},
-        False,
-    ),
     # a user's training script: examples/train.py (linked into the block's folder with examples/)
     "train-script": ("", "", {}, False),
     "profile-script": ("", "", {}, False),
-    "capture": (
-        textwrap.dedent(
-            """
-            import tensorflow as tf
-            import nvtx_plugins_tf as nvtx_tf
-
-            @tf.function
-            def step(x, i):
-                x, ctx = nvtx_tf.ops.start(x, message="Dense 1", domain_name="Forward")
-                return nvtx_tf.ops.end(x * 2.0, ctx)
-
-            x = tf.ones([2])
-            step(x, 0)
-            """
-        ),
-        "\ntest_ranges()\nprint('capture block ok')\n",
-        {},
-        True,
-    ),
 }
 
 _BLOCK = re.compile(r"(?:<!-- doc-test: (?P<mark>[^>]*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
 _RUN = ("python", "bash")  # other blocks (text, pycon, yaml) are shown, not run
+
+
+def test_no_fragment_adds_code():
+    """A block of the docs is the whole program: no prelude or epilogue completes it here
+    (docs/ops.md's first block used a ``dense1`` that only a hidden prelude defined)."""
+    added = {name: code for name, (*code, _, _) in FRAGMENTS.items() if any(code)}
+    assert added == {}
+    used = set(re.findall(r"<!-- doc-test: fragment (\S+) -->", ALL_TEXT))
+    assert used <= set(FRAGMENTS), used - set(FRAGMENTS)
 
 
 def _page_blocks(text):
@@ -125,10 +104,24 @@ def test_doc_block_runs_as_written(lang, body, kind, arg, page_files, tmp_path):
         _run([sys.executable, str(script)], tmp_path, env)
         return
     for line in body.splitlines():
-        command = line.split("#", 1)[0].strip()
+        command, _, comment = line.partition("#")
+        command = command.strip()
         if command:
             _run(["bash", "-c", command], tmp_path, env)
             _check_record_outputs(command, tmp_path)
+            _check_written(comment, tmp_path)
+
+
+def _check_written(comment: str, folder: Path) -> None:
+    """A line whose comment says ``# writes A and B (...)`` (or ``A, B``) made A and B
+    (issue 45, row 2: the page's export line wrote nothing and said it wrote two)."""
+    comment = re.sub(r"\(.*?\)", "", comment).strip()
+    if not comment.startswith("writes "):
+        return
+    names = [n.strip() for n in re.split(r",| and ", comment[len("writes ") :]) if n.strip()]
+    assert names, comment
+    missing = [n for n in names if not (folder / n).exists()]
+    assert missing == [], (comment, missing)
 
 
 _RECORD = re.compile(r"(?:nvtx-tf|python -m nvtx_plugins_tf) (?:record|merge) (?P<flags>.*?)(?: -- |$)")
@@ -198,3 +191,28 @@ def test_every_script_the_docs_run_exists():
         scripts = set(re.findall(r"python3? ([\w./-]+\.py)\b", text))
         missing |= {s for s in scripts if not (ROOT / s).is_file() and s not in _page_files(text)}
     assert sorted(missing) == []
+
+
+def test_distributed_page_says_what_merge_writes(tmp_path):
+    """docs/distributed.md's 'What to run' block, run as written, gives what the page then says
+    (issue 45, row 10): processes named `host1:python`, and a merge.json that lists each
+    source's raw segments (`.nvtxseg`) while the folder holds them packed (`.nvtxsegz`)."""
+    import json
+    import sqlite3
+
+    text = DOCS["docs/distributed.md"]
+    body = text[text.index("**What to run.**") :].split("```bash\n", 1)[1].split("```", 1)[0]
+    env = _child_env()
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    for line in body.splitlines():
+        command = line.split("#", 1)[0].strip()
+        if command:
+            _run(["bash", "-c", command], tmp_path, env)
+    names = {row[0] for row in sqlite3.connect(tmp_path / "out" / "job.sqlite").execute("SELECT name FROM PROCESSES")}
+    assert names == {"host1:python", "host2:python"}, names
+    assert "`host1:python`" in text and "host1:python3" not in text
+    job = tmp_path / "out" / "job.nvtxrec"
+    listed = [s for source in json.loads((job / "merge.json").read_text())["sources"] for s in source["segments"]]
+    assert listed and all(s.endswith(".nvtxseg") for s in listed), listed
+    assert sorted(p.name for p in job.glob("*.nvtxsegz")) == sorted(s + "z" for s in listed)
+    assert "`PID-START.nvtxseg`" in text and re.search(r"same names as\s+`\.nvtxsegz`", text)

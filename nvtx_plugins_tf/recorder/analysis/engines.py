@@ -152,12 +152,15 @@ def _quiet_dask() -> None:
     warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
 
 
+_NO_DASK = "the Dask engine needs the 'dask' extra: pip install 'nvtx_plugins_tf[dask]'"
+
+
 def _client(workers: int | None, scheduler: str | None):
     _quiet_dask()
     try:
         from distributed import Client, LocalCluster
     except ImportError as exc:
-        raise EngineUnavailable("the Dask engine needs the 'dask' extra: pip install 'nvtx_plugins_tf[dask]'") from exc
+        raise EngineUnavailable(_NO_DASK) from exc
     _quiet_dask()
     if scheduler is not None:
         try:
@@ -325,7 +328,10 @@ def _on_dask(
     """(input index, its result) as each is done, mapped by one Dask task each, on the
     workers that see the input; on leaving early (a signal), the tasks not done are
     cancelled and the cluster closed quietly."""
-    from distributed import as_completed
+    try:  # (the first import of Dask here: without the extra, exit 15 and the hint, not exit 1)
+        from distributed import as_completed
+    except ImportError as exc:
+        raise EngineUnavailable(_NO_DASK) from exc
 
     client = cluster = None
     futures = []
