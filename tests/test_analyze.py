@@ -452,7 +452,7 @@ def test_step_work_is_exclusive_of_the_children():
 def _stragglers_step_by_step(ranks, gid, keys) -> dict[str, list]:
     """The stragglers table one step at a time, as reduce.py computed it before grouping the
     steps (the reference of the test below)."""
-    from nvtx_plugins_tf.recorder.analysis.reduce import range_label
+    from nvtx_plugins_tf.recorder.recording.model import range_label
 
     cols = ("Step", "Ranks", "Rank", "RankName", "StepDuration", "MedianStepDuration", "Excess", "TopRanges")
     out = {k: [] for k in cols}
@@ -496,7 +496,7 @@ def test_stragglers_grouped_by_the_ranks_present_are_the_step_by_step_ones(seed)
     the same ranks have), is the one of a step at a time: ranks of fewer steps, a rank whose
     work stops early, ties, steps where no rank is above the others."""
     from nvtx_plugins_tf.recorder.analysis.rank_result import RankResult
-    from nvtx_plugins_tf.recorder.analysis.reduce import _stragglers
+    from nvtx_plugins_tf.recorder.analysis.stragglers import _stragglers
 
     rng = np.random.default_rng(seed)
     keys = [("", f"name{k}") for k in range(6)]

@@ -324,8 +324,6 @@ def test_take_strings_is_the_dictionarys_cast(dictionary, index, nulls):
     mask = np.arange(len(index)) % 3 == 1 if nulls else None
     ours = take_strings(dictionary, np.asarray(index, dtype=np.int64), mask)
     ours.validate(full=True)
-    theirs = pa.DictionaryArray.from_arrays(
-        pa.array(index, pa.int32(), mask=mask), pa.array(dictionary, pa.string())
-    )
+    theirs = pa.DictionaryArray.from_arrays(pa.array(index, pa.int32(), mask=mask), pa.array(dictionary, pa.string()))
     expected = [None if nulls and k % 3 == 1 else dictionary[i] for k, i in enumerate(index)]
     assert ours.equals(theirs.cast(pa.string())) and ours.to_pylist() == expected

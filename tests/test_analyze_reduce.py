@@ -1,4 +1,4 @@
-"""analysis/reduce.py's ``_distinct``: ``np.unique`` of the stragglers' range names without
+"""analysis/stragglers.py's ``_distinct``: ``np.unique`` of the stragglers' range names without
 its import of numpy.ma (10 ms of the serial reduce; tests/test_analyze_imports.py checks
 that ``analyze`` imports no numpy.ma)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nvtx_plugins_tf.recorder.analysis.reduce import _distinct
+from nvtx_plugins_tf.recorder.analysis.stragglers import _distinct
 
 
 @pytest.mark.parametrize(

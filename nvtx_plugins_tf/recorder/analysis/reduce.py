@@ -40,12 +40,12 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..exports._arrays import Strings, array, take_strings, unicode_strings
-from ..recording.model import range_label
+from ..exports._arrays import Strings, array, take_strings
 from . import sketch
 from .mapper import RankResult
 from .outdir import TABLES, OutdirError, staged
 from .painter import Painter
+from .stragglers import Named, named_steps, straggler_columns
 
 __all__ = ["Tables", "reduce_results", "write_tables", "summary_lines"]
 
@@ -58,7 +58,7 @@ class Tables:
     pace: pa.Table
     stragglers: pa.Table
     left_out: list[str] = field(default_factory=list)
-    named: "_Named | None" = None  #: the stragglers' rows as numbers (the summary reads them)
+    named: Named | None = None  #: the stragglers' rows as numbers (the summary reads them)
 
 
 def _std(n: np.ndarray, m2: np.ndarray) -> np.ndarray:
@@ -75,13 +75,6 @@ def _texts(dictionary: list[str], index: np.ndarray) -> pa.Array:
     per row (a rank's name repeats on each of its rows: 64,000 rows of a list took 0.2 s)
     nor pyarrow.compute (a dictionary array's cast: 25-35 ms to import)."""
     return take_strings(dictionary, index)
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` (sorted), which imports numpy.ma to rule out a masked array (10 ms
-    of the serial reduce, for numpy >= 2.3)."""
-    ordered = np.sort(values)
-    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
 
 
 def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -> Tables:
@@ -163,8 +156,8 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
             _cat([np.full(r.n_steps, r.clock_offset is None) for r in ranks], bool),
         ),
     }
-    named = _named(ranks, gid, keys)
-    st = _straggler_columns(ranks, named)
+    named = named_steps(ranks, gid, keys)
+    st = straggler_columns(ranks, named)
     ints = {"Count", "Min", "Max", "Sum", "Rank", "Step", "Start", "End", "Duration", "Gap", "StartEpochNs"}
     ints |= {"Ranks", "StepDuration", "MedianStepDuration", "Excess"}
 
@@ -183,106 +176,6 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
 
 _I64 = np.zeros(0, dtype=np.int64)
 _TEXT = {"Text", "Domain", "RankName", "File", "Name", "TopRanges"}
-
-
-#: The stragglers table's columns.
-STRAGGLER_COLUMNS = ("Step", "Ranks", "Rank", "RankName", "StepDuration", "MedianStepDuration", "Excess", "TopRanges")
-
-
-@dataclass
-class _Named:
-    """The stragglers' rows (one per step two ranks or more have, by step) as columns: ``rank``
-    (-1: nobody named), ``top``/``top_ns`` the three columns of ``labels`` (the range names)
-    that account for most of the rank's excess and their ns above the median (those not
-    above it: not among them)."""
-
-    step: np.ndarray
-    ranks: np.ndarray
-    rank: np.ndarray
-    duration: np.ndarray
-    median: np.ndarray
-    excess: np.ndarray
-    top: np.ndarray
-    top_ns: np.ndarray
-    labels: list[str]
-
-
-def _stragglers(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple[str, str]]) -> dict[str, pa.Array]:
-    """The stragglers table's columns (:data:`STRAGGLER_COLUMNS`), column by column: numpy over
-    the steps that have the same ranks at once, no Python work per step."""
-    return _straggler_columns(ranks, _named(ranks, gid, keys))
-
-
-def _named(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple[str, str]]) -> _Named:
-    steps = max((r.n_steps for r in ranks), default=0)
-    # work[rank, step, key]: the ranges' names any rank's work has, as columns
-    used = _distinct(_cat([gid[i][r.work_rows] for i, r in enumerate(ranks)], np.int64)) if steps else _I64
-    labels = [range_label(*keys[int(u)]) for u in used.tolist()]
-    column = np.zeros(len(keys) + 1, dtype=np.int64)
-    column[used] = np.arange(len(used))
-    work = np.zeros((len(ranks), steps, len(used)), dtype=np.int64)
-    durations = np.zeros((len(ranks), steps), dtype=np.int64)
-    has = np.zeros((len(ranks), steps), dtype=bool)
-    for i, r in enumerate(ranks):
-        if len(r.work_rows):
-            work[i, : len(r.step_work)][:, column[gid[i][r.work_rows]]] = r.step_work
-        durations[i, : r.n_steps] = r.step_end - r.step_start
-        has[i, : min(r.n_steps, len(r.step_work))] = True
-    # a tie of two names' ns is broken as sorted((ns, (domain, message)), reverse=True) would
-    key_rank = np.zeros(len(used), dtype=np.int64)
-    key_rank[sorted(range(len(used)), key=lambda j: keys[int(used[j])])] = np.arange(len(used))
-    parts: list[tuple] = []
-    # the steps' medians over the ranks that have them, the steps grouped by those ranks (all
-    # of them, mostly): numpy's reductions over a group at once, not a call each step
-    patterns, group_of = np.unique(has.T, axis=0, return_inverse=True) if steps else (np.zeros((0, 0), bool), _I64)
-    for g, pattern in enumerate(patterns):
-        present = np.flatnonzero(pattern)
-        if len(present) < 2:
-            continue  # (a step fewer than two ranks have: no row)
-        at = np.flatnonzero(group_of.reshape(-1) == g)
-        w = work[present][:, at, :]  # [rank, step, name]
-        above = w - np.median(w, axis=0)
-        excess = np.where(above > 0, above, 0).sum(axis=2)
-        best = np.argmax(excess, axis=0)
-        most = excess[best, np.arange(len(at))]
-        # no rank above the others (identical ranks), or a tie: nobody is named
-        named = (most > 0) & (np.count_nonzero(excess == most, axis=0) == 1)
-        mine = above[best, np.arange(len(at))]  # [step, name]: the named rank's ns above the median
-        order = np.lexsort((np.broadcast_to(-key_rank[: mine.shape[1]], mine.shape), -mine), axis=-1)[:, :3]
-        top_ns = np.take_along_axis(mine, order, axis=1)
-        index = present[best]
-        parts.append((
-            at, np.full(len(at), len(present)), np.where(named, index, -1), durations[index, at],
-            np.median(durations[present][:, at], axis=0).astype(np.int64), most, order, top_ns,
-        ))  # fmt: skip
-    cols = [np.concatenate(c) for c in zip(*parts)] if parts else [_I64] * 6 + [np.zeros((0, 3), np.int64)] * 2
-    by_step = np.argsort(cols[0], kind="stable")
-    step, n, rank, duration, median, most, top, top_ns = (c[by_step] for c in cols)
-    return _Named(step, n, rank, duration, median, most.astype(np.int64), top, top_ns, labels)
-
-
-def _straggler_columns(ranks: list[RankResult], s: _Named) -> dict[str, pa.Array]:
-    nobody = s.rank < 0
-    text = np.zeros(len(s.step), dtype=str)
-    if s.labels and len(s.step):
-        names = np.array(s.labels, dtype=str)
-        for j in range(min(3, s.top.shape[1])):
-            more = s.top_ns[:, j] > 0
-            part = np.char.add(
-                np.char.add(names[s.top[:, j]], " +"), np.where(more, s.top_ns[:, j], 0).astype(np.int64).astype(str)
-            )
-            joined = np.char.add(np.char.add(text, "; "), part) if j else part
-            text = np.where(more & ~nobody, joined, text)
-    return {
-        "Step": array(s.step, pa.int64()),
-        "Ranks": array(s.ranks, pa.int64()),
-        "Rank": array(s.rank, pa.int64(), nobody),
-        "RankName": take_strings([r.name for r in ranks], np.maximum(s.rank, 0), nobody),
-        "StepDuration": array(s.duration, pa.int64(), nobody),
-        "MedianStepDuration": array(s.median, pa.int64()),
-        "Excess": array(s.excess, pa.int64(), nobody),
-        "TopRanges": unicode_strings(text),
-    }
 
 
 def write_tables(tables: Tables, outdir, painter: Painter | None = None) -> list[Path]:
