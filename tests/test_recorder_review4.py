@@ -3,7 +3,15 @@ before its row's fix."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
+from pathlib import Path
+
 import numpy as np
+from conftest import _child_env
 
 from nvtx_plugins_tf.recorder.analysis import _native
 
@@ -34,3 +42,114 @@ def test_pairs_whose_hashes_collide_stay_two_pairs():
         assert ranges.pairs().tolist() == [[0, 7], [inv_signed, 6]]
     finally:
         ranges.close()
+
+
+# ---------------------------------------------------------------- row 2: sizes read from files
+def _peak_child(code: str, *args) -> tuple[int, str]:
+    """Run ``code`` in a child with the venv; (its peak RSS in MiB, its stdout's last line)."""
+    script = code + "\nimport resource\nprint('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)], env=_child_env(), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    return int(lines[-1].split()[1]), "\n".join(lines[:-1])
+
+
+def test_packed_and_raw_readers_over_crafted_sizes_stay_bounded_and_say_the_damage(tmp_path):
+    # row 2: a pack header's header_size/chunk_size (up to 4 GiB) and a frame's raw_len sized
+    # the native reader's buffer (zero-filled) before Zstandard found a few bytes there: a
+    # 110-byte file, 4.2 GiB. Here every size, count and length at its limits and past them,
+    # in the native and the Python paths: peak memory under 256 MiB, no exception, the same
+    # events and damage either way, and no event lost without the damage said.
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("packed_fuzz.py")), tmp_path],
+        env=_child_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["peak_mib"] < 256, out["peak_mib"]
+    rows = out["rows"]
+    assert len(rows) > 150
+    by_case: dict[str, dict[str, dict]] = {}
+    for row in rows:
+        assert "exception" not in row, row
+        by_case.setdefault(row["case"], {})[row["path"]] = row
+    intact = by_case["intact"]["native"]
+    assert intact["events"] == 1200 and not intact["damage"]
+    for case, paths in by_case.items():
+        if "python" in paths:
+            native, python = paths["native"], paths["python"]
+            assert (native["events"], native["rows"], bool(native["damage"])) == (
+                python["events"], python["rows"], bool(python["damage"])
+            ), case  # fmt: skip
+        for row in paths.values():
+            if not row["damage"]:
+                assert (row["events"], row["rows"]) == (intact["events"], intact["rows"]), row
+    for case in ("header_size=4294967295", "chunk_size=4294967295", "every chunk: raw_len=1 GiB, chunks of 1 GiB"):
+        assert by_case[case]["native"]["damage"], case
+
+
+def test_the_packed_bomb_of_the_issue_is_damage_said_in_bounded_memory(tmp_path):
+    # row 2's repro: a 97-byte packed segment whose header declares 4 GiB - 1 of header and
+    # chunk; its one frame 4 GiB - 1 of raw bytes.
+    code = (
+        "import struct, sys, zlib\n"
+        "import pyarrow as pa\n"
+        "import nvtx_plugins_tf.recorder.recording.reader as rd\n"
+        "d = sys.argv[1]\n"
+        "data = pa.Codec('zstd').compress(b'\\0' * 64, asbytes=True)\n"
+        "big = 0xFFFFFFFF\n"
+        "head = struct.pack('<8sIIQIIQ24x', b'NVTXSEGZ', 1, 1, big, big, 4096, 1)\n"
+        "frame = struct.pack('<IIII', len(data), big, zlib.crc32(data), 0) + data\n"
+        "open(d + '/5-1000.nvtxsegz', 'wb').write(head + frame)\n"
+        "rd.UNPACK_IN_PLACE = sys.argv[2] == 'native'\n"
+        "with rd.RecordingReader(d) as r:\n"
+        "    n = sum(len(b) for b in r.batches())\n"
+        "    print(n, r.damage().describe())\n"
+    )
+    for path in ("native", "python"):
+        folder = tmp_path / f"{path}.nvtxrec"
+        folder.mkdir()
+        peak, said = _peak_child(code, folder, path)
+        assert peak < 256, (path, peak)
+        assert said.startswith("0 1 unreadable segment(s)") and "does not unpack (damaged)" in said, said
+
+
+def test_an_sqlite_record_longer_than_the_file_is_refused_before_it_is_sized(tmp_path):
+    # row 2, the SQLite page reader: a record's size (a varint of the file) sized its buffer,
+    # zero-filled, up to 2 GiB, before its overflow chain was followed. A record claiming
+    # 256 MiB in a file of a few MiB: the pages give up, memory stays bounded.
+    from test_sqlite_pages import _leaf_cell, _rows, _varint, make_db
+
+    path = make_db(tmp_path / "long.sqlite", _rows(50, seed=3) + [(5, 9, 59, "x" * (3 << 20), 1 << 24, None, 0)])
+    with closing(sqlite3.connect(path)) as con:
+        (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name='NVTX_EVENTS'").fetchone()
+        (rowid,) = con.execute("SELECT max(rowid) FROM NVTX_EVENTS").fetchone()
+    data = bytearray(path.read_bytes())
+    cell = _leaf_cell(data, (root - 1) * 4096, rowid)
+    size, n = _varint(data, cell)
+    assert size > 3 << 20 and n == 4
+    data[cell : cell + 4] = bytes([0xFF, 0xFF, 0xFF, 0x7F])  # 268,435,455 bytes
+    path.write_bytes(bytes(data))
+    code = (
+        "import sys, os\n"
+        "os.environ['NVTX_TF_SQLITE_PAGES'] = '1'\n"
+        "from nvtx_plugins_tf.recorder.analysis import _native\n"
+        "from nvtx_plugins_tf.recorder.analysis.native_mapper import LIBSQLITE3\n"
+        "from nvtx_plugins_tf.recorder.nsys_inputs.batches import range_query\n"
+        "from nvtx_plugins_tf.recorder.nsys_inputs.sqlite import open_nsys_sqlite\n"
+        "from pathlib import Path\n"
+        "path = Path(sys.argv[1])\n"
+        "with open_nsys_sqlite(path) as db:\n"
+        "    query, ranges = range_query(db)\n"
+        "native = _native.NativeRanges()\n"
+        "try:\n"
+        "    native.add_sqlite(LIBSQLITE3, path.resolve().as_uri() + '?mode=ro', query, ranges)\n"
+        "except OSError as exc:\n"
+        "    pass\n"
+        "print(native.sqlite_pages, native.sqlite_note)\n"
+    )
+    peak, said = _peak_child(code, path)
+    assert peak < 200, (peak, said)
+    assert said.startswith("False") and "longer than the file" in said, said

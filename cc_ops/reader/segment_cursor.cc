@@ -153,6 +153,7 @@ int SegmentCursor::Open(const char* path, bool packed, uint64_t cache_bytes, std
     stats_.missing_chunks += header_.chunk_count - body / csize;
   }
   try {
+    file_size_ = size;
     Scan(size, hsize, csize);
   } catch (...) {
     Close();
@@ -209,6 +210,7 @@ void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
     }
     if (ch.magic == 0) {
       stats_.unpublished_chunks++;
+      if (!packed_.is_open()) k = SkipHole(k, count, hsize, csize);
       continue;
     }
     if (ch.magic != kChunkMagic) {
@@ -247,6 +249,25 @@ void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
   std::unordered_map<uint32_t, size_t> taken;
   order_.reserve(file_order.size());
   for (const ChunkRef& c : file_order) order_.push_back(by_thread[c.thread_index][taken[c.thread_index]++]);
+}
+
+uint64_t SegmentCursor::SkipHole(uint64_t k, uint64_t count, uint32_t hsize, uint32_t csize) {
+  // Chunks wholly in a hole of a sparse file read as zeros: unpublished, counted without
+  // reading them (a file's size, however large, costs no time: a copy of a packed segment
+  // whose raw size is the most 64 bits say, a file extended by truncate).
+  const uint64_t after = hsize + (k + 1) * csize;
+  if (after >= file_size_) return k;
+  off_t data = lseek(fd_.get(), static_cast<off_t>(after), SEEK_DATA);
+  uint64_t next;
+  if (data < 0) {
+    if (errno != ENXIO) return k;  // (no SEEK_DATA here: chunk by chunk)
+    next = count;                  // no data after this chunk
+  } else {
+    next = (static_cast<uint64_t>(data) - hsize) / csize;  // the chunk the data is in
+  }
+  if (next <= k + 1) return k;
+  stats_.unpublished_chunks += std::min(next, count) - (k + 1);
+  return std::min(next, count) - 1;
 }
 
 int64_t SegmentCursor::ReadAt(void* dst, uint64_t n, uint64_t off) {

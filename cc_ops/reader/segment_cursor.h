@@ -103,6 +103,10 @@ class SegmentCursor {
 
  private:
   void Scan(uint64_t size, uint32_t hsize, uint32_t csize);
+  // After chunk k (unpublished) of a raw file: the chunks wholly in the hole after it counted
+  // unpublished, skipped; returns the last one skipped (k: none).
+  uint64_t SkipHole(uint64_t k, uint64_t count, uint32_t hsize, uint32_t csize);
+  uint64_t file_size_ = 0;
   // pread on the segment (raw or packed): n bytes at off; -1 on error.
   int64_t ReadAt(void* dst, uint64_t n, uint64_t off);
   // Reads chunk c (data_: its bytes, in buf_ or in place); returns the bytes read (<= c.available).
