@@ -5,15 +5,36 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import struct
 import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import _child_env
+from native.segment_oracle import chunk_sums, scan_segment
 
 from nvtx_plugins_tf.recorder.analysis import _native
+from nvtx_plugins_tf.recorder.recording._synth import (
+    K_CATEGORY,
+    K_DOMAIN_CREATE,
+    K_DOMAIN_DESTROY,
+    K_END,
+    K_MARK,
+    K_POP,
+    K_PUSH,
+    K_START,
+    K_THREAD_NAME,
+    SEGMENT_HEADER_SIZE,
+    SegmentWriter,
+    compact_event,
+    event,
+    string_def,
+    word0,
+)
+from nvtx_plugins_tf.recorder.recording.reader import RecordingReader
 
 
 def test_pairs_whose_hashes_collide_stay_two_pairs():
@@ -153,3 +174,106 @@ def test_an_sqlite_record_longer_than_the_file_is_refused_before_it_is_sized(tmp
     peak, said = _peak_child(code, path)
     assert peak < 200, (peak, said)
     assert said.startswith("False") and "longer than the file" in said, said
+
+
+# ---------------------------------------------------------------- row 4: the end of data by kinds
+T = 10**12  # a timestamp as the writer's clock gives them
+K_PAYLOAD_SCHEMA = 21
+EXT_BLOCK = struct.pack("<QQIHH", 77, 8, 8, 1, 0) + struct.pack("<q", -1)  # one data entry, 8 bytes
+SCHEMA_BODY = (
+    struct.pack("<QQQQIIQ", 1 << 24, 1, 0, 8, 1, 4, 0) + b"abcd".ljust(8, b"\0")  # PayloadSchemaDef, its name
+    + struct.pack("<QQQQQII", 0, 5, 0, 0, 8, 1, 0) + b"x".ljust(8, b"\0")  # one entry, its name
+)  # fmt: skip
+RECORDS = {
+    "string definition": string_def(9, "a name"),
+    "domain create": word0(K_DOMAIN_CREATE, 0, 3, 1) + struct.pack("<Q", T),
+    "domain destroy": word0(K_DOMAIN_DESTROY, 0, 3, 0) + struct.pack("<Q", T),
+    "category name": word0(K_CATEGORY, 0, 0, 1) + struct.pack("<II", 64, 0),
+    "thread name (tid 17,000)": word0(K_THREAD_NAME, 0, 0, 1) + struct.pack("<q", 17_000),
+    "thread name (tid 4,000,000)": word0(K_THREAD_NAME, 0, 0, 1) + struct.pack("<q", 4_000_000),
+    "payload schema": word0(K_PAYLOAD_SCHEMA) + struct.pack("<II", len(SCHEMA_BODY), 0) + SCHEMA_BODY,
+    "push": event(K_PUSH, T + 50, msg=1),
+    "pop": event(K_POP, T + 50),
+    "start": event(K_START, T + 50, msg=1, range_id=9),
+    "end": event(K_END, T + 50, range_id=9),
+    "mark": event(K_MARK, T + 50, msg=1),
+    "mark with color, category and payload": event(K_MARK, T + 50, msg=1, color=1, category=2, payload=("u64", 5)),
+    "mark with an extended payload": word0(K_MARK, 7 << 4, 0, 1)
+    + struct.pack("<QQ", T + 50, len(EXT_BLOCK))
+    + EXT_BLOCK,
+    "compact push": compact_event(K_PUSH, 5, msg=1),
+    "compact pop": compact_event(K_POP, 5),
+    "compact start": compact_event(K_START, 5, msg=1, range_id=9),
+    "compact end": compact_event(K_END, 5, range_id=9),
+    "compact mark": compact_event(K_MARK, 5, msg=1),
+}
+
+
+def _chunk_with(record: bytes, after: int, seal: bool) -> bytes:
+    """A segment of one chunk: a string, 20 marks, ``record`` with its first word zeroed, then
+    ``after`` marks; sealed at its records' end (the zero word inside the seal) or not."""
+    w = SegmentWriter(pid=5, chunk_size=4096)
+    t = w.thread(5)
+    t.string(1, "r")
+    for i in range(20):
+        t.mark(T + i, 1)
+    t.record(bytes(8) + record[8:])
+    for i in range(after):
+        t.mark(T + 100 + i, 1)
+    data = bytearray(bytes(w))
+    if seal:
+        end = len(w.chunks[0])
+        struct.pack_into(
+            "<QQQ", data, SEGMENT_HEADER_SIZE + 32, end, *chunk_sums(bytes(data), SEGMENT_HEADER_SIZE, end)
+        )
+    return bytes(data)
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["unsealed", "sealed"])
+@pytest.mark.parametrize("after", [0, 5], ids=["last", "followed"])
+@pytest.mark.parametrize("kind", list(RECORDS))
+def test_every_record_kind_zeroed_at_its_first_word(tmp_path, kind, after, sealed):
+    # row 4: the end-of-data rule read any second word below 2**32 as a string definition's
+    # length: a thread-name record's tid passed up to tid bytes after a zeroed first word
+    # for one torn record, the records there lost without damage said. Now: the last record
+    # of an unsealed chunk without its first word is torn (only that record lost, silently);
+    # anything after it, or a zero word inside a seal, is damage said, the records after it
+    # read (the native reader and the oracle alike).
+    data = _chunk_with(RECORDS[kind], after, sealed)
+    torn = after == 0 and not sealed
+    assert scan_segment(data).damaged != torn
+    (tmp_path / "5-1000.nvtxseg").write_bytes(data)
+    with RecordingReader(tmp_path) as reader:
+        rows = np.concatenate(list(reader.batches()))
+        damage = reader.damage()
+    assert damage.damaged != torn, damage.describe()
+    if not torn:
+        assert damage.damaged_chunks == 1, damage.describe()
+    # the marks before it and after it (the walk resumes at the next full-form record; what
+    # it resumes at inside the damaged record's bytes, if anything, is read as it is)
+    start = rows["start_ns"]
+    assert np.count_nonzero((start >= T) & (start < T + 20)) == 20
+    assert np.count_nonzero((start >= T + 100) & (start < T + 100 + after)) == after
+
+
+def test_a_thread_name_zeroed_before_the_definitions_and_events_of_its_chunk(tmp_path):
+    # row 4's repro (hidden_damage.py): the main thread's unsealed chunk begins with a string,
+    # the thread-name record, the string its events name, then the events. Its thread-name
+    # record's first word zeroed: exit 5 "no NVTX events recorded", no damage said; now the
+    # damage is said and every event is read, named (the definitions after the damage are
+    # collected as the events after it are read).
+    w = SegmentWriter(pid=5, chunk_size=4096)
+    t = w.thread(17_000)
+    t.string(1, "main")
+    t.record(bytes(8) + struct.pack("<q", 17_000))  # the thread-name record without its first word
+    t.string(2, "work")
+    for i in range(100):
+        t.push(T + 10 * i, 2)
+        t.pop(T + 10 * i + 5)
+    (tmp_path / "5-1000.nvtxseg").write_bytes(bytes(w))
+    with RecordingReader(tmp_path) as reader:
+        rows = np.concatenate(list(reader.batches()))
+        damage = reader.damage()
+        strings = reader.strings()
+    assert damage.damaged and damage.damaged_chunks == 1 and not damage.unknown_strings, damage.describe()
+    assert len(rows) == 100 and {strings[m] for m in rows["message"]} == {"work"}

@@ -21,10 +21,14 @@
 // Crash safety: the file is written through MAP_SHARED mappings. Every write lands in
 // the page cache at once, so a SIGKILL loses nothing already written. The writer
 // stores the first word of a record (kind != 0) last, with release order; the first
-// zero word in a chunk ends that chunk's data when only zeros follow it, and in an
-// unsealed chunk also when what follows it, up to its last non-zero byte, fits in the
-// body of the one record that starts there (the record the writer was killed in, or is
-// still writing) -- anything else after a zero word is damage. A chunk whose magic is not kChunkMagic
+// zero word in an unsealed chunk ends that chunk's data when only zeros follow it, or when
+// what follows it, up to its last non-zero byte, fits in the body of the one record that
+// starts there (the record the writer was killed in, or is still writing), judged by the
+// record kinds and their real sizes: at most 40 bytes (an event without a payload block, a
+// 16-byte definition), a kStringDef (u32 length, then text without NUL), a kPayloadSchema
+// (u32 length, then a PayloadSchemaDef whose entries end there), an event with an extended
+// payload (its block's entries ending at the block's length) -- anything else after a zero
+// word is damage, and so is a zero word in a sealed chunk. A chunk whose magic is not kChunkMagic
 // was never published and is skipped. Unknown record kinds end the chunk (damage).
 //
 // Every record starts with one 8-byte word and is a multiple of 8 bytes long:

@@ -151,10 +151,28 @@ class SegmentCursor {
 
 template <class F>
 void SegmentCursor::ForEachRecord(F f) {
+  // The records the walk of Next reads, without counting anything: a zero word ends the
+  // chunk's records at the end of data (only zeros after it, or in an unsealed chunk a torn
+  // record); anything else, damage, resumes at the next full-form record, as Next does (the
+  // definitions after damage name the events read after it).
   for (const ChunkRef& c : order_) {
-    uint64_t n = RecordsEnd(c, ReadChunk(c));
-    ForEachRecordIn(data_, n, f);
+    chunk_ = &c;
+    end_ = RecordsEnd(c, ReadChunk(c));
+    uint64_t pos = nvtx_record::kChunkHeaderSize;
+    while (pos + 8 <= end_) {
+      const uint8_t* r = data_ + pos;
+      const uint64_t len = Load64(r) == 0 ? 0 : RecordLength(r, end_ - pos);
+      if (len == 0) {
+        if (Load64(r) == 0 && (AllZero(pos, end_) || (!c.sealed_end && IsEndOfData(pos)))) break;
+        pos = ResyncFrom(pos + 8);
+        continue;
+      }
+      f(r, len);
+      pos += len;
+    }
   }
+  chunk_ = nullptr;
+  end_ = 0;
 }
 
 }  // namespace nvtx_reader
