@@ -277,3 +277,36 @@ def test_a_thread_name_zeroed_before_the_definitions_and_events_of_its_chunk(tmp
         strings = reader.strings()
     assert damage.damaged and damage.damaged_chunks == 1 and not damage.unknown_strings, damage.describe()
     assert len(rows) == 100 and {strings[m] for m in rows["message"]} == {"work"}
+
+
+# ---------------------------------------------------------------- row 6: one SQLite per process
+def test_one_sqlite_namespace_per_process_whatever_name_it_is_asked_by(tmp_path):
+    # row 6 (sqlite_names.py): the loader remembered one library name; its soname and its path
+    # used in turn each opened a link-map namespace with a libc of its own (2 -> 12 libc
+    # mappings, then RTLD_DEEPBIND). Now the same library by any name is the one loaded; a
+    # different library (a copy: another file) is refused in one line.
+    code = (
+        "import ctypes, os, shutil, sys\n"
+        "from nvtx_plugins_tf._native_libs import native_library\n"
+        "lib = ctypes.CDLL(str(native_library('reader')))\n"
+        "lib.nvtxr_sqlite_available.restype = ctypes.c_int\n"
+        "lib.nvtxr_sqlite_available.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32]\n"
+        "path = next(l.split()[-1] for l in os.popen('ldconfig -p') if 'libsqlite3.so.0 ' in l)\n"
+        "libcs = lambda: sum('libc.so.6' in l and 'r-xp' in l for l in open('/proc/self/maps'))\n"
+        "err = ctypes.create_string_buffer(256)\n"
+        "first = lib.nvtxr_sqlite_available(b'libsqlite3.so.0', err, 256)\n"
+        "after_first = libcs()\n"
+        "names = [b'libsqlite3.so.0', path.encode(), os.path.realpath(path).encode()]\n"
+        "oks = [lib.nvtxr_sqlite_available(names[i % 3], err, 256) for i in range(30)]\n"
+        "copy = os.path.join(sys.argv[1], 'libsqlite3-copy.so.0')\n"
+        "shutil.copy(path, copy)\n"
+        "other = lib.nvtxr_sqlite_available(copy.encode(), err, 256)\n"
+        "print(first, after_first, libcs(), all(oks), other)\n"
+        "print(err.value.decode())\n"
+    )
+    _, said = _peak_child(code, tmp_path)
+    counts, _, why = said.partition("\n")
+    first, after_first, last, oks, other = counts.split()
+    assert (first, oks, other) == ("1", "True", "0"), said
+    assert int(after_first) <= 2 and last == after_first, said
+    assert "libsqlite3-copy.so.0" in why and "one per process" in why, why
