@@ -310,3 +310,39 @@ def test_one_sqlite_namespace_per_process_whatever_name_it_is_asked_by(tmp_path)
     assert (first, oks, other) == ("1", "True", "0"), said
     assert int(after_first) <= 2 and last == after_first, said
     assert "libsqlite3-copy.so.0" in why and "one per process" in why, why
+
+
+# ---------------------------------------------------------------- row 3: a drop in its window
+@pytest.mark.parametrize("write_after", [True, False], ids=["an event after it", "nothing after it"])
+def test_a_drop_in_a_capture_window_is_counted_in_that_window(tmp_path, c_sample, recorder_env, write_after):
+    # row 3 (drop_in_window.py): a drop after a window's start and before its first written
+    # event was counted in the header of the segment before the window: capture() said 0
+    # where the recorder counted 1. With nothing written in the window, its segment is opened
+    # at the window's end to hold the drop. Either way the recording's total stays 1.
+    lib = c_sample("dropper", "-shared", "-fPIC")
+    inside = "h.mark(b'inside the capture')" if write_after else "pass"
+    script = tmp_path / "window.py"
+    script.write_text(
+        "import ctypes, os\n"
+        "from nvtx_plugins_tf.testing import capture\n"
+        f"h = ctypes.CDLL({str(lib)!r})\n"
+        "rec = ctypes.CDLL(os.environ['NVTX_INJECTION64_PATH'])\n"
+        "rec.nvtx_recorder_dropped_count.restype = ctypes.c_uint64\n"
+        "h.mark(b'before the capture')\n"
+        "with capture() as cap:\n"
+        "    h.end_of_dropped_start()\n"
+        f"    {inside}\n"
+        "h.mark(b'between')\n"
+        "with capture() as later:\n"
+        "    h.mark(b'a later window')\n"
+        "print(rec.nvtx_recorder_dropped_count(), cap.damage.dropped_events, later.damage.dropped_events)\n"
+    )
+    rec = tmp_path / "rec.nvtxrec"
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=recorder_env(rec), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-3:] == ["1", "1", "0"], proc.stdout
+    with RecordingReader(rec) as reader:
+        list(reader.batches())
+        assert reader.damage().dropped_events == 1
