@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import struct
 import sys
 import zlib
@@ -155,7 +154,9 @@ def main(folder: str) -> int:
             out.append(read(folder, name, data, ".nvtxsegz", in_place))
     for name, data in raw_cases(raw).items():
         out.append(read(folder, name, data, ".nvtxseg", True))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    # (VmHWM: this process's own peak; ru_maxrss counts the forked parent's before exec)
+    hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    peak = int(hwm.split()[1]) // 1024
     print(json.dumps({"rows": out, "peak_mib": peak}))
     return 0
 

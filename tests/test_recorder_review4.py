@@ -67,8 +67,12 @@ def test_pairs_whose_hashes_collide_stay_two_pairs():
 
 # ---------------------------------------------------------------- row 2: sizes read from files
 def _peak_child(code: str, *args) -> tuple[int, str]:
-    """Run ``code`` in a child with the venv; (its peak RSS in MiB, its stdout's last line)."""
-    script = code + "\nimport resource\nprint('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+    """Run ``code`` in a child with the venv; (its peak RSS in MiB, the lines it printed before)."""
+    # (VmHWM: this process's own peak; ru_maxrss would count the forked parent's before exec)
+    script = code + (
+        "\nhwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))"
+        "\nprint('peak', int(hwm.split()[1]) // 1024)\n"
+    )
     proc = subprocess.run(
         [sys.executable, "-c", script, *map(str, args)], env=_child_env(), capture_output=True, text=True, timeout=300
     )
