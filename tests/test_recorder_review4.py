@@ -4,10 +4,13 @@ before its row's fix."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 import struct
 import subprocess
 import sys
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -34,6 +37,7 @@ from nvtx_plugins_tf.recorder.recording._synth import (
     string_def,
     word0,
 )
+from nvtx_plugins_tf.recorder.recording.packed import pack_recording, remove_packed_raw
 from nvtx_plugins_tf.recorder.recording.reader import RecordingReader
 
 
@@ -350,3 +354,87 @@ def test_a_drop_in_a_capture_window_is_counted_in_that_window(tmp_path, c_sample
     with RecordingReader(rec) as reader:
         list(reader.batches())
         assert reader.damage().dropped_events == 1
+
+
+# ---------------------------------------------------------------- row 1: live segments
+def _unshare_works() -> bool:
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "--pid", "--fork", "--uts", "true"], capture_output=True).returncode == 0
+
+
+needs_unshare = pytest.mark.skipif(not _unshare_works(), reason="unshare --pid --fork --uts needs root")
+
+
+def _in_namespace(writer: Path, args: list[str], host: str | None, env: dict) -> subprocess.Popen:
+    """``writer ARGS`` in a PID namespace of its own (150 pids used up first, so that its pid
+    names no process of ours), with a host name of its own when ``host`` is given."""
+    inner = "i=0; while [ $i -lt 150 ]; do /bin/true; i=$((i+1)); done; "
+    if host:
+        inner += f"hostname {host}; "
+    inner += " ".join([str(writer), *args])
+    cmd = ["unshare", "--pid", "--fork", *(["--uts"] if host else []), "sh", "-c", inner]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_segment(rec: Path, proc: subprocess.Popen) -> None:
+    """Until the writer's segment file exists (or the writer ended: then the test fails)."""
+    while not list(rec.glob("*.nvtxseg")):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+
+
+@needs_unshare
+@pytest.mark.parametrize("host", [None, "elsewhere"], ids=["this host", "a header naming another host"])
+def test_a_writer_in_another_pid_namespace_is_never_packed_while_it_writes(tmp_path, c_sample, recorder_env, host):
+    # row 1 (foreign_pid_pack.sh): pack judged "its writer still runs" by the header's pid in
+    # its own /proc: a writer in another PID namespace (or on another host) was packed and its
+    # raw segment unlinked while it wrote: 131-147 of 300 ranges kept, no damage said. Now the
+    # writer holds its segment's lock while it writes: pack, record's packing and merge leave
+    # it raw; once it has ended (its segment closed at exit) it is packed, every range read.
+    writer = c_sample("ns_writer")
+    rec, go = tmp_path / "rec.nvtxrec", tmp_path / "go"
+    proc = _in_namespace(writer, ["150", str(go)], host, recorder_env(rec))
+    try:
+        _wait_for_segment(rec, proc)
+        result = pack_recording(rec)
+        assert result.packed == 0 and len(result.left) == 1, result
+        assert "still runs (it holds the segment's lock)" in result.left[0], result.left
+        assert remove_packed_raw(rec) == 0 and list(rec.glob("*.nvtxseg"))
+    finally:
+        go.touch()
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "emitted push/pop ranges=300" in out, (out, err)
+    result = pack_recording(rec)
+    assert result.packed == 1 and not result.left, result
+    with RecordingReader(rec) as reader:
+        assert sum(len(b) for b in reader.batches()) == 300
+        assert not reader.damage().damaged, reader.damage().describe()
+
+
+@needs_unshare
+def test_a_killed_writer_whose_header_names_another_host_is_left_raw_with_why(tmp_path, c_sample, recorder_env):
+    # row 1: a writer on another host (a shared file system), killed (its segment never
+    # closed), whose lock is not held: whether it still runs cannot be known here; pack leaves
+    # it raw and says why in one line (exit 0). On this host the same is packed (its lock gone:
+    # its writer ended).
+    writer = c_sample("ns_writer")
+    for host, packed in (("elsewhere", 0), (None, 1)):
+        rec = tmp_path / f"{host}.nvtxrec"
+        proc = _in_namespace(writer, ["50", "kill"], host, recorder_env(rec))
+        proc.communicate(timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "nvtx_plugins_tf", "pack", str(rec)],
+            env=_child_env(), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert f"{packed} segment(s) packed" in proc.stdout, proc.stdout
+        lines = proc.stderr.strip().splitlines()
+        if packed:
+            assert not lines, proc.stderr
+        else:
+            (line,) = lines
+            assert line.startswith("nvtx-tf: warning: left raw: ") or "left raw: " in line, line
+            assert "written on elsewhere: whether its process still runs cannot be known here" in line, line
+        with RecordingReader(rec) as reader:
+            assert sum(len(b) for b in reader.batches()) == 50

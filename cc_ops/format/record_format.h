@@ -111,13 +111,20 @@ constexpr uint32_t kSegmentHeaderSize = 4096;
 constexpr uint32_t kDefaultChunkSize = 256 * 1024;  // NVTX_TF_CHUNK_SIZE overrides
 constexpr uint32_t kChunkMagic = 0x4B4E4843;        // "CHNK"
 constexpr const char* kSegmentSuffix = ".nvtxseg";
+// SegmentHeader::flags. Liveness without pids (a writer in another PID namespace or on another
+// host is not in this /proc): the writer holds an OFD read lock on its segment file for as
+// long as it writes it (kSegmentLocked: the lock was taken; released when the segment is
+// closed or the process ends, however), and sets kSegmentClosed when it is done with it (a new
+// segment, the process's exit; not a SIGKILL or a crash). docs/guarantees.md, "Live segments".
+constexpr uint32_t kSegmentLocked = 1;
+constexpr uint32_t kSegmentClosed = 2;
 
 struct SegmentHeader {
   char magic[8];         // kSegmentMagic
   uint32_t version;      // kFormatVersion
   uint32_t header_size;  // kSegmentHeaderSize
   uint32_t chunk_size;   // bytes per chunk, a multiple of 4096
-  uint32_t reserved0;
+  uint32_t flags;        // kSegmentLocked | kSegmentClosed (0 from older writers: unknown)
   int64_t pid;
   int64_t ppid;
   uint64_t start_ns;           // CLOCK_MONOTONIC when the segment was opened

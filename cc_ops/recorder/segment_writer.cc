@@ -151,6 +151,8 @@ void PublishDropSlotLocked(uint64_t* slot) {
 // here made such drops pending for a segment that, with nothing written after, never opened:
 // lost, 4 of 2710 signal-handler events in the stress test under ASan.)
 void CloseSegmentLocked() {
+  // (done with it: closed, then its lock released with its file descriptor)
+  if (g_seg.header) __atomic_or_fetch(&g_seg.header->flags, kSegmentClosed, __ATOMIC_RELEASE);
   if (g_seg.fd >= 0) close(g_seg.fd);
   g_seg = Segment();
 }
@@ -222,6 +224,13 @@ bool OpenSegmentLocked(uint32_t epoch) {
   static char path[PATH_MAX];
   ScopedFd fd(CreateSegmentFile(dir, h, path));
   if (fd.get() < 0) return false;
+  // The segment's lock, held while it is written (record_format.h, kSegmentLocked): an OFD
+  // lock belongs to this open file description, closed with the segment or the process
+  // (a forked child closes its copy: SegmentWriterAfterForkInChild).
+  struct flock lock = {};
+  lock.l_type = F_RDLCK;
+  lock.l_whence = SEEK_SET;
+  if (fcntl(fd.get(), F_OFD_SETLK, &lock) == 0) h->flags |= kSegmentLocked;
   if (!PwriteAll(fd.get(), buf, kSegmentHeaderSize, 0)) {
     unlink(path);  // (full disk: no half-made segment left behind)
     return false;
@@ -457,5 +466,18 @@ void CountDrop() {
 }
 
 uint64_t DroppedCount() { return g_dropped_total.load(std::memory_order_relaxed); }
+
+namespace {
+
+// At exit() (after the atexit handlers; not at a SIGKILL, _exit or a crash): the segment in
+// use is closed (kSegmentClosed). No lock: the header page is never unmapped; a forked
+// child's is anonymous memory (g_header_is_file false).
+__attribute__((destructor)) void CloseSegmentAtExit() {
+  if (g_header_page && g_header_is_file && g_seg.fd >= 0) {
+    __atomic_or_fetch(&reinterpret_cast<SegmentHeader*>(g_header_page)->flags, kSegmentClosed, __ATOMIC_RELEASE);
+  }
+}
+
+}  // namespace
 
 }  // namespace nvtx_recorder
