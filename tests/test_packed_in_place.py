@@ -193,16 +193,18 @@ def test_analyze_of_a_damaged_pack_is_one_line_and_exit_6(tmp_path, kind, words)
 
 
 def test_a_raw_size_past_any_file_reads_the_frames_at_once(tmp_path, monkeypatch):
-    """A pack whose header claims 4 EiB of raw bytes: its frames are read, the rest counts as
-    unpublished chunks without being walked (the copy cannot be made that large: it reports
-    the segment unreadable)."""
+    """A pack whose header claims 4 EiB of raw bytes: its frames are read, and the raw size
+    ends with its last frame (issue 44 row 2: a frame holds its chunk whole, the last one at
+    most that), in place and in the copy alike (the copy could not be made that large: it
+    reported the segment unreadable)."""
     rec = tmp_path / "rank.nvtxrec"
     first, _ = _packed_recording(rec)
     intact = _read(rec, monkeypatch, True)
     first.write_bytes(_damage("raw size of 2**62", first.read_bytes()))
-    rows, damage, strings, _ = _read(rec, monkeypatch, True)
-    assert np.array_equal(rows, intact[0]) and strings == intact[2]
-    assert damage.unpublished_chunks > 1 << 40 and not damage.errors
+    for in_place in (True, False):
+        rows, damage, strings, _ = _read(rec, monkeypatch, in_place)
+        assert np.array_equal(rows, intact[0]) and strings == intact[2]
+        assert damage.unpublished_chunks == intact[1].unpublished_chunks and not damage.errors
 
 
 def test_without_a_loadable_libzstd_the_copy_reads_it(tmp_path):

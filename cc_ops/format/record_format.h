@@ -21,10 +21,14 @@
 // Crash safety: the file is written through MAP_SHARED mappings. Every write lands in
 // the page cache at once, so a SIGKILL loses nothing already written. The writer
 // stores the first word of a record (kind != 0) last, with release order; the first
-// zero word in a chunk ends that chunk's data when only zeros follow it, and in an
-// unsealed chunk also when what follows it, up to its last non-zero byte, fits in the
-// body of the one record that starts there (the record the writer was killed in, or is
-// still writing) -- anything else after a zero word is damage. A chunk whose magic is not kChunkMagic
+// zero word in an unsealed chunk ends that chunk's data when only zeros follow it, or when
+// what follows it, up to its last non-zero byte, fits in the body of the one record that
+// starts there (the record the writer was killed in, or is still writing), judged by the
+// record kinds and their real sizes: at most 40 bytes (an event without a payload block, a
+// 16-byte definition), a kStringDef (u32 length, then text without NUL), a kPayloadSchema
+// (u32 length, then a PayloadSchemaDef whose entries end there), an event with an extended
+// payload (its block's entries ending at the block's length) -- anything else after a zero
+// word is damage, and so is a zero word in a sealed chunk. A chunk whose magic is not kChunkMagic
 // was never published and is skipped. Unknown record kinds end the chunk (damage).
 //
 // Every record starts with one 8-byte word and is a multiple of 8 bytes long:
@@ -107,13 +111,20 @@ constexpr uint32_t kSegmentHeaderSize = 4096;
 constexpr uint32_t kDefaultChunkSize = 256 * 1024;  // NVTX_TF_CHUNK_SIZE overrides
 constexpr uint32_t kChunkMagic = 0x4B4E4843;        // "CHNK"
 constexpr const char* kSegmentSuffix = ".nvtxseg";
+// SegmentHeader::flags. Liveness without pids (a writer in another PID namespace or on another
+// host is not in this /proc): the writer holds an OFD read lock on its segment file for as
+// long as it writes it (kSegmentLocked: the lock was taken; released when the segment is
+// closed or the process ends, however), and sets kSegmentClosed when it is done with it (a new
+// segment, the process's exit; not a SIGKILL or a crash). docs/guarantees.md, "Live segments".
+constexpr uint32_t kSegmentLocked = 1;
+constexpr uint32_t kSegmentClosed = 2;
 
 struct SegmentHeader {
   char magic[8];         // kSegmentMagic
   uint32_t version;      // kFormatVersion
   uint32_t header_size;  // kSegmentHeaderSize
   uint32_t chunk_size;   // bytes per chunk, a multiple of 4096
-  uint32_t reserved0;
+  uint32_t flags;        // kSegmentLocked | kSegmentClosed (0 from older writers: unknown)
   int64_t pid;
   int64_t ppid;
   uint64_t start_ns;           // CLOCK_MONOTONIC when the segment was opened

@@ -123,6 +123,7 @@ enum NvtxrUnpackCode : int64_t {
   kNvtxrUnpackLostFrom = 5,       // frame a and those after it (b in all) do not unpack
   kNvtxrUnpackFrame = 6,          // frame a (chunk a - 1) does not unpack
   kNvtxrUnpackOsError = 7,        // a = errno: unreadable
+  kNvtxrUnpackTrailing = 8,       // b bytes follow the last of its a frames (a frame count damaged)
   kNvtxrUnpackUnavailable = 100,  // no Zstandard here (libzstd, libz): unpack it in Python
 };
 struct NvtxrUnpackDamage {

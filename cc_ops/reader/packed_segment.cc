@@ -34,6 +34,16 @@ struct FrameHeader {
 #pragma pack(pop)
 static_assert(sizeof(PackHeader) == 64 && sizeof(FrameHeader) == 16, "packed.py's layout");
 
+// The format's own limits (record_format.h; segment_cursor.cc checks a raw header by them),
+// applied to a pack header before anything is sized by it.
+constexpr uint32_t kMinHeaderSize = 24, kMaxHeaderSize = 1u << 20;
+constexpr uint32_t kMinChunkSize = 4096, kMaxChunkSize = 1u << 30;
+// The most raw bytes a Zstandard frame can give a packed byte: a 4-byte RLE block (3 bytes
+// of header, 1 of value) regenerates at most a block, 128 KiB. A raw length past
+// packed_len * kMaxRatio cannot be the frame's: damage, found before any buffer is sized.
+constexpr uint64_t kMaxRatio = (128u << 10) / 4;
+constexpr unsigned long long kContentSizeUnknown = 0ULL - 1, kContentSizeError = 0ULL - 2;
+
 // libzstd and libz, opened once per process (dlopen; RTLD_DEEPBIND: the library's own
 // symbols first, whatever copies of them the process has loaded globally).
 struct Codec {
@@ -42,6 +52,7 @@ struct Codec {
   size_t (*decompress_dctx)(void*, void*, size_t, const void*, size_t);
   unsigned (*is_error)(size_t);
   unsigned long (*crc32)(unsigned long, const unsigned char*, unsigned);
+  unsigned long long (*content_size)(const void*, size_t);  // (may be null: libzstd < 1.3)
   bool ok;
 };
 
@@ -56,6 +67,8 @@ const Codec& GetCodec() {
     c.decompress_dctx =
         reinterpret_cast<size_t (*)(void*, void*, size_t, const void*, size_t)>(dlsym(zstd, "ZSTD_decompressDCtx"));
     c.is_error = reinterpret_cast<unsigned (*)(size_t)>(dlsym(zstd, "ZSTD_isError"));
+    c.content_size =
+        reinterpret_cast<unsigned long long (*)(const void*, size_t)>(dlsym(zstd, "ZSTD_getFrameContentSize"));
     c.crc32 = reinterpret_cast<unsigned long (*)(unsigned long, const unsigned char*, unsigned)>(dlsym(zlib, "crc32"));
     c.ok = c.create_dctx && c.free_dctx && c.decompress_dctx && c.is_error && c.crc32;
     return c;  // (never closed: loaded once per process)
@@ -92,6 +105,15 @@ void GiveCache(uint8_t* c, uint64_t bytes) {
     }
   }
   free(c);
+}
+
+// Whether a frame of packed_len bytes (`packed`, when read) can hold raw_len raw bytes: not
+// more than Zstandard's most, and what its own header says it holds when it says it.
+bool FrameHolds(const Codec& codec, const uint8_t* packed, uint32_t packed_len, uint32_t raw_len) {
+  if (raw_len > packed_len * kMaxRatio) return false;
+  if (!packed || !codec.content_size) return true;
+  const unsigned long long n = codec.content_size(packed, packed_len);
+  return n == kContentSizeUnknown || (n != kContentSizeError && n == raw_len);
 }
 
 }  // namespace
@@ -144,13 +166,21 @@ bool PackedSegment::Open(const char* path, uint64_t cache_bytes) {
     Close();
     return false;
   }
+  if (h.header_size < kMinHeaderSize || h.header_size > kMaxHeaderSize || h.chunk_size < kMinChunkSize ||
+      h.chunk_size > kMaxChunkSize || h.chunk_size % kMinChunkSize != 0) {
+    Note(kNvtxrUnpackHeader, 0, 0);  // (sizes no packer writes: nothing is sized by them)
+    Close();
+    return false;
+  }
   size_ = h.raw_size;
   dctx_ = codec.create_dctx();
   if (!dctx_) throw std::bad_alloc();
   // The walk of _unpack_into (packed.py): each frame's header, its packed bytes whole and
   // their CRC; a frame whose bytes are not all there ends the walk (the frames' bounds are
-  // lost from there on).
-  uint64_t pos = sizeof(h), raw_offset = 0;
+  // lost from there on). A frame holds its chunk whole (header_size or chunk_size bytes), the
+  // last one at most that: the raw size ends with it (a frame's raw bytes are then always in
+  // one frame, never assembled from a declared size).
+  uint64_t pos = sizeof(h), raw_offset = 0, walked = 0;
   const uint64_t frames = h.frames;
   for (uint64_t k = 0; k < frames; ++k) {
     const uint64_t expected = k == 0 ? h.header_size : h.chunk_size;
@@ -163,17 +193,21 @@ bool PackedSegment::Open(const char* path, uint64_t cache_bytes) {
       return false;
     }
     if (got < static_cast<int64_t>(sizeof(fh))) {
-      Note(kNvtxrUnpackTruncated, static_cast<int64_t>(k), static_cast<int64_t>(frames - k));
+      Note(kNvtxrUnpackTruncated, static_cast<int64_t>(k),
+           static_cast<int64_t>(std::min<uint64_t>(frames - k, INT64_MAX)));
       break;
     }
     pos += sizeof(fh);
     bool whole = fh.packed_len <= 2 * expected + 4096 && fh.packed_len <= file_size - std::min(file_size, pos);
     bool ok = false;
+    const bool last = k + 1 == frames;
     if (whole) {
       packed_.resize(fh.packed_len);
       got = ReadFully(fd_, packed_.data(), fh.packed_len, pos);
       whole = got == static_cast<int64_t>(fh.packed_len);
-      ok = whole && fh.raw_len <= expected && codec.crc32(0, packed_.data(), fh.packed_len) == fh.crc;
+      ok = whole && (last ? fh.raw_len <= expected : fh.raw_len == expected) &&
+           codec.crc32(0, packed_.data(), fh.packed_len) == fh.crc &&
+           FrameHolds(codec, packed_.data(), fh.packed_len, fh.raw_len);
     }
     if (!ok && k == 0) {
       damage_.clear();
@@ -182,18 +216,25 @@ bool PackedSegment::Open(const char* path, uint64_t cache_bytes) {
       return false;
     }
     if (!whole) {
-      Note(kNvtxrUnpackLostFrom, static_cast<int64_t>(k), static_cast<int64_t>(frames - k));
+      Note(kNvtxrUnpackLostFrom, static_cast<int64_t>(k),
+           static_cast<int64_t>(std::min<uint64_t>(frames - k, INT64_MAX)));
       break;
     }
     if (ok) {
       frames_.push_back({k, pos, raw_offset, fh.packed_len, fh.raw_len, fh.crc, -1, false});
-      size_ = std::max<uint64_t>(size_, raw_offset + fh.raw_len);  // (the copy grows past raw_size)
+      // (the copy grows past raw_size; it ends with the last frame)
+      size_ = last ? raw_offset + fh.raw_len : std::max<uint64_t>(size_, raw_offset + fh.raw_len);
     } else {
       Note(kNvtxrUnpackFrame, static_cast<int64_t>(k), 0);
     }
     pos += fh.packed_len;
     raw_offset += expected;
+    walked = k + 1;
   }
+  // Bytes past the last frame the header counts: frames it does not count (a packer writes
+  // none), lost unless said.
+  if (walked == frames && pos < file_size)
+    Note(kNvtxrUnpackTrailing, static_cast<int64_t>(frames), static_cast<int64_t>(file_size - pos));
   cache_ = TakeCache(cache_bytes);
   cache_bytes_ = cache_ ? cache_bytes : 0;
   if (!frames_.empty() && frames_[0].index == 0 && !Unpack(0)) {
@@ -217,9 +258,9 @@ void PackedSegment::Close() {
   frames_.clear();
   scratch_frame_ = -1;
   size_ = 0;
-  if (scratch_.size() > (4u << 20)) {
-    scratch_.clear();
-    scratch_.shrink_to_fit();
+  if (scratch_bytes_ > (4u << 20)) {
+    scratch_.reset();
+    scratch_bytes_ = 0;
   }
   if (packed_.size() > (4u << 20)) {
     packed_.clear();
@@ -241,7 +282,7 @@ const uint8_t* PackedSegment::Unpack(size_t i) {
   Frame& f = frames_[i];
   if (f.failed) return nullptr;
   if (f.cached >= 0) return cache_ + f.cached;
-  if (scratch_frame_ == static_cast<int64_t>(i)) return scratch_.data();
+  if (scratch_frame_ == static_cast<int64_t>(i)) return scratch_.get();
   const Codec& codec = GetCodec();
   packed_.resize(f.packed_len);
   uint8_t* dst;
@@ -249,9 +290,14 @@ const uint8_t* PackedSegment::Unpack(size_t i) {
   if (cache) {
     dst = cache_ + cache_used_;
   } else {
-    if (scratch_.size() < f.raw_len) scratch_.resize(f.raw_len);
+    if (scratch_bytes_ < f.raw_len) {
+      // (not zero-filled: only the pages Zstandard really writes are touched)
+      scratch_.reset();
+      scratch_.reset(new uint8_t[f.raw_len]);
+      scratch_bytes_ = f.raw_len;
+    }
     scratch_frame_ = -1;
-    dst = scratch_.data();
+    dst = scratch_.get();
   }
   size_t n = 0;
   bool ok = ReadFully(fd_, packed_.data(), f.packed_len, f.file_offset) == static_cast<int64_t>(f.packed_len);

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <memory>
 #include <vector>
 
 #include "reader/decode.h"
@@ -44,7 +45,7 @@ class PackedSegment {
   bool is_open() const { return fd_ >= 0; }
 
   // Bytes of the raw segment (the copy's size: the header's raw_size, or the end of the
-  // last frame past it).
+  // last frame past it; when the last frame unpacks, its end).
   uint64_t size() const { return size_; }
   // Where the last frame's bytes end (zeros from there on).
   uint64_t data_end() const { return frames_.empty() ? 0 : frames_.back().raw_offset + frames_.back().raw_len; }
@@ -78,8 +79,9 @@ class PackedSegment {
   uint64_t size_ = 0;
   std::vector<Frame> frames_;  // the frames that may unpack, in order
   std::vector<NvtxrUnpackDamage> damage_;
-  std::vector<uint8_t> packed_;   // one frame's packed bytes
-  std::vector<uint8_t> scratch_;  // one frame unpacked (not cached)
+  std::vector<uint8_t> packed_;         // one frame's packed bytes
+  std::unique_ptr<uint8_t[]> scratch_;  // one frame unpacked (not cached), scratch_bytes_
+  uint64_t scratch_bytes_ = 0;
   int64_t scratch_frame_ = -1;
   uint8_t* cache_ = nullptr;  // cache_bytes_, frames unpacked in the order they were first read
   uint64_t cache_used_ = 0, cache_bytes_ = 0;

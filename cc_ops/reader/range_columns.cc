@@ -79,19 +79,12 @@ uint32_t RangeColumns::FindThread(int64_t p, int64_t t) {
 }
 
 uint32_t RangeColumns::FindPair(int64_t domain_id, int64_t pid) {
-  // by a hash of both
-  uint64_t key = static_cast<uint64_t>(domain_id) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(pid);
-  auto range = pair_index_.equal_range(key);
-  last_pair_ = -1;
-  for (auto it = range.first; it != range.second; ++it) {
-    if (pairs[2 * it->second] == domain_id && pairs[2 * it->second + 1] == pid) last_pair_ = it->second;
-  }
-  if (last_pair_ < 0) {
-    last_pair_ = static_cast<int64_t>(pairs.size() / 2);
-    pair_index_.emplace(key, static_cast<uint32_t>(last_pair_));
+  auto ins = pair_index_.emplace(std::make_pair(domain_id, pid), static_cast<uint32_t>(pairs.size() / 2));
+  if (ins.second) {
     pairs.push_back(domain_id);
     pairs.push_back(pid);
   }
+  last_pair_ = ins.first->second;
   return static_cast<uint32_t>(last_pair_);
 }
 

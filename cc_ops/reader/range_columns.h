@@ -45,8 +45,6 @@ struct RangeColumns {
   std::vector<Thread> threads;
 
  private:
-  std::unordered_map<uint64_t, uint32_t> pair_index_;  // (AddExportRows) hash of a pair -> its index
-  int64_t last_pair_ = -1;
   struct ThreadHash {
     size_t operator()(const std::pair<int64_t, int64_t>& t) const {
       return static_cast<size_t>(static_cast<uint64_t>(t.first) * 0x9E3779B97F4A7C15ull ^
@@ -54,6 +52,10 @@ struct RangeColumns {
     }
   };
   std::unordered_map<std::pair<int64_t, int64_t>, uint32_t, ThreadHash> thread_index_;
+  // (AddExportRows) a (domainId, pid) pair -> its index: keyed by the pair itself, so pairs whose
+  // hashes collide (a crafted domainId) are two entries, not one pair appended again at every turn
+  std::unordered_map<std::pair<int64_t, int64_t>, uint32_t, ThreadHash> pair_index_;
+  int64_t last_pair_ = -1;
   uint32_t last_thread_ = 0;                          // (valid while threads is not empty)
   uint32_t FindThread(int64_t p, int64_t t);          // (ThreadOf, not the last one)
   uint32_t FindPair(int64_t domain_id, int64_t pid);  // (Pair, not the last one)

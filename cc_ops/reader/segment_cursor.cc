@@ -153,6 +153,7 @@ int SegmentCursor::Open(const char* path, bool packed, uint64_t cache_bytes, std
     stats_.missing_chunks += header_.chunk_count - body / csize;
   }
   try {
+    file_size_ = size;
     Scan(size, hsize, csize);
   } catch (...) {
     Close();
@@ -209,6 +210,7 @@ void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
     }
     if (ch.magic == 0) {
       stats_.unpublished_chunks++;
+      if (!packed_.is_open()) k = SkipHole(k, count, hsize, csize);
       continue;
     }
     if (ch.magic != kChunkMagic) {
@@ -249,6 +251,25 @@ void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
   for (const ChunkRef& c : file_order) order_.push_back(by_thread[c.thread_index][taken[c.thread_index]++]);
 }
 
+uint64_t SegmentCursor::SkipHole(uint64_t k, uint64_t count, uint32_t hsize, uint32_t csize) {
+  // Chunks wholly in a hole of a sparse file read as zeros: unpublished, counted without
+  // reading them (a file's size, however large, costs no time: a copy of a packed segment
+  // whose raw size is the most 64 bits say, a file extended by truncate).
+  const uint64_t after = hsize + (k + 1) * csize;
+  if (after >= file_size_) return k;
+  off_t data = lseek(fd_.get(), static_cast<off_t>(after), SEEK_DATA);
+  uint64_t next;
+  if (data < 0) {
+    if (errno != ENXIO) return k;  // (no SEEK_DATA here: chunk by chunk)
+    next = count;                  // no data after this chunk
+  } else {
+    next = (static_cast<uint64_t>(data) - hsize) / csize;  // the chunk the data is in
+  }
+  if (next <= k + 1) return k;
+  stats_.unpublished_chunks += std::min(next, count) - (k + 1);
+  return std::min(next, count) - 1;
+}
+
 int64_t SegmentCursor::ReadAt(void* dst, uint64_t n, uint64_t off) {
   if (packed_.is_open()) return static_cast<int64_t>(packed_.Read(dst, n, off));
   return ReadFully(fd_.get(), dst, n, off);
@@ -278,19 +299,72 @@ uint64_t SegmentCursor::LastNonZeroEnd(uint64_t from, uint64_t to) const {
   return to;
 }
 
+namespace {
+
+// Whether [p, p + n) is a payload block as the writer builds one (record_format.h): entries of
+// a PayloadEntryHeader (kind data or string, index below kMaxPayloadsPerEvent) and its stored
+// bytes padded to 8, ending exactly at n.
+bool IsPayloadBlock(const uint8_t* p, uint64_t n) {
+  uint64_t at = 0;
+  while (at < n) {
+    if (n - at < sizeof(PayloadEntryHeader)) return false;
+    PayloadEntryHeader h;
+    memcpy(&h, p + at, sizeof(h));
+    if ((h.kind != kPayloadEntryData && h.kind != kPayloadEntryString) || h.index >= kMaxPayloadsPerEvent) return false;
+    at += sizeof(h);
+    if (h.stored > n - at) return false;
+    at += (uint64_t(h.stored) + 7) & ~uint64_t(7);
+  }
+  return at == n;
+}
+
+// Whether [p, p + n) is a PayloadSchemaDef and its entries, each with its name padded to 8,
+// ending exactly at n.
+bool IsSchemaBody(const uint8_t* p, uint64_t n) {
+  if (n < sizeof(PayloadSchemaDef)) return false;
+  PayloadSchemaDef d;
+  memcpy(&d, p, sizeof(d));
+  uint64_t at = sizeof(d) + ((uint64_t(d.name_len) + 7) & ~uint64_t(7));
+  for (uint32_t i = 0; i < d.num_entries; ++i) {
+    if (at > n || n - at < sizeof(PayloadSchemaEntryDef)) return false;
+    PayloadSchemaEntryDef e;
+    memcpy(&e, p + at, sizeof(e));
+    at += sizeof(e) + ((uint64_t(e.name_len) + 7) & ~uint64_t(7));
+  }
+  return at == n;
+}
+
+}  // namespace
+
 uint64_t SegmentCursor::TornRecordEnd(uint64_t at) const {
-  // (the body's words as the writers store them: record_format.h; a word not yet stored is 0)
+  // The record the writer was writing at `at` (its first word not yet stored) is one of the
+  // record kinds, at its real size (record_format.h; the writer stores the rest first):
+  // an event without a payload block, a domain, category or thread-name record (at most
+  // kLostEventBytes); a kStringDef (u32 length, u32 0, then a text of that many bytes, no
+  // NUL in it, at most a chunk's room); a kPayloadSchema (the same, then a PayloadSchemaDef
+  // whose entries end at that length); an event with an extended payload (the block's
+  // length in its last fixed word, then a block of entries ending there). Whatever the
+  // words after a zero word are, they are read as one of these only when their bytes are
+  // what the writer writes there; else the furthest a torn record ends is kLostEventBytes.
+  // (A thread-name record's tid in the second word is no string's length: its text would be
+  // the records after it, which hold NUL bytes.)
+  const uint64_t last = LastNonZeroEnd(at, end_);
   auto word = [&](uint64_t off) { return at + off + 8 <= end_ ? Load64(data_ + at + off) : 0; };
   auto pad8 = [](uint64_t v) { return (v + 7) & ~uint64_t(7); };
-  uint64_t longest = kLostEventBytes;  // an event record without a payload block, or a short definition
-  // kStringDef, kPayloadSchema: u32 byte length, u32 0, then the bytes.
+  uint64_t longest = kLostEventBytes;
   const uint64_t w1 = word(8);
-  if (w1 >> 32 == 0) longest = std::max(longest, 16 + pad8(w1));
-  // An event with an extended payload: its block's length in its last fixed word (after the
-  // timestamp, and a range id and color/category or not), the block after it.
+  const uint64_t room = info_.chunk_size > kChunkHeaderSize + 16 ? info_.chunk_size - kChunkHeaderSize - 16 : 0;
+  if (w1 >> 32 == 0 && w1 != 0 && w1 <= room && at + 16 + pad8(w1) <= end_) {
+    const uint8_t* body = data_ + at + 16;
+    // (a text's bytes stored so far: no NUL among them up to the chunk's last non-zero byte)
+    const uint64_t written = last > at + 16 ? std::min<uint64_t>(last - at - 16, w1) : 0;
+    const bool text = std::find(body, body + written, uint8_t(0)) == body + written;
+    if (text || IsSchemaBody(body, w1)) longest = std::max(longest, 16 + pad8(w1));
+  }
   for (uint64_t off = 16; off <= 32; off += 8) {
     const uint64_t block = word(off);
-    if (block <= kMaxExtPayloadBytes) longest = std::max(longest, off + 8 + pad8(block));
+    if (block == 0 || block > kMaxExtPayloadBytes || block % 8 != 0 || at + off + 8 + block > end_) continue;
+    if (IsPayloadBlock(data_ + at + off + 8, block)) longest = std::max(longest, off + 8 + block);
   }
   return at + longest;
 }
@@ -397,7 +471,9 @@ SegmentCursor::Step SegmentCursor::NextRecord(const uint8_t** p, uint64_t* len) 
     // the bytes skipped count as lost events (a lower bound: each skipped event held at
     // most kMaxEventRecordBytes).
     uint64_t next = ResyncFrom(pos_ + 8);
-    if (Load64(r) == 0 && next >= end_ && AllZero(pos_, end_)) {
+    // (in a sealed chunk a zero word before the seal is damage: the writer seals at the end
+    // of the records it published, every first word stored)
+    if (Load64(r) == 0 && next >= end_ && AllZero(pos_, end_) && !chunk_->sealed_end) {
       in_chunk_ = false;
       return kChunkEnd;
     }

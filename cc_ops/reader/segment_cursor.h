@@ -103,6 +103,10 @@ class SegmentCursor {
 
  private:
   void Scan(uint64_t size, uint32_t hsize, uint32_t csize);
+  // After chunk k (unpublished) of a raw file: the chunks wholly in the hole after it counted
+  // unpublished, skipped; returns the last one skipped (k: none).
+  uint64_t SkipHole(uint64_t k, uint64_t count, uint32_t hsize, uint32_t csize);
+  uint64_t file_size_ = 0;
   // pread on the segment (raw or packed): n bytes at off; -1 on error.
   int64_t ReadAt(void* dst, uint64_t n, uint64_t off);
   // Reads chunk c (data_: its bytes, in buf_ or in place); returns the bytes read (<= c.available).
@@ -147,10 +151,28 @@ class SegmentCursor {
 
 template <class F>
 void SegmentCursor::ForEachRecord(F f) {
+  // The records the walk of Next reads, without counting anything: a zero word ends the
+  // chunk's records at the end of data (only zeros after it, or in an unsealed chunk a torn
+  // record); anything else, damage, resumes at the next full-form record, as Next does (the
+  // definitions after damage name the events read after it).
   for (const ChunkRef& c : order_) {
-    uint64_t n = RecordsEnd(c, ReadChunk(c));
-    ForEachRecordIn(data_, n, f);
+    chunk_ = &c;
+    end_ = RecordsEnd(c, ReadChunk(c));
+    uint64_t pos = nvtx_record::kChunkHeaderSize;
+    while (pos + 8 <= end_) {
+      const uint8_t* r = data_ + pos;
+      const uint64_t len = Load64(r) == 0 ? 0 : RecordLength(r, end_ - pos);
+      if (len == 0) {
+        if (Load64(r) == 0 && (AllZero(pos, end_) || (!c.sealed_end && IsEndOfData(pos)))) break;
+        pos = ResyncFrom(pos + 8);
+        continue;
+      }
+      f(r, len);
+      pos += len;
+    }
   }
+  chunk_ = nullptr;
+  end_ = 0;
 }
 
 }  // namespace nvtx_reader

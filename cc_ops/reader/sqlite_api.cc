@@ -24,7 +24,10 @@ void SetError(char* err, uint32_t err_len, const std::string& message) {
 // (seen: the SQLite export of a process that had imported TensorFlow, then sqlite3,
 // segfaulted in the insert; tests/test_sqlite_native.py). Where dlmopen fails (glibc has
 // 16 namespaces), dlopen with RTLD_DEEPBIND (the library's own symbols first). A namespace
-// costs a second libc, so the library is loaded once per process and never closed.
+// costs a second libc, so the library is loaded once per process and never closed: one
+// namespace per process whatever name it is asked by (its soname, its path, a symlink): a
+// name is that library when the dynamic loader finds it already loaded in its namespace
+// (RTLD_NOLOAD: by name, soname or the file's device and inode); another library is refused.
 void* Load(const char* library, Api* api, std::string* err) {
   if (!library) {
     *err = "no library named";
@@ -33,9 +36,21 @@ void* Load(const char* library, Api* api, std::string* err) {
   static std::mutex mu;
   static std::string loaded_name;
   static void* loaded = nullptr;
+  static Lmid_t loaded_lmid = LM_ID_BASE;
   static Api loaded_api;
   std::lock_guard<std::mutex> lock(mu);
   if (loaded && loaded_name == library) {
+    *api = loaded_api;
+    return loaded;
+  }
+  if (loaded) {
+    void* same = dlmopen(loaded_lmid, library, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (same) dlclose(same);  // (NOLOAD took a reference: `loaded` keeps its own)
+    if (same != loaded) {
+      *err = std::string("SQLite library ") + library + " is not " + loaded_name +
+             ", which this process loaded (one per process)";
+      return nullptr;
+    }
     *api = loaded_api;
     return loaded;
   }
@@ -78,6 +93,7 @@ void* Load(const char* library, Api* api, std::string* err) {
       return nullptr;
     }
   }
+  if (dlinfo(handle, RTLD_DI_LMID, &loaded_lmid) != 0) loaded_lmid = LM_ID_BASE;
   loaded_name = library;
   loaded = handle;
   loaded_api = *api;

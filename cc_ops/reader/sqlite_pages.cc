@@ -173,6 +173,12 @@ bool File::Payload(const uint8_t* cell, const uint8_t* page_end, uint64_t size, 
     *why = "a record over 2 GiB";
     return false;
   }
+  // (a size read from the file: more than its overflow pages could hold is damage, found
+  // before anything is sized by it; each page is in one chain once)
+  if ((size - local + (u - 5)) / (u - 4) > pages_) {
+    *why = "a record longer than the file's pages";
+    return false;
+  }
   scratch->resize(size);
   char* dst = &(*scratch)[0];
   memcpy(dst, cell, local);

@@ -76,6 +76,7 @@ uint64_t NewSegment() {
   EnsureRuntime();
   std::lock_guard<std::recursive_mutex> lock(RecorderMutex());
   if (!g_dir) return 0;
+  HoldWindowDropsLocked();
   StartNewEpochLocked();
   return NowNs();
 }

@@ -57,6 +57,12 @@ std::atomic<uint64_t*> g_drop_slot{nullptr};
 std::atomic<int> g_drop_writers{0};
 std::atomic<uint64_t> g_pending_drops{0};
 std::atomic<uint64_t> g_dropped_total{0};
+// A new epoch's drops before its segment opens are counted in the last segment's header (the
+// slot stays until the next header replaces it); when the new segment opens, those counted
+// there since the epoch began (above g_epoch_base_drops) move into it: every drop in the
+// segment of the window it happened in. g_carry_drops: the last header may hold such drops.
+uint64_t g_epoch_base_drops = 0;
+bool g_carry_drops = false;
 
 // The next epoch (never 0: a thread state's epoch 0 means "none yet").
 void BumpEpoch() {
@@ -90,6 +96,17 @@ void QuiesceDropSlotLocked() {
 
 SegmentHeader* MapHeaderLocked(int fd) {
   QuiesceDropSlotLocked();
+  if (g_carry_drops && g_header_page && g_header_is_file) {
+    // (no CountDrop holds the slot: the drops of this epoch counted in the last segment's
+    // header move out of it, pending for the new one)
+    uint64_t* old = &reinterpret_cast<SegmentHeader*>(g_header_page)->dropped_events;
+    const uint64_t now = __atomic_load_n(old, __ATOMIC_RELAXED);
+    if (now > g_epoch_base_drops) {
+      g_pending_drops.fetch_add(now - g_epoch_base_drops, std::memory_order_relaxed);
+      __atomic_store_n(old, g_epoch_base_drops, __ATOMIC_RELAXED);
+    }
+  }
+  g_carry_drops = false;
   void* want = g_header_page;
   const int fixed = want ? MAP_FIXED : 0;
   void* m = mmap(want, kSegmentHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED | fixed, fd, 0);
@@ -134,6 +151,8 @@ void PublishDropSlotLocked(uint64_t* slot) {
 // here made such drops pending for a segment that, with nothing written after, never opened:
 // lost, 4 of 2710 signal-handler events in the stress test under ASan.)
 void CloseSegmentLocked() {
+  // (done with it: closed, then its lock released with its file descriptor)
+  if (g_seg.header) __atomic_or_fetch(&g_seg.header->flags, kSegmentClosed, __ATOMIC_RELEASE);
   if (g_seg.fd >= 0) close(g_seg.fd);
   g_seg = Segment();
 }
@@ -142,6 +161,7 @@ void CloseSegmentLocked() {
 // come until one is, are counted in the header of the process's last segment, where the
 // reader finds them (none in a forked child before its own: they stay pending).
 void CountDropsInLastSegmentLocked() {
+  g_carry_drops = false;  // (they stay there)
   if (!g_header_page || !g_header_is_file) return;
   PublishDropSlotLocked(&reinterpret_cast<SegmentHeader*>(g_header_page)->dropped_events);
 }
@@ -204,6 +224,13 @@ bool OpenSegmentLocked(uint32_t epoch) {
   static char path[PATH_MAX];
   ScopedFd fd(CreateSegmentFile(dir, h, path));
   if (fd.get() < 0) return false;
+  // The segment's lock, held while it is written (record_format.h, kSegmentLocked): an OFD
+  // lock belongs to this open file description, closed with the segment or the process
+  // (a forked child closes its copy: SegmentWriterAfterForkInChild).
+  struct flock lock = {};
+  lock.l_type = F_RDLCK;
+  lock.l_whence = SEEK_SET;
+  if (fcntl(fd.get(), F_OFD_SETLK, &lock) == 0) h->flags |= kSegmentLocked;
   if (!PwriteAll(fd.get(), buf, kSegmentHeaderSize, 0)) {
     unlink(path);  // (full disk: no half-made segment left behind)
     return false;
@@ -388,7 +415,25 @@ uint8_t* ReserveSlow(ThreadState* ts, uint32_t n) {
 void StartNewEpochLocked() {
   CloseSegmentLocked();
   g_failed_epoch.store(0, std::memory_order_relaxed);
+  // (the count the last segment's header holds now is its own; what it gains until the new
+  // epoch's segment opens is the new epoch's: MapHeaderLocked moves it)
+  g_carry_drops = g_header_page && g_header_is_file;
+  if (g_carry_drops) {
+    g_epoch_base_drops =
+        __atomic_load_n(&reinterpret_cast<SegmentHeader*>(g_header_page)->dropped_events, __ATOMIC_RELAXED);
+  }
   BumpEpoch();
+}
+
+void HoldWindowDropsLocked() {
+  const uint32_t cur = g_epoch.load(std::memory_order_relaxed);
+  if (g_seg.epoch == cur || g_failed_epoch.load(std::memory_order_relaxed) == cur) return;
+  bool dropped = g_pending_drops.load(std::memory_order_relaxed) != 0;
+  if (g_carry_drops && g_header_page && g_header_is_file) {
+    dropped = dropped || __atomic_load_n(&reinterpret_cast<SegmentHeader*>(g_header_page)->dropped_events,
+                                         __ATOMIC_RELAXED) > g_epoch_base_drops;
+  }
+  if (dropped && !OpenSegmentLocked(cur)) CountDropsInLastSegmentLocked();
 }
 
 void SegmentWriterAfterForkInChild() {
@@ -397,6 +442,7 @@ void SegmentWriterAfterForkInChild() {
   g_drop_writers.store(0, std::memory_order_relaxed);  // (a thread of the parent's may have been counting)
   g_pending_drops.store(0, std::memory_order_relaxed);
   g_dropped_total.store(0, std::memory_order_relaxed);
+  g_carry_drops = false;
   DetachHeaderLocked();
   if (g_seg.fd >= 0) close(g_seg.fd);
   g_seg = Segment();
@@ -420,5 +466,18 @@ void CountDrop() {
 }
 
 uint64_t DroppedCount() { return g_dropped_total.load(std::memory_order_relaxed); }
+
+namespace {
+
+// At exit() (after the atexit handlers; not at a SIGKILL, _exit or a crash): the segment in
+// use is closed (kSegmentClosed). No lock: the header page is never unmapped; a forked
+// child's is anonymous memory (g_header_is_file false).
+__attribute__((destructor)) void CloseSegmentAtExit() {
+  if (g_header_page && g_header_is_file && g_seg.fd >= 0) {
+    __atomic_or_fetch(&reinterpret_cast<SegmentHeader*>(g_header_page)->flags, kSegmentClosed, __ATOMIC_RELEASE);
+  }
+}
+
+}  // namespace
 
 }  // namespace nvtx_recorder

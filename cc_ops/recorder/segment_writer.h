@@ -240,6 +240,10 @@ uint64_t DroppedCount();
 // Closes the current segment and moves every thread to a new one in the output
 // directory on its next record (a new epoch). Caller holds RecorderMutex().
 void StartNewEpochLocked();
+// Before a new epoch starts at a window's boundary (NewSegment): drops counted in the
+// ending epoch whose segment never opened (no event written in it) get that segment now,
+// holding them, so that the window's reader finds them (else they stay in the last segment).
+void HoldWindowDropsLocked();
 // Fork handler of the segment writer, in the child: forgets the parent's segment and
 // counters, notes the parent as this process' parent and starts a new epoch.
 void SegmentWriterAfterForkInChild();

@@ -63,7 +63,8 @@ def register(subparsers) -> None:
             "PID-START.nvtxsegz: every chunk a Zstandard frame, about 0.5 byte per push/pop event and 3 per "
             "start/end event instead of 8 and 16. record packs its own recording after the exports; this is "
             "for recordings made with the recorder's environment set otherwise. Every command reads both "
-            "forms. A segment whose process still runs is left raw (said on stderr)."
+            "forms. A segment still written (its writer holds its lock, whatever its PID namespace), or one "
+            "written on another host whose writer may still run, is left raw (said on stderr, one line each)."
         ),
     )
     p.add_argument("recordings", nargs="+", metavar="RECORDING", help="PREFIX.nvtxrec directories (or PREFIX)")

@@ -315,19 +315,67 @@ MAX_EXT_PAYLOAD_BYTES = 4096  # kMaxExtPayloadBytes: one event's payload block
 MAX_EVENT_BYTES = 40  # the longest event record without a payload block
 
 
-def torn_record_end(data: bytes, pos: int, end: int) -> int:
-    """The furthest the record at ``pos`` (its first word still 0) can end, judged by the
-    words of its body the writer may have stored: an event without a payload block (40
-    bytes); a definition (u32 byte length, u32 0 in its second word); an event with an
-    extended payload (the block's length in its third, fourth or fifth word)."""
+def _is_payload_block(data: bytes, at: int, n: int) -> bool:
+    """Whether data[at:at + n] is a payload block as the writer builds one: entries of a
+    24-byte header (u64 key, u64 size, u32 stored, u16 kind 1 or 2, u16 index below 16) and
+    ``stored`` bytes padded to 8, ending exactly at n."""
+    k = 0
+    while k < n:
+        if n - k < 24:
+            return False
+        stored, kind, index = struct.unpack_from("<IHH", data, at + k + 16)
+        if kind not in (1, 2) or index >= 16:
+            return False
+        k += 24
+        if stored > n - k:
+            return False
+        k += (stored + 7) // 8 * 8
+    return k == n
+
+
+def _is_schema_body(data: bytes, at: int, n: int) -> bool:
+    """Whether data[at:at + n] is a PayloadSchemaDef (48 bytes, u32 num_entries and u32
+    name_len at 32) and its entries (48 bytes, u32 name_len at 40), each with its name padded
+    to 8, ending exactly at n."""
+    if n < 48:
+        return False
+    entries, name_len = struct.unpack_from("<II", data, at + 32)
+    k = 48 + (name_len + 7) // 8 * 8
+    for _ in range(entries):
+        if k > n or n - k < 48:
+            return False
+        (entry_name,) = struct.unpack_from("<I", data, at + k + 40)
+        k += 48 + (entry_name + 7) // 8 * 8
+    return k == n
+
+
+def torn_record_end(data: bytes, pos: int, end: int, chunk_size: int) -> int:
+    """The furthest the record at ``pos`` (its first word still 0) can end, by the record
+    kinds and their real sizes (segment_cursor.cc, TornRecordEnd): an event without a
+    payload block or a 16-byte definition (40 bytes); a string definition (u32 length, u32 0,
+    then that many text bytes, no NUL among those stored, at most a chunk's room); a payload
+    schema (the same, its body a schema definition ending at that length); an event with an
+    extended payload (the block's length in its third, fourth or fifth word, the block's
+    entries ending there)."""
 
     def word(k: int) -> int:
         return struct.unpack_from("<Q", data, pos + k)[0] if pos + k + 8 <= end else 0
 
+    last = end
+    while last > pos and data[last - 1] == 0:
+        last -= 1
     ends = [MAX_EVENT_BYTES]
-    if word(8) < 2**32:
-        ends.append(16 + (word(8) + 7) // 8 * 8)
-    ends += [k + 8 + (word(k) + 7) // 8 * 8 for k in (16, 24, 32) if word(k) <= MAX_EXT_PAYLOAD_BYTES]
+    w1 = word(8)
+    room = chunk_size - CHUNK_HEADER_SIZE - 16
+    if w1 < 2**32 and 0 < w1 <= room and pos + 16 + (w1 + 7) // 8 * 8 <= end:
+        written = min(max(0, last - pos - 16), w1)
+        if 0 not in data[pos + 16 : pos + 16 + written] or _is_schema_body(data, pos + 16, w1):
+            ends.append(16 + (w1 + 7) // 8 * 8)
+    for k in (16, 24, 32):
+        block = word(k)
+        if 0 < block <= MAX_EXT_PAYLOAD_BYTES and block % 8 == 0 and pos + k + 8 + block <= end:
+            if _is_payload_block(data, pos + k + 8, block):
+                ends.append(k + 8 + block)
     return pos + max(ends)
 
 
@@ -419,9 +467,9 @@ def scan_segment(data: bytes) -> Scan:
             n = record_length(data, pos, end) if word0 else 0
             if n == 0:
                 resume = _resync(data, pos + 8, end)
-                if word0 == 0 and not any(data[pos:end]):
-                    break  # the end of the chunk's records
-                if word0 == 0 and unsealed and not any(data[torn_record_end(data, pos, end) : end]):
+                if word0 == 0 and not any(data[pos:end]) and unsealed:
+                    break  # the end of the chunk's records (in a sealed one: damage, before its seal)
+                if word0 == 0 and unsealed and not any(data[torn_record_end(data, pos, end, chunk_size) : end]):
                     break  # the end of an unsealed chunk's data: a record's body without its first word
                 scan.damage.append(f"chunk {k}: bad record at {pos - off}")
                 if resume >= end:

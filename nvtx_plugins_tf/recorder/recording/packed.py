@@ -60,6 +60,18 @@ _FRAME = struct.Struct("<IIII")
 _SEGMENT_MAGIC = b"NVTXREC1"
 _SEGMENT_SIZES = struct.Struct("<II")  # header_size, chunk_size at offset 12 of a segment header
 _SEGMENT_PID = struct.Struct("<q")  # at offset 24
+_SEGMENT_FLAGS = struct.Struct("<I")  # at offset 20 (SegmentHeader::flags; 0 from older writers)
+_HOST_AT, _HOST_LEN = 1192, 256  # SegmentHeader::host_name
+#: SegmentHeader::flags (cc_ops/format/record_format.h): the writer holds an OFD read lock on
+#: the file while it writes it; the writer closed it (a new segment, its exit).
+FLAG_LOCKED, FLAG_CLOSED = 1, 2
+# The format's limits (cc_ops/format/record_format.h): a header of 24 bytes to 1 MiB, chunks of
+# 4 KiB to 1 GiB in whole pages. A pack header past them is damage (nothing is sized by it).
+_MIN_HEADER, _MAX_HEADER, _MIN_CHUNK, _MAX_CHUNK = 24, 1 << 20, 4096, 1 << 30
+# The most raw bytes a Zstandard frame gives a packed byte (a 4-byte RLE block regenerates at
+# most 128 KiB): a frame declaring more raw bytes cannot hold them.
+_MAX_RATIO = (128 << 10) // 4
+_ZSTD_MAGIC = 0xFD2FB528
 assert _PACK_HEADER.size == 64 and _FRAME.size == 16
 
 
@@ -125,6 +137,57 @@ def _alive(pid: int) -> bool:
     return False
 
 
+def _lock_held(fd: int) -> bool | None:
+    """Whether someone holds a lock on the file ``fd`` (an OFD write lock asked for, not
+    taken: F_OFD_GETLK); None when the file system has no locks (the answer is unknown)."""
+    import fcntl
+
+    query = struct.pack("hhxxxxqqixxxx", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+    try:
+        answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, query)
+    except OSError:
+        return None
+    return struct.unpack("hhxxxxqqixxxx", answer)[0] != fcntl.F_UNLCK
+
+
+def liveness(path) -> tuple[str, str]:
+    """Whether the raw segment ``path`` may still be written: ("live", why), ("done", "") or
+    ("unknown", why), by what does not depend on pids (docs/guarantees.md, "Live segments"):
+    its writer holds an OFD read lock on it while it writes it (seen from any PID namespace,
+    and from other hosts whose file locks reach this file system) and marks it closed when it
+    is done with it (a new segment, its exit). A segment whose lock is held is live; one closed
+    is done; one that was locked, is not any more and was not closed lost its writer (SIGKILL,
+    a crash) when it was written on this host; written on another host, whether its writer
+    still runs cannot be known here (its lock may not be seen from here): unknown, left raw.
+    Without a lock to judge by (an older writer, or no file locks here): by the header's pid
+    on this host, unknown from another."""
+    import socket
+
+    with open(path, "rb") as f:
+        head = f.read(_HOST_AT + _HOST_LEN)
+        held = _lock_held(f.fileno())
+    if len(head) < 32 or head[:8] != _SEGMENT_MAGIC:
+        return "done", ""  # (not a segment: pack_segment says so)
+    if held:
+        return "live", "its process still runs (it holds the segment's lock)"
+    flags = _SEGMENT_FLAGS.unpack_from(head, 20)[0]
+    if flags & FLAG_CLOSED:
+        return "done", ""
+    host = head[_HOST_AT:].split(b"\0", 1)[0].decode(errors="replace")
+    here = not host or host == socket.gethostname()
+    locked = flags & FLAG_LOCKED and held is not None
+    if here and not locked:
+        return ("live", "its process still runs") if _alive(_SEGMENT_PID.unpack_from(head, 24)[0]) else ("done", "")
+    if here:
+        return "done", ""  # (its lock is gone, the segment not closed: its writer died)
+    why = "it did not close the segment" if flags & FLAG_LOCKED else "an older recorder (no lock) wrote it"
+    seen = "file locks are not supported here" if held is None else "its file lock cannot be seen from this host"
+    return "unknown", (
+        f"written on {host}: whether its process still runs cannot be known here ({why}; {seen}); "
+        f"pack it on {host}, or once its process has ended there"
+    )
+
+
 def pack_segment(path, level: int = LEVEL, keep_raw: bool = False) -> Path | None:
     """Replace the raw segment ``path`` by ``PATH`` + ``z`` (packed); returns the packed path,
     or None when ``path`` is not a segment (left as it is, for the reader to report). With
@@ -143,7 +206,7 @@ def pack_segment(path, level: int = LEVEL, keep_raw: bool = False) -> Path | Non
         if len(head) < 24 or head[:8] != _SEGMENT_MAGIC:
             return None
         header_size, chunk_size = _SEGMENT_SIZES.unpack_from(head, 12)
-        if header_size < 24 or chunk_size <= 0 or chunk_size % 4096 or header_size > 1 << 20:
+        if not _sizes_ok(header_size, chunk_size):
             return None
         st = os.fstat(fin.fileno())
         size = st.st_size
@@ -219,19 +282,23 @@ def _link_fd(fd: int, target: Path) -> None:
 
 def remove_packed_raw(folder) -> int:
     """Remove the raw segments of ``folder`` that have a packed twin (a packed file has its
-    name only once it is whole); returns how many."""
+    name only once it is whole) and no live writer (:func:`liveness`: a live or unknown one
+    is kept, and read rather than its twin); returns how many."""
     removed = 0
     for seg in Path(folder).glob("*" + SEGMENT_SUFFIX):
         if seg.with_name(seg.name[: -len(SEGMENT_SUFFIX)] + PACKED_SEGMENT_SUFFIX).is_file():
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
+                if liveness(seg)[0] != "done":
+                    continue
                 seg.unlink()
                 removed += 1
     return removed
 
 
 def pack_recording(folder, live_check: bool = True, keep_raw: bool = False) -> PackResult:
-    """Pack every raw segment of the recording ``folder`` that no live process writes
-    (``live_check`` False: every one, for a recording no process writes, e.g. ``merge``'s;
+    """Pack every raw segment of the recording ``folder`` whose writer is done (:func:`liveness`;
+    a live one, or one whose liveness cannot be known, is left raw, with why in ``left``;
+    ``live_check`` False: every one, for a recording no process writes, e.g. ``merge``'s;
     ``keep_raw``: see :func:`pack_segment`)."""
     out = PackResult()
     for stale in Path(folder).glob(f".*{PACKED_SEGMENT_SUFFIX}.partial"):  # left by a pack that was killed
@@ -239,14 +306,12 @@ def pack_recording(folder, live_check: bool = True, keep_raw: bool = False) -> P
             stale.unlink()
     for seg in sorted(Path(folder).glob("*" + SEGMENT_SUFFIX)):
         try:
-            with open(seg, "rb") as f:
-                head = f.read(32)
+            state, why = liveness(seg) if live_check else ("done", "")
         except OSError as exc:
             out.left.append(f"{seg}: {exc.strerror}")
             continue
-        live = live_check and len(head) == 32 and head[:8] == _SEGMENT_MAGIC
-        if live and _alive(_SEGMENT_PID.unpack_from(head, 24)[0]):
-            out.left.append(f"{seg}: its process still runs")
+        if state != "done":
+            out.left.append(f"{seg}: {why}")
             continue
         before = seg.stat().st_size
         packed = pack_segment(seg, keep_raw=keep_raw)
@@ -277,7 +342,7 @@ def unpack_segment(path) -> Path:
 
 #: What does not unpack (the codes of NvtxrUnpackCode in cc_ops/reader/decode.h, whose reader
 #: of packed segments notes damage by the rules of :func:`_unpack_into`): see :meth:`Unpacked.note`.
-NOT_PACKED, UNKNOWN_CODEC, TRUNCATED, HEADER_DAMAGED, LOST_FROM, FRAME_DAMAGED, OS_ERROR = range(1, 8)
+NOT_PACKED, UNKNOWN_CODEC, TRUNCATED, HEADER_DAMAGED, LOST_FROM, FRAME_DAMAGED, OS_ERROR, TRAILING = range(1, 9)
 _UNPACK_TEXT = {
     NOT_PACKED: "not a packed segment (damaged header)",
     UNKNOWN_CODEC: "packed segment version {a} codec {b} is not known here",
@@ -285,6 +350,7 @@ _UNPACK_TEXT = {
     HEADER_DAMAGED: "the segment's header does not unpack (damaged)",
     LOST_FROM: "{what} and the {after} after it do not unpack (damaged)",
     FRAME_DAMAGED: "{what} does not unpack (damaged)",
+    TRAILING: "{b} byte(s) after its last frame (its frame count, {a}, damaged: the chunks there are lost)",
 }
 
 
@@ -305,7 +371,7 @@ class Unpacked:
         what = "header" if a == 0 else f"chunk {a - 1}"
         text = _UNPACK_TEXT[code].format(a=a, b=b, what=what, after=b - 1) if code != OS_ERROR else os.strerror(a)
         self.errors.append(f"{packed}: {text}")
-        self.damaged_chunks += b if code in (TRUNCATED, LOST_FROM) else int(code == FRAME_DAMAGED)
+        self.damaged_chunks += b if code in (TRUNCATED, LOST_FROM) else int(code in (FRAME_DAMAGED, TRAILING))
         self.unreadable = self.unreadable or code in (NOT_PACKED, UNKNOWN_CODEC, HEADER_DAMAGED, OS_ERROR)
 
 
@@ -323,7 +389,7 @@ def unpacked(path, header_only: bool = False) -> Iterator[Unpacked]:
     if not is_packed(path):
         yield Unpacked(str(path), [])
         return
-    fd = _scratch_file(0 if header_only else raw_size(path))
+    fd = _scratch_file(0 if header_only else min(raw_size(path), _MAX_COPY))
     try:
         yield _unpack_into(Path(path), fd, header_only)
     finally:
@@ -331,6 +397,11 @@ def unpacked(path, header_only: bool = False) -> Iterator[Unpacked]:
 
 
 MEMORY_LIMIT = 256 << 20
+#: The largest copy made, 1 TiB: sparse, but a file system's files have a largest size (ext4:
+#: 16 TiB); the bytes of a packed segment past its frames are zeros, read as unpublished chunks
+#: whatever the copy's size (a raw size past this is damage its frames show).
+_MAX_COPY = 1 << 40
+_MAX_COUNT = 2**63 - 1  # (a count noted, as the native reader's int64)
 
 
 def _scratch_file(size: int) -> int:
@@ -345,6 +416,42 @@ def _scratch_file(size: int) -> int:
     return os.memfd_create("nvtxseg", os.MFD_CLOEXEC)
 
 
+def _sizes_ok(header_size: int, chunk_size: int) -> bool:
+    """Whether a header and chunk size are within the format's limits."""
+    return (
+        _MIN_HEADER <= header_size <= _MAX_HEADER
+        and _MIN_CHUNK <= chunk_size <= _MAX_CHUNK
+        and chunk_size % _MIN_CHUNK == 0
+    )
+
+
+def _content_size(frame: bytes) -> int | None:
+    """The raw size a Zstandard frame's own header declares (RFC 8878, 3.1.1.1); None when it
+    does not say, -1 when ``frame`` does not begin as a Zstandard frame."""
+    if len(frame) < 5 or int.from_bytes(frame[:4], "little") != _ZSTD_MAGIC:
+        return -1
+    fhd = frame[4]
+    single, fcs_flag, dict_flag = (fhd >> 5) & 1, fhd >> 6, fhd & 3
+    fcs_bytes = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    if not fcs_bytes:
+        return None
+    at = 5 + (0 if single else 1) + (0, 1, 2, 4)[dict_flag]
+    if len(frame) < at + fcs_bytes:
+        return -1
+    value = int.from_bytes(frame[at : at + fcs_bytes], "little")
+    return value + 256 if fcs_bytes == 2 else value
+
+
+def _frame_holds(data: bytes, raw_len: int) -> bool:
+    """Whether the packed frame ``data`` can hold ``raw_len`` raw bytes (cc_ops/reader/
+    packed_segment.cc, FrameHolds): not more than Zstandard's most, and what its own header
+    declares when it declares it."""
+    if raw_len > len(data) * _MAX_RATIO:
+        return False
+    declared = _content_size(data)
+    return declared is None or declared == raw_len
+
+
 def _unpack_into(path: Path, fd: int, header_only: bool) -> Unpacked:
     out = Unpacked(f"/proc/self/fd/{fd}", [])
     try:
@@ -357,22 +464,34 @@ def _unpack_into(path: Path, fd: int, header_only: bool) -> Unpacked:
             if version != VERSION or codec_id != CODEC_ZSTD:
                 out.note(path, UNKNOWN_CODEC, version, codec_id)
                 return out
+            if not _sizes_ok(header_size, chunk_size):
+                out.note(path, HEADER_DAMAGED)  # (sizes no packer writes: nothing is sized by them)
+                return out
+            file_size = os.fstat(f.fileno()).st_size
+            declared_frames = frames
             if header_only:
                 frames = min(frames, 1)
                 size = min(size, header_size)
-            os.ftruncate(fd, size)
+            # (a raw size past what a file can be, 2**63, is damage the frames show; the bytes
+            # past the frames are zeros, a hole the reader passes over)
+            os.ftruncate(fd, min(size, _MAX_COPY))
             codec = _codec()
             offset = 0
             for k in range(frames):
                 expected = header_size if k == 0 else chunk_size
                 frame = f.read(_FRAME.size)
                 if len(frame) < _FRAME.size:
-                    out.note(path, TRUNCATED, k, frames - k)
+                    out.note(path, TRUNCATED, k, min(frames - k, _MAX_COUNT))
                     break
                 packed_len, raw_len, crc, _ = _FRAME.unpack(frame)
-                data = f.read(packed_len) if packed_len <= 2 * expected + 4096 else b""
+                # (what the file can hold: a length past its end is not read, nor allocated)
+                fits = packed_len <= 2 * expected + 4096 and packed_len <= file_size - f.tell()
+                data = f.read(packed_len) if fits else b""
+                last = k + 1 == declared_frames
+                # a frame holds its chunk whole, the last one at most that (the raw size ends with it)
+                sized = raw_len <= expected if last else raw_len == expected
                 raw = None
-                if raw_len <= expected and len(data) == packed_len and zlib.crc32(data) == crc:
+                if sized and len(data) == packed_len and zlib.crc32(data) == crc and _frame_holds(data, raw_len):
                     with contextlib.suppress(Exception):  # pyarrow's error for a garbled frame
                         raw = codec.decompress(data, decompressed_size=raw_len)
                 if raw is None or len(raw) != raw_len:
@@ -380,12 +499,17 @@ def _unpack_into(path: Path, fd: int, header_only: bool) -> Unpacked:
                         out.note(path, HEADER_DAMAGED)
                         return out
                     if len(data) != packed_len:  # the frames' boundaries are lost from here on
-                        out.note(path, LOST_FROM, k, frames - k)
+                        out.note(path, LOST_FROM, k, min(frames - k, _MAX_COUNT))
                         break
                     out.note(path, FRAME_DAMAGED, k)
                 else:
                     os.pwrite(fd, raw, offset)
+                    if last:  # (the raw size ends with the last frame)
+                        os.ftruncate(fd, offset + raw_len)
                 offset += expected
+            else:
+                if not header_only and f.tell() < file_size:  # (frames its header does not count)
+                    out.note(path, TRAILING, frames, file_size - f.tell())
     except OSError as exc:
         out.note(path, OS_ERROR, exc.errno or 0)
     return out
