@@ -206,8 +206,12 @@ def end_op(flat, range_id, domain_name, grad_message="", grad_domain_name="", na
     their ``_keras_logits``/``_keras_mask``, and a Softmax/Sigmoid stays the op that made
     the returned tensor (its input goes through the NvtxEnd), so a crossentropy computes from
     the same logits as in the plain model."""
+    from nvtx_plugins_tf.ops import gradients  # (imports this module)
+
     return _structure.keep_producer(
-        flat, lambda routed: _end_op(routed, range_id, domain_name, grad_message, grad_domain_name, name)
+        flat,
+        lambda routed: _end_op(routed, range_id, domain_name, grad_message, grad_domain_name, name),
+        lambda logits, raw: gradients.logits_beside(logits, raw[0].op),
     )
 
 

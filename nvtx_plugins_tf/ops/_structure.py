@@ -74,9 +74,11 @@ KERAS_STATE = ("_keras_logits", "_keras_mask")
 # (categorical) or ``"Sigmoid"`` (binary): tf.nn.softmax in a custom layer, tf_keras's
 # Softmax layer. The end of a range must keep both readings and keep the logits' gradient
 # flowing through the range's end (its gradient opens the backward range), so
-# :func:`keep_producer` sends a Softmax/Sigmoid output's input through the NvtxEnd and
-# applies the same op after it, and sends any other ``_keras_logits`` through the NvtxEnd
-# beside its tensor.
+# :func:`keep_producer` hands ``_keras_logits`` on through a stateless identity whose
+# gradient opens the backward range (gradients.logits_beside: no second consumer of the
+# logits survives where nothing reads them, so Grappler still fuses MatMul+BiasAdd+Sigmoid,
+# whose bits differ from a Sigmoid of its own), and, where there is no such attribute, sends
+# a Softmax/Sigmoid output's input through the NvtxEnd and applies the same op after it.
 _ACTIVATION_OPS = {
     "Softmax": lambda x: tf.raw_ops.Softmax(logits=x),
     "Sigmoid": lambda x: tf.raw_ops.Sigmoid(x=x),
@@ -123,7 +125,7 @@ def _same_place(a: Any, b: Any) -> bool:
 
 def _activation_input(tensor: Any):
     """The input of the Softmax/Sigmoid op that made ``tensor`` when a crossentropy reads
-    its logits from there (no ``_keras_logits``, or ``_keras_logits`` is that input), else None."""
+    its logits from there (the tensor has no ``_keras_logits``), else None."""
     if not tf.is_symbolic_tensor(tensor) or not isinstance(tensor, tf.Tensor):
         return None
     try:
@@ -135,22 +137,24 @@ def _activation_input(tensor: Any):
         return None
     if logits.dtype != tensor.dtype or not _same_place(tensor, logits):
         return None
-    attached = getattr(tensor, "_keras_logits", None)
-    if attached is not None and attached is not logits:
-        return None
+    if hasattr(tensor, "_keras_logits"):
+        return None  # read from the attribute: sent through beside the tensor
     return logits
 
 
-def keep_producer(flat: list, op_fn) -> list:
+def keep_producer(flat: list, op_fn, beside=None) -> list:
     """``op_fn(flat)`` (an identity op on a list of tensors), placed so that a model reads
     the same from its outputs as from its inputs (the annotated model computes what the
-    plain one does, bit for bit): Keras's state attributes carried across; the output of a
-    Softmax/Sigmoid passed as that op's input through ``op_fn`` and the op applied again
-    after it (the same kernel on the same values; the first one is then unused and pruned);
-    other ``_keras_logits`` passed through ``op_fn`` beside their tensor."""
+    plain one does, bit for bit): Keras's state attributes carried across; ``_keras_logits``
+    in a graph set to ``beside(logits, raw outputs of op_fn)`` (eagerly, or without
+    ``beside``: passed through ``op_fn`` beside their tensor); the output of a Softmax/Sigmoid
+    without that attribute passed as that op's input through ``op_fn`` and the op applied
+    again after it (the same kernel on the same values; the first one is then unused and
+    pruned)."""
     routed = list(flat)
     again = {}  # position -> the activation op to apply after op_fn
-    beside = []  # (position, logits) sent through op_fn as extra inputs
+    through = []  # (position, logits) sent through op_fn as extra inputs
+    later = []  # (position, logits) given to ``beside``
     for i, tensor in enumerate(flat):
         logits = _activation_input(tensor)
         if logits is not None:
@@ -159,24 +163,25 @@ def keep_producer(flat: list, op_fn) -> list:
             continue
         attached = getattr(tensor, "_keras_logits", None) if isinstance(tensor, tf.Tensor) else None
         if attached is not None and _same_place(tensor, attached):
-            beside.append((i, attached))
-    out = list(op_fn(routed + [logits for _, logits in beside]))
-    extra, out = out[len(flat) :], out[: len(flat)]
+            (later if beside is not None and tf.is_symbolic_tensor(attached) else through).append((i, attached))
+    raw = list(op_fn(routed + [logits for _, logits in through]))
+    extra, out = raw[len(flat) :], raw[: len(flat)]
     for i, kind in again.items():
-        logits = out[i]
-        out[i] = _ACTIVATION_OPS[kind](logits)
-        copy_keras_state(flat[i], out[i])
-        if hasattr(flat[i], "_keras_logits"):
-            out[i]._keras_logits = logits
+        out[i] = _ACTIVATION_OPS[kind](out[i])
     for i, tensor in enumerate(out):
-        if i not in again:
-            copy_keras_state(flat[i], tensor)
-    for (i, _), logits in zip(beside, extra):
-        try:
-            out[i]._keras_logits = logits
-        except (AttributeError, TypeError):
-            pass
+        copy_keras_state(flat[i], tensor)
+    for (i, _), logits in zip(through, extra):
+        _set_logits(out[i], logits)
+    for i, logits in later:
+        _set_logits(out[i], beside(logits, raw))
     return out
+
+
+def _set_logits(tensor, logits) -> None:
+    try:
+        tensor._keras_logits = logits
+    except (AttributeError, TypeError):
+        pass
 
 
 def is_tensor_leaf(value: Any) -> bool:
