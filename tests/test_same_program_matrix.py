@@ -99,7 +99,8 @@ _plain_runs: dict = {}
 def test_keras3_annotated_trains_bit_identically(family, style):
     if family not in _plain_runs:
         _plain_runs[family] = spm.train(family, None)
-    assert spm.compare(family, _plain_runs[family], spm.train(family, style)) is None
+    difference = spm.compare(family, _plain_runs[family], spm.train(family, style))
+    assert difference is None, difference
 
 
 def test_keras3_saturated_softmax_keeps_the_logits_path():
@@ -112,8 +113,8 @@ def test_keras3_saturated_softmax_keeps_the_logits_path():
 
 @pytest.mark.parametrize("family, style", list(_cells("tf_keras")))
 def test_tf_keras_annotated_trains_bit_identically(family, style):
-    results = _tf_keras_results()
-    assert results[f"{family}/{style}"] is None
+    difference = _tf_keras_results()[f"{family}/{style}"]
+    assert difference is None, difference
 
 
 def test_tf_keras_saturated_softmax_keeps_the_logits_path():
