@@ -39,6 +39,7 @@ a GPU unless a layer opts out, and XLA cannot compile the NVTX ops; an explicit
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 
@@ -138,6 +139,36 @@ def _resolve_domain(domain_id, known: str | None = None) -> str:
     return ""
 
 
+def _check_call(layer, args, kwargs) -> None:
+    """One line naming the fix where Keras would give a long error of its own: a symbolic
+    tensor of the other Keras (a model mixing Keras 3 and tf_keras layers)."""
+    ours = keras.__name__.split(".")[0]
+    for leaf in tf.nest.flatten((args, kwargs)):
+        kind = type(leaf)
+        if kind.__name__ == "KerasTensor" and kind.__module__.split(".")[0] != ours:
+            raise TypeError(
+                f"nvtx_plugins_tf: {type(layer).__name__} is a layer of {ours} (the Keras tf.keras is) and got a "
+                f"symbolic tensor of {kind.__module__.split('.')[0]}: the model mixes Keras 3 (`import keras`) and "
+                "tf_keras (`TF_USE_LEGACY_KERAS=1`, `import tf_keras`) layers; build it with one of them"
+            )
+
+
+def _in_sequential() -> bool:
+    """Whether a ``Sequential`` calls the layer: the nearest caller up the stack that is a
+    Keras layer (a model that calls NVTXStart in its own ``call`` is not a Sequential's layer)."""
+    frame = sys._getframe(2)
+    for _ in range(12):
+        if frame is None:
+            return False
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, keras.Sequential):
+            return True
+        if isinstance(owner, keras.layers.Layer):
+            return False
+        frame = frame.f_back
+    return False
+
+
 @register_serializable
 class NVTXStart(keras.layers.Layer):
     """Opens an NVTX range; returns ``(inputs, marker_id, domain_id)``.
@@ -165,6 +196,16 @@ class NVTXStart(keras.layers.Layer):
         self.enabled = bool(enabled)
         self.supports_jit = False
         self.supports_masking = True
+
+    def __call__(self, *args, **kwargs):
+        _check_call(self, args, kwargs)
+        if _in_sequential():
+            raise TypeError(
+                "nvtx_plugins_tf: NVTXStart returns three tensors (inputs, marker_id, domain_id) and cannot be a "
+                "layer of a Sequential; wrap the layer instead: Sequential([..., NVTXRange(Dense(8)), ...]), or "
+                "call nvtx_plugins_tf.keras.annotate(model)"
+            )
+        return super().__call__(*args, **kwargs)
 
     def call(self, inputs):
         domain = self.domain_name or ""
@@ -219,6 +260,10 @@ class NVTXEnd(keras.layers.Layer):
         )
         self.supports_jit = False
         self.supports_masking = True
+
+    def __call__(self, *args, **kwargs):
+        _check_call(self, args, kwargs)
+        return super().__call__(*args, **kwargs)
 
     @staticmethod
     def _split(inputs):

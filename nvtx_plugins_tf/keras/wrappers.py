@@ -244,6 +244,12 @@ def annotate(
     ``annotate`` before ``compile``/``fit`` so that Keras does not pick XLA (on GPU) and
     so that the annotated calls are the ones traced into the train function.
     """
+    if not (isinstance(model, keras.layers.Layer) or hasattr(model, "_flatten_layers")):  # (either Keras's)
+        raise TypeError(
+            f"annotate() takes a Keras model or layer of {keras.__name__.split('.')[0]} (the Keras tf.keras is), "
+            f"got {type(model).__module__}.{type(model).__name__}; for a tf.Module or a function use "
+            "nvtx_plugins_tf.ops.trace / ops.start and ops.end"
+        )
     if filter is not None and not callable(filter):
         raise TypeError(f"filter must be a callable layer -> bool, got {type(filter).__name__}")
     _validation.domain(domain_name, "domain_name")
