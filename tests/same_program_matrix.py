@@ -245,6 +245,33 @@ def subclassed_train_step(keras, wrap):
     return model, dict(loss=None), data
 
 
+def mixed_bfloat16(keras, wrap):
+    """The MLP under the ``mixed_bfloat16`` policy (bfloat16 compute, float32 weights)."""
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        L = keras.layers
+        i = keras.Input((6,))
+        x = wrap(L.Dense(16, activation="relu"))(i)
+        out = wrap(L.Dense(4, activation="softmax", dtype="float32"))(x)
+        model = keras.Model(i, out)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    r = _rng()
+    data = (r.rand(_n(), 6).astype("float32"), r.randint(0, 4, _n()))
+    return model, dict(loss="sparse_categorical_crossentropy"), data
+
+
+def dataset_steps_per_execution(keras, wrap):
+    """A tf.data pipeline into fit with ``steps_per_execution=4`` (4 steps a call)."""
+    L = keras.layers
+    i = keras.Input((6,))
+    out = wrap(L.Dense(3, activation="softmax"))(wrap(L.Dense(8, activation="relu"))(i))
+    r = _rng()
+    x, y = r.rand(_n(), 6).astype("float32"), r.randint(0, 3, _n())
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).map(lambda a, b: (a * 2.0, b)).batch(BATCH)
+    return keras.Model(i, out), dict(loss="sparse_categorical_crossentropy", steps_per_execution=4), (dataset, x)
+
+
 FAMILIES = {
     f.__name__: f
     for f in (
@@ -262,6 +289,8 @@ FAMILIES = {
         softmax_layer,
         tf_sigmoid_lambda,
         subclassed_train_step,
+        mixed_bfloat16,
+        dataset_steps_per_execution,
     )
 }
 
@@ -300,7 +329,11 @@ def train(family: str, style: str | None) -> dict:
             logs = {k: float(np.asarray(v)) for k, v in (logs or {}).items()}
             steps.append((logs, [np.array(w) for w in model.get_weights()]))
 
-    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[Record()])
+    if isinstance(x, tf.data.Dataset):  # (dataset, the inputs it is made of: for the gradients and predict)
+        dataset, x = x, y * 2.0
+        model.fit(dataset, epochs=1, verbose=0, callbacks=[Record()])
+    else:
+        model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[Record()])
     first = tf.nest.map_structure(lambda a: tf.constant(a[:BATCH]), x)
     with tf.GradientTape() as tape:
         outputs = model(first, training=False)

@@ -3,7 +3,8 @@
 Every family of tests/same_program_matrix.py (MLP, CNN with BatchNormalization and Dropout,
 LSTM, GRU, a masked bidirectional RNN, a Transformer block, a multi-input/multi-output model
 with loss_weights, sigmoid heads with and without from_logits, regression, label smoothing,
-a Softmax layer head, a subclassed model with its own train_step), annotated each way
+a Softmax layer head, a subclassed model with its own train_step, mixed_bfloat16, a tf.data
+pipeline with steps_per_execution=4), annotated each way
 (``annotate(model)``, ``NVTXRange``, explicit ``NVTXStart``/``NVTXEnd``), is built from the
 same seed as its plain copy and trained 20 steps on the same batches: the losses, the
 weights after every step, the gradients of the trained model and its predictions must be
@@ -14,7 +15,8 @@ first tensor that differ.
 Before issue 43 the softmax and sigmoid heads failed at step 1 (the crossentropy lost the
 logits Keras keeps on the output tensor), the masked RNN could not be annotated (its boolean
 mask was sent into the NVTX ops) and NVTXRange around MultiHeadAttention built the layer
-inside the first train step, with other initial weights.
+inside the first train step, with other initial weights; under mixed_bfloat16 NVTXEnd cast a
+float32 softmax head's output to bfloat16.
 """
 
 from __future__ import annotations

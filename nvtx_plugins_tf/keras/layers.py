@@ -53,6 +53,12 @@ __all__ = ["NVTXStart", "NVTXEnd"]
 
 _DISABLED_ID = -1
 
+# _NO_AUTOCAST: the package's layers are made with ``autocast=False``. Under a mixed precision
+# policy (``mixed_bfloat16``) Keras casts a layer's floating inputs to its compute dtype; an
+# NVTXEnd after a float32 softmax head cast the probabilities to bfloat16 before the loss (loss
+# 1.7797 plain, 1.7808 annotated at the first step), and NVTXRange cast its wrapped layer's
+# inputs. The wrapped layer casts what it needs itself.
+
 _warn_lock = threading.Lock()
 _warned_dynamic_domain = False
 
@@ -186,6 +192,7 @@ class NVTXStart(keras.layers.Layer):
     def __init__(
         self, message, domain_name=None, trainable=False, *, color=None, category=None, enabled=True, **kwargs
     ):
+        kwargs.setdefault("autocast", False)  # an identity: never cast (see _NO_AUTOCAST)
         super().__init__(trainable=trainable, **kwargs)
         self.message = _validation.name(message, "message")
         self.domain_name = domain_name if domain_name is None else _validation.message(domain_name, "domain_name")
@@ -253,6 +260,7 @@ class NVTXEnd(keras.layers.Layer):
     """
 
     def __init__(self, grad_message=None, grad_domain_name=None, trainable=False, **kwargs):
+        kwargs.setdefault("autocast", False)  # an identity: never cast (see _NO_AUTOCAST)
         super().__init__(trainable=trainable, **kwargs)
         self.grad_message = grad_message if grad_message is None else _validation.message(grad_message, "grad_message")
         self.grad_domain_name = (

@@ -76,6 +76,7 @@ class NVTXRange(keras.layers.Wrapper):
         **kwargs,
     ):
         kwargs.setdefault("name", f"nvtx_range_{layer.name}")
+        kwargs.setdefault("autocast", False)  # the wrapped layer casts its inputs itself (layers._NO_AUTOCAST)
         super().__init__(layer, **kwargs)
         self.message = message if message is None else _validation.name(message, "message")
         self.domain_name = domain_name if domain_name is None else _validation.message(domain_name, "domain_name")
