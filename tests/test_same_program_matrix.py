@@ -105,6 +105,22 @@ def test_keras3_annotated_trains_bit_identically(family, style):
     assert difference is None, difference
 
 
+_MOBILENET = (
+    "Grappler's arithmetic optimizer rewrites the plain MobileNetV2's training step in a way the NVTX ops "
+    "prevent: Conv1's kernel differs by 3.7e-9 after step 1 (identical with arithmetic_optimization off; "
+    "the remapper is not the cause)"
+)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.xfail(strict=True, reason=_MOBILENET)
+@pytest.mark.parametrize("family", sorted(spm.ANNOTATE_ONLY))
+def test_keras3_annotated_application_trains_bit_identically(family):
+    """MobileNetV2 (alpha 0.35, 32x32, no weights): 150 layers annotated by annotate(model)."""
+    difference = spm.compare(family, spm.train(family, None), spm.train(family, "annotate"))
+    assert difference is None, difference
+
+
 def test_keras3_saturated_softmax_keeps_the_logits_path():
     """Issue 43 row 1's example: a saturated softmax output, loss 30 and gradient norm 60
     (the crossentropy computes from the logits); annotated it was 16.1 and 0.0."""
