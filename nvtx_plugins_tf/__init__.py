@@ -121,12 +121,16 @@ def _imported(name: str) -> bool:
 _keras_registered = False
 
 
-def _register_keras_serializables(*, keras_done: bool = False) -> None:
+def _register_keras_serializables(*, keras_done: bool = False, tensorflow_done: bool = False) -> None:
     """Import ``nvtx_plugins_tf.keras`` when TensorFlow and tf.keras's Keras are imported
-    (``keras_done``: called from the hook at the end of that Keras's import); warn, never
-    raise, when it cannot be imported."""
+    (``keras_done``/``tensorflow_done``: called from the hook at the end of that import, where
+    the module is still marked as initializing); warn, never raise, when it cannot be imported.
+
+    TensorFlow 2.16+ imports Keras 3 from inside its own ``__init__``: the hook at the end of
+    Keras's import then finds TensorFlow still initializing and leaves the registration to the
+    hook at the end of TensorFlow's import (``import nvtx_plugins_tf`` before ``tensorflow``)."""
     global _keras_registered
-    if _keras_registered or not _autoload_enabled or not _tensorflow_imported():
+    if _keras_registered or not _autoload_enabled or not (tensorflow_done or _tensorflow_imported()):
         return
     if not (keras_done or _imported(_keras_module_name())):
         return
@@ -144,7 +148,7 @@ def _register_keras_serializables(*, keras_done: bool = False) -> None:
 
 def _after_tensorflow() -> None:
     _load_op_library()
-    _register_keras_serializables()
+    _register_keras_serializables(tensorflow_done=True)
 
 
 class _AfterImport:

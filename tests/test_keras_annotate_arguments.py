@@ -89,3 +89,9 @@ def test_longest_accepted_message_is_recorded_whole():
     with capture() as rec:
         nvtx_tf.ops.end(*nvtx_tf.ops.start(tf.ones([2]), text))
     assert [len(r.message) for r in rec.ranges] == [len(text)]
+
+
+def test_annotate_something_that_is_not_a_keras_layer_raises():
+    """Issue 43 row 6: annotate(tf.Module()) returned having added nothing."""
+    with pytest.raises(TypeError, match=r"annotate\(\) takes a Keras model or layer .*ops\.trace"):
+        annotate(tf.Module())

@@ -126,3 +126,18 @@ def test_import_without_tensorflow_imports_no_keras(child_env, tmp_path):
     proc = _run(code, child_env(None, TF_CPP_MIN_LOG_LEVEL="3"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["keras3", "tf_keras"])
+def test_dot_keras_loads_when_the_package_is_imported_before_tensorflow(keras3_saved, tf_keras_saved, legacy):
+    """``import nvtx_plugins_tf`` first, then ``tensorflow`` (issue 43, row 2): TensorFlow 2.16+
+    imports Keras 3 inside its own ``__init__``, so the hook at the end of Keras's import found
+    TensorFlow still initializing and nothing registered the layers: "Could not locate class
+    'NVTXStart'"."""
+    folder, env = tf_keras_saved if legacy else keras3_saved
+    keras_import = "from tf_keras.models import load_model" if legacy else "from keras.models import load_model"
+    code = "import nvtx_plugins_tf\n" + textwrap.dedent(LOAD).format(
+        d=folder, suffix=".keras", first="", keras_first=False, keras_import=keras_import
+    )
+    proc = _run(code, env)
+    assert proc.returncode == 0 and "LOADED" in proc.stdout, proc.stderr[-3000:]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import nvtx_plugins_tf as nvtx_tf
 from nvtx_plugins_tf.keras import NVTXRange, keras
 from nvtx_plugins_tf.keras.layers import NVTXEnd, NVTXStart
 from nvtx_plugins_tf.testing import capture
@@ -217,3 +218,30 @@ def test_savedmodel_reloaded_in_fresh_process(tmp_path, recorder_env):
     assert rec.count(message="Dense 1", domain="Forward") == 2
     assert rec.count(message="Dense 2", domain="Forward") == 2
     assert not rec.open_ranges
+
+
+def test_nvtx_start_in_a_sequential_says_to_use_nvtx_range():
+    """Issue 43 row 6: Keras said "expects 1 input(s), but it received 3" (of the next layer)."""
+    with pytest.raises(TypeError, match=r"cannot be a layer of a Sequential; wrap the layer instead.*NVTXRange"):
+        keras.Sequential([keras.Input((4,)), NVTXStart(message="a"), keras.layers.Dense(2)])
+
+
+def test_nvtx_start_called_by_a_model_inside_a_sequential_is_fine():
+    class Block(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense, self.start, self.end = keras.layers.Dense(2), NVTXStart(message="block"), NVTXEnd()
+
+        def call(self, x):
+            x, marker_id, domain_id = self.start(x)
+            return self.end([self.dense(x), marker_id, domain_id])
+
+    model = keras.Sequential([keras.Input((4,)), Block(), keras.layers.Dense(1)])
+    assert model.predict(np.ones((2, 4), "float32"), verbose=0).shape == (2, 1)
+
+
+def test_a_symbolic_tensor_of_the_other_keras_gives_one_line():
+    """Issue 43 row 6: a tf_keras tensor into Keras 3's NVTXStart (or the other way round)."""
+    other = pytest.importorskip("keras" if nvtx_tf.keras.LEGACY else "tf_keras")
+    with pytest.raises(TypeError, match=r"^nvtx_plugins_tf: NVTXStart .* mixes Keras 3 .* and tf_keras .*[^\n]$"):
+        NVTXStart(message="a")(other.Input((4,)))

@@ -39,8 +39,10 @@ callback returns after one attribute check (see ``benchmarks/bench_keras.py``).
 
 When ``fit``/``evaluate``/``predict`` raise (a callback's or a data generator's exception,
 Ctrl-C), Keras calls no end hook; the callback's ranges are closed as the exception leaves the
-call, by a guard that the first NVTXCallback with a tool attached puts around
-``Model.fit``/``evaluate``/``predict`` (one Python call per ``fit``).
+call, by a guard put around ``Model.fit``/``evaluate``/``predict`` when this module is imported
+(one Python call per ``fit``). Not later: in ``model.fit(..., callbacks=[NVTXCallback()])``
+Python looks ``model.fit`` up before it makes the callback, so a guard installed by the
+callback's constructor missed the first ``fit``.
 """
 
 from __future__ import annotations
@@ -77,8 +79,10 @@ _BATCH_KEYS = {mode: mode + "/batch" for mode in _MODES}
 # Keras calls no end hook when fit() raises (a callback's or a generator's exception, a
 # KeyboardInterrupt): the ranges would stay open until a later fit with the same callback,
 # or the end of the process. So Model.fit/evaluate/predict get a guard (installed once, when
-# the first NVTXCallback is made): the callbacks that began a phase during the outermost call
-# close every range they have open when an exception leaves it, at the time it does.
+# this module is imported, i.e. before any NVTXCallback exists: ``m.fit(...,
+# callbacks=[NVTXCallback()])`` looks ``m.fit`` up before it makes the callback): the
+# callbacks that began a phase during the outermost call close every range they have open
+# when an exception leaves it, at the time it does.
 
 _guard_state = threading.local()  # .depth: guarded calls on this thread; .callbacks
 _guard_lock = threading.Lock()
@@ -111,6 +115,9 @@ def _install_guard() -> None:
             original = getattr(keras.Model, name, None)
             if original is not None and not getattr(original, _GUARD_MARK, False):
                 setattr(keras.Model, name, _guard(original))
+
+
+_install_guard()
 
 
 class NVTXCallback(keras.callbacks.Callback):
@@ -206,7 +213,7 @@ class NVTXCallback(keras.callbacks.Callback):
         if self._active:
             for mode in _MODES:
                 self._categories[mode] = self._domain.category(CATEGORY_PREFIX + self.messages[mode])
-            _install_guard()
+            _install_guard()  # (a no-op unless keras.Model's methods were replaced since the import)
 
     # ------------------------------------------------------------------ internals
     def _start(self, key: str, text: str, color_key: str, category: int = 0, payload: int | None = None) -> None:

@@ -39,6 +39,7 @@ a GPU unless a layer opts out, and XLA cannot compile the NVTX ops; an explicit
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 
@@ -51,6 +52,12 @@ from nvtx_plugins_tf.ops import _raw, _structure, _validation
 __all__ = ["NVTXStart", "NVTXEnd"]
 
 _DISABLED_ID = -1
+
+# _NO_AUTOCAST: the package's layers are made with ``autocast=False``. Under a mixed precision
+# policy (``mixed_bfloat16``) Keras casts a layer's floating inputs to its compute dtype; an
+# NVTXEnd after a float32 softmax head cast the probabilities to bfloat16 before the loss (loss
+# 1.7797 plain, 1.7808 annotated at the first step), and NVTXRange cast its wrapped layer's
+# inputs. The wrapped layer casts what it needs itself.
 
 _warn_lock = threading.Lock()
 _warned_dynamic_domain = False
@@ -138,6 +145,36 @@ def _resolve_domain(domain_id, known: str | None = None) -> str:
     return ""
 
 
+def _check_call(layer, args, kwargs) -> None:
+    """One line naming the fix where Keras would give a long error of its own: a symbolic
+    tensor of the other Keras (a model mixing Keras 3 and tf_keras layers)."""
+    ours = keras.__name__.split(".")[0]
+    for leaf in tf.nest.flatten((args, kwargs)):
+        kind = type(leaf)
+        if kind.__name__ == "KerasTensor" and kind.__module__.split(".")[0] != ours:
+            raise TypeError(
+                f"nvtx_plugins_tf: {type(layer).__name__} is a layer of {ours} (the Keras tf.keras is) and got a "
+                f"symbolic tensor of {kind.__module__.split('.')[0]}: the model mixes Keras 3 (`import keras`) and "
+                "tf_keras (`TF_USE_LEGACY_KERAS=1`, `import tf_keras`) layers; build it with one of them"
+            )
+
+
+def _in_sequential() -> bool:
+    """Whether a ``Sequential`` calls the layer: the nearest caller up the stack that is a
+    Keras layer (a model that calls NVTXStart in its own ``call`` is not a Sequential's layer)."""
+    frame = sys._getframe(2)
+    for _ in range(12):
+        if frame is None:
+            return False
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, keras.Sequential):
+            return True
+        if isinstance(owner, keras.layers.Layer):
+            return False
+        frame = frame.f_back
+    return False
+
+
 @register_serializable
 class NVTXStart(keras.layers.Layer):
     """Opens an NVTX range; returns ``(inputs, marker_id, domain_id)``.
@@ -155,6 +192,7 @@ class NVTXStart(keras.layers.Layer):
     def __init__(
         self, message, domain_name=None, trainable=False, *, color=None, category=None, enabled=True, **kwargs
     ):
+        kwargs.setdefault("autocast", False)  # an identity: never cast (see _NO_AUTOCAST)
         super().__init__(trainable=trainable, **kwargs)
         self.message = _validation.name(message, "message")
         self.domain_name = domain_name if domain_name is None else _validation.message(domain_name, "domain_name")
@@ -165,6 +203,16 @@ class NVTXStart(keras.layers.Layer):
         self.enabled = bool(enabled)
         self.supports_jit = False
         self.supports_masking = True
+
+    def __call__(self, *args, **kwargs):
+        _check_call(self, args, kwargs)
+        if _in_sequential():
+            raise TypeError(
+                "nvtx_plugins_tf: NVTXStart returns three tensors (inputs, marker_id, domain_id) and cannot be a "
+                "layer of a Sequential; wrap the layer instead: Sequential([..., NVTXRange(Dense(8)), ...]), or "
+                "call nvtx_plugins_tf.keras.annotate(model)"
+            )
+        return super().__call__(*args, **kwargs)
 
     def call(self, inputs):
         domain = self.domain_name or ""
@@ -212,6 +260,7 @@ class NVTXEnd(keras.layers.Layer):
     """
 
     def __init__(self, grad_message=None, grad_domain_name=None, trainable=False, **kwargs):
+        kwargs.setdefault("autocast", False)  # an identity: never cast (see _NO_AUTOCAST)
         super().__init__(trainable=trainable, **kwargs)
         self.grad_message = grad_message if grad_message is None else _validation.message(grad_message, "grad_message")
         self.grad_domain_name = (
@@ -219,6 +268,10 @@ class NVTXEnd(keras.layers.Layer):
         )
         self.supports_jit = False
         self.supports_masking = True
+
+    def __call__(self, *args, **kwargs):
+        _check_call(self, args, kwargs)
+        return super().__call__(*args, **kwargs)
 
     @staticmethod
     def _split(inputs):

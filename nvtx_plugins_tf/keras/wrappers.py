@@ -31,8 +31,11 @@ included (their ranges nest):
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from typing import Callable
+
+import tensorflow as tf
 
 from nvtx_plugins_tf import ops as _ops
 from nvtx_plugins_tf.keras._compat import flatten_layers, keras, register_serializable
@@ -73,6 +76,7 @@ class NVTXRange(keras.layers.Wrapper):
         **kwargs,
     ):
         kwargs.setdefault("name", f"nvtx_range_{layer.name}")
+        kwargs.setdefault("autocast", False)  # the wrapped layer casts its inputs itself (layers._NO_AUTOCAST)
         super().__init__(layer, **kwargs)
         self.message = message if message is None else _validation.name(message, "message")
         self.domain_name = domain_name if domain_name is None else _validation.message(domain_name, "domain_name")
@@ -86,6 +90,18 @@ class NVTXRange(keras.layers.Wrapper):
         _validation.category(category)
         self.supports_jit = False
         self.supports_masking = getattr(layer, "supports_masking", False)
+
+    def build(self, input_shape=None):
+        """``Wrapper.build``: the wrapped layer built with the first input's shape; a layer
+        whose ``build`` wants more shapes than that (``MultiHeadAttention``: query's and
+        value's) builds itself at its first call instead, with all of them."""
+        if not self.layer.built:
+            try:
+                super().build(input_shape)
+            except TypeError as exc:
+                if "required positional argument" not in str(exc):
+                    raise
+        self.built = True
 
     def call(self, inputs, *args, **kwargs):
         message = self.message or self.layer.name
@@ -103,7 +119,27 @@ class NVTXRange(keras.layers.Wrapper):
         return self.layer.compute_output_shape(input_shape)
 
     def compute_output_spec(self, *args, **kwargs):
+        if not self.layer.built:  # (see build: Keras 3 builds from the call's shapes, by name)
+            self._build_from_call(args, kwargs)
         return self.layer.compute_output_spec(*args, **kwargs)
+
+    def _build_from_call(self, args, kwargs) -> None:
+        """Build the wrapped layer as Keras 3 builds a layer at its first call: each
+        ``build`` argument ``<name>_shape`` gets the shape of the call argument ``<name>``
+        (``MultiHeadAttention.build(query_shape, value_shape)``). Without it the layer was
+        built only inside the first traced train step, with other initial weights."""
+        try:
+            bound = inspect.signature(self.layer.call).bind_partial(*args, **kwargs).arguments
+            params = inspect.signature(self.layer.build).parameters
+        except (TypeError, ValueError):
+            return
+        shapes = {
+            name: tf.nest.map_structure(lambda t: tuple(t.shape), bound[name[: -len("_shape")]])
+            for name in params
+            if name.endswith("_shape") and bound.get(name[: -len("_shape")]) is not None
+        }
+        if shapes:
+            self.layer.build(**shapes)
 
     def compute_mask(self, inputs, mask=None):
         if hasattr(self.layer, "compute_mask"):
@@ -209,6 +245,12 @@ def annotate(
     ``annotate`` before ``compile``/``fit`` so that Keras does not pick XLA (on GPU) and
     so that the annotated calls are the ones traced into the train function.
     """
+    if not (isinstance(model, keras.layers.Layer) or hasattr(model, "_flatten_layers")):  # (either Keras's)
+        raise TypeError(
+            f"annotate() takes a Keras model or layer of {keras.__name__.split('.')[0]} (the Keras tf.keras is), "
+            f"got {type(model).__module__}.{type(model).__name__}; for a tf.Module or a function use "
+            "nvtx_plugins_tf.ops.trace / ops.start and ops.end"
+        )
     if filter is not None and not callable(filter):
         raise TypeError(f"filter must be a callable layer -> bool, got {type(filter).__name__}")
     _validation.domain(domain_name, "domain_name")

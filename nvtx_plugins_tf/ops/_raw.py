@@ -166,7 +166,8 @@ def start_op(flat, message, domain_name, color, category, payload, name):
         close_at_step_end=tf1_graph_mode(),
         name=name,
     )
-    return _structure.merge(list(out_device), list(out_host), is_host), range_id
+    out = _structure.merge(list(out_device), list(out_host), is_host)
+    return _structure.carry_keras_state(flat, out), range_id
 
 
 def backward_start_op(flat, message, domain_name, category, forward_range_id):
@@ -199,7 +200,22 @@ def backward_end_op(flat, range_id, domain_name):
 def end_op(flat, range_id, domain_name, grad_message="", grad_domain_name="", name=None):
     """One NvtxEnd of the range ``range_id``. Where :func:`can_pair` holds for the
     range's NvtxStart, the end takes no ``range_id`` input: it pairs with its start through
-    their ``pair`` attribute (cc_ops/tf_ops/range_pairing.h), one edge less per range."""
+    their ``pair`` attribute (cc_ops/tf_ops/range_pairing.h), one edge less per range.
+
+    What Keras reads of the tensors afterwards is kept (:func:`_structure.keep_producer`):
+    their ``_keras_logits``/``_keras_mask``, and a Softmax/Sigmoid stays the op that made
+    the returned tensor (its input goes through the NvtxEnd), so a crossentropy computes from
+    the same logits as in the plain model."""
+    from nvtx_plugins_tf.ops import gradients  # (imports this module)
+
+    return _structure.keep_producer(
+        flat,
+        lambda routed: _end_op(routed, range_id, domain_name, grad_message, grad_domain_name, name),
+        lambda logits, raw: gradients.logits_beside(logits, raw[0].op),
+    )
+
+
+def _end_op(flat, range_id, domain_name, grad_message, grad_domain_name, name):
     start = range_id.op if tf.is_symbolic_tensor(range_id) else None
     paired = start is not None and start.type == "NvtxStart" and can_pair(flat, start)
     device, host, is_host = _structure.split(flat)
@@ -307,4 +323,4 @@ def mark_op(flat, message, domain_name, color, category, payload, name):
     out_device, out_host = _loader.load().nvtx_mark(
         device, host, payload, text=text, **texts, color=color, category=category, name=name
     )
-    return _structure.merge(list(out_device), list(out_host), is_host)
+    return _structure.carry_keras_state(flat, _structure.merge(list(out_device), list(out_host), is_host))

@@ -33,16 +33,22 @@ def _carries_gradient(grad) -> bool:
 
 @tf.RegisterGradient("NvtxEnd")
 def _nvtx_end_grad(op, *grads):
-    grads = list(grads)
+    extra = [None] * (op.get_attr("num_ids") + _raw.num_text(op))
+    return backward_through(op, list(grads)) + extra
+
+
+def backward_through(op, grads: list) -> list:
+    """``grads`` through the NvtxBackwardStart that opens the backward range of the NvtxEnd
+    ``op`` (its outputs' gradients; or the gradient of the logits that stand beside its
+    output, see :func:`logits_beside`)."""
     num_ids = op.get_attr("num_ids")
-    extra = [None] * (num_ids + _raw.num_text(op))
     grad_message = _raw.op_text(op, "grad_message")
     if not grad_message or not _raw.annotations_enabled():
-        return grads + extra
+        return grads
     grad_domain = _raw.op_text(op, "grad_domain_name")
-    forward_id = op.inputs[len(grads)] if num_ids else _raw.paired_range_id(op)
+    forward_id = op.inputs[len(op.outputs)] if num_ids else _raw.paired_range_id(op)
     if forward_id is None:  # a paired end whose start cannot be found: no backward range
-        return grads + extra
+        return grads
     key = _backward.range_key(forward_id)
     opened = []
 
@@ -59,9 +65,28 @@ def _nvtx_end_grad(op, *grads):
     forward_end = [t.op for t in op.outputs[:1] if tf.is_symbolic_tensor(t) and t.graph is graph]
     with tf.control_dependencies(forward_end):
         out = _structure.through_tensors(grads, open_range, _carries_gradient)
+    if not opened:  # no gradient came
+        return out
     _backward.remember(key, opened[0])
     _tape_closer.opened(opened[0])
-    return out + extra
+    return out
+
+
+def logits_beside(logits, end_op):
+    """``logits`` for ``_keras_logits`` of an output of the NvtxEnd ``end_op``: the same
+    tensor in value, through a stateless identity (pruned where nothing reads it, so the op
+    that made the logits keeps its one consumer and Grappler fuses it as in the plain model:
+    MatMul+BiasAdd+Sigmoid) whose gradient opens ``end_op``'s backward range, as the
+    gradient of the output would have (the loss computes from the logits)."""
+
+    @tf.custom_gradient
+    def identity(t):
+        def grad(upstream):
+            return backward_through(end_op, [upstream])[0]
+
+        return tf.identity(t), grad
+
+    return identity(logits)
 
 
 @tf.RegisterGradient("NvtxStart")

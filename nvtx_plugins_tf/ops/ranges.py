@@ -292,8 +292,9 @@ def range(  # noqa: A001 - mirrors nvtx.annotate's vocabulary; exported as ops.r
 
 
 def _is_tensor_leaf(value: Any) -> bool:
-    """What trace() threads through its range (variables are passed untouched)."""
-    return isinstance(value, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor))
+    """What trace() threads through its range (variables are passed untouched, and so are
+    boolean tensors, which the ops do not take: a Keras layer's ``mask`` argument)."""
+    return isinstance(value, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)) and value.dtype != tf.bool
 
 
 def trace(
