@@ -49,7 +49,8 @@ MATRIX = (
     "tf-nightly",
 )
 #: The TensorFlow-facing tests: ops, gradients, Keras (3 and tf_keras), hooks, TensorFlow's
-#: own per-op ranges and profiler, the CLI, XLA.
+#: own per-op ranges and profiler, the CLI, XLA, and the same-program matrix (issue 43: every
+#: model family trained annotated = plain, bit for bit; on the oldest release as on the default).
 FULL = (
     "tests/test_op_registrations.py",
     "tests/test_ops_errors.py",
@@ -67,6 +68,7 @@ FULL = (
     "tests/test_tf_op_ranges.py",
     "tests/test_cli.py",
     "tests/test_examples.py::test_xla",
+    "tests/test_same_program_matrix.py",
 )
 #: CI's subset for the releases other than the default: one file per part TensorFlow changes
 #: under us (op registration and kernels, Keras 3 and tf_keras, hooks, TraceMe, profiler).
