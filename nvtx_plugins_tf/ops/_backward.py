@@ -53,6 +53,12 @@ def remember(key: tuple, entry: BackwardRange) -> None:
             _pending.popitem(last=False)
 
 
+def peek(key: tuple) -> BackwardRange | None:
+    """The backward range remembered under ``key``, left in place."""
+    with _pending_lock:
+        return _pending.get(key)
+
+
 def take(key: tuple) -> BackwardRange | None:
     with _pending_lock:
         return _pending.pop(key, None)

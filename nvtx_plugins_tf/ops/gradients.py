@@ -50,6 +50,12 @@ def backward_through(op, grads: list) -> list:
     if forward_id is None:  # a paired end whose start cannot be found: no backward range
         return grads
     key = _backward.range_key(forward_id)
+    earlier = _backward.peek(key)
+    if earlier is not None and _in_this_graph(earlier):
+        # the range's other gradient, after the first opened it (an output's and the logits'
+        # beside another output, logits_beside): one backward range, these gradients after
+        # its start, not a second range of the same name
+        return _after(earlier, grads)
     opened = []
 
     def open_range(flat):
@@ -70,6 +76,22 @@ def backward_through(op, grads: list) -> list:
     _backward.remember(key, opened[0])
     _tape_closer.opened(opened[0])
     return out
+
+
+def _in_this_graph(entry: _backward.BackwardRange) -> bool:
+    """Whether ``entry`` was opened while building this graph's gradients (eagerly: always;
+    its key is the forward range's own id)."""
+    if entry.start_op is None:
+        return tf.executing_eagerly()
+    return not tf.executing_eagerly() and entry.start_op.graph is tf.compat.v1.get_default_graph()
+
+
+def _after(entry: _backward.BackwardRange, grads: list) -> list:
+    """``grads``, each after ``entry``'s NvtxBackwardStart (eagerly: as they are, it ran)."""
+    if entry.start_op is None:
+        return grads
+    with tf.control_dependencies([entry.start_op]):
+        return [tf.identity(g) if _carries_gradient(g) and tf.is_tensor(g) else g for g in grads]
 
 
 def logits_beside(logits, end_op):
