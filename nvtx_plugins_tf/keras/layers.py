@@ -47,7 +47,7 @@ import tensorflow as tf
 
 from nvtx_plugins_tf import ops as _ops
 from nvtx_plugins_tf.keras._compat import keras, register_serializable
-from nvtx_plugins_tf.ops import _raw, _structure, _validation
+from nvtx_plugins_tf.ops import _ends, _raw, _structure, _validation
 
 __all__ = ["NVTXStart", "NVTXEnd"]
 
@@ -300,7 +300,7 @@ class NVTXEnd(keras.layers.Layer):
         grad_domain = self.grad_domain_name if self.grad_domain_name is not None else domain
         range_id = tf.cast(marker_id, tf.int64)
         return _structure.through_tensors(
-            x, lambda flat: _raw.end_op(flat, range_id, domain, grad_message, grad_domain)
+            x, lambda flat: _ends.end_op(flat, range_id, domain, grad_message, grad_domain)
         )
 
     def compute_output_shape(self, input_shape):

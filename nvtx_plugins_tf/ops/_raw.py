@@ -200,22 +200,8 @@ def backward_end_op(flat, range_id, domain_name):
 def end_op(flat, range_id, domain_name, grad_message="", grad_domain_name="", name=None):
     """One NvtxEnd of the range ``range_id``. Where :func:`can_pair` holds for the
     range's NvtxStart, the end takes no ``range_id`` input: it pairs with its start through
-    their ``pair`` attribute (cc_ops/tf_ops/range_pairing.h), one edge less per range.
-
-    What Keras reads of the tensors afterwards is kept (:func:`_structure.keep_producer`):
-    their ``_keras_logits``/``_keras_mask``, and a Softmax/Sigmoid stays the op that made
-    the returned tensor (its input goes through the NvtxEnd), so a crossentropy computes from
-    the same logits as in the plain model."""
-    from nvtx_plugins_tf.ops import gradients  # (imports this module)
-
-    return _structure.keep_producer(
-        flat,
-        lambda routed: _end_op(routed, range_id, domain_name, grad_message, grad_domain_name, name),
-        lambda logits, raw: gradients.logits_beside(logits, raw[0].op),
-    )
-
-
-def _end_op(flat, range_id, domain_name, grad_message, grad_domain_name, name):
+    their ``pair`` attribute (cc_ops/tf_ops/range_pairing.h), one edge less per range. The
+    end of a range around the user's tensors keeps what Keras reads of them: _ends.end_op."""
     start = range_id.op if tf.is_symbolic_tensor(range_id) else None
     paired = start is not None and start.type == "NvtxStart" and can_pair(flat, start)
     device, host, is_host = _structure.split(flat)

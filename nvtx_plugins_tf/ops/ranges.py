@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import tensorflow as tf
 
-from nvtx_plugins_tf.ops import _raw, _structure, _validation
+from nvtx_plugins_tf.ops import _ends, _raw, _structure, _validation
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -186,7 +186,7 @@ def end(inputs: Any, nvtx_context: NvtxContext, name: str | None = None) -> Any:
             "start and end a range in the same one"
         )
     flat = _structure.flatten(inputs)
-    out = _raw.end_op(
+    out = _ends.end_op(
         flat,
         nvtx_context.range_id,
         nvtx_context.domain_name,
