@@ -34,6 +34,7 @@ from ._common import (
     Terminated,
     command_ended,
     error,
+    signal_words,
     terminate_by_exception,
     warn,
 )
@@ -119,11 +120,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _interrupted(exc: BaseException) -> int:
     """The line and exit code of the signal that ended the command."""
-    if isinstance(exc, Terminated):
-        error(f"terminated by {exc.name}; partial outputs removed")
-        return exc.code
-    error("interrupted (SIGINT); partial outputs removed")
-    return 128 + signal.SIGINT
+    signo = exc.signo if isinstance(exc, Terminated) else signal.SIGINT
+    error(f"{signal_words(signo)}; partial outputs removed")
+    return 128 + signo
 
 
 def _main(argv: list[str] | None) -> int:

@@ -10,6 +10,7 @@ import signal
 import sys
 
 from .._printable import printable
+from .._signals import HELD_SIGNALS
 
 PROG = "nvtx-tf"
 
@@ -56,11 +57,11 @@ class Terminated(BaseException):
 #                never an exception, which Python would ignore there and exit 0. In a caller's
 #                process (cli.main(argv)) the caller's dispositions are put back instead and the
 #                held signals delivered to them.
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _state = {"phase": "ended", "own_process": False, "pending": [], "previous": {}}
 
 
-def _what(signo: int) -> str:
+def signal_words(signo: int) -> str:
+    """How the error line names the signal ``signo`` (``interrupted (SIGINT)``, ``terminated by SIGTERM``)."""
     return "interrupted (SIGINT)" if signo == signal.SIGINT else f"terminated by {signal.Signals(signo).name}"
 
 
@@ -78,7 +79,7 @@ def _on_signal(signo: int, _frame) -> None:
 def _end_process(signo: int) -> None:
     """``os._exit(128 + signo)`` after one line saying so and the streams flushed."""
     try:
-        error(f"{_what(signo)} as the command ended; its outputs are as it left them")
+        error(f"{signal_words(signo)} as the command ended; its outputs are as it left them")
         sys.stdout.flush()
     except (OSError, ValueError):  # (a closed stream: the exit code says it)
         pass
@@ -92,7 +93,7 @@ def terminate_by_exception(own_process: bool = False) -> dict:
     runs from the process's own command line, which a signal after the command may end at
     once (record's child phase installs its own handlers and puts these back afterwards)."""
     _state.update(phase="working", own_process=own_process, pending=[], previous={})
-    for signo in _SIGNALS:
+    for signo in HELD_SIGNALS:
         _state["previous"][signo] = signal.signal(signo, _on_signal)
     return _state["previous"]
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..._paths import PACKED_SEGMENT_SUFFIX, SEGMENT_SUFFIX
-from .liveness import liveness
+from .liveness import _SEGMENT_MAGIC, liveness
 
 __all__ = [
     "PackResult",
@@ -58,7 +58,6 @@ CODEC_ZSTD = 1
 LEVEL = 1  # Zstandard's level 1: 300-450 MB/s here, 0.5 B per push/pop event (level 3 is no smaller)
 _PACK_HEADER = struct.Struct("<8sIIQIIQ24x")
 _FRAME = struct.Struct("<IIII")
-_SEGMENT_MAGIC = b"NVTXREC1"
 _SEGMENT_SIZES = struct.Struct("<II")  # header_size, chunk_size at offset 12 of a segment header
 # The format's limits (cc_ops/format/record_format.h): a header of 24 bytes to 1 MiB, chunks of
 # 4 KiB to 1 GiB in whole pages. A pack header past them is damage (nothing is sized by it).
