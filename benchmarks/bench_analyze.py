@@ -163,6 +163,11 @@ def _inputs_of(engine: str) -> str:
     return found[1] if found else ""
 
 
+def _same_inputs(f: dict, g: dict) -> bool:
+    """Two rows timed on the same inputs: ranks, steps, and whose exports."""
+    return (f["ranks"], f["steps"], _inputs_of(f["engine"])) == (g["ranks"], g["steps"], _inputs_of(g["engine"]))
+
+
 def make_packed(folder: Path, ranks: int) -> None:
     """packed/rankK.nvtxrec: the recordings packed, as `record` leaves them."""
     from nvtx_plugins_tf.recorder.recording.packed import pack_recording
@@ -249,7 +254,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", default="8,64", help="rank counts to time (default 8,64)")
     parser.add_argument("--ranges", type=int, default=1_000_000, help="ranges per rank (default 1M)")
-    parser.add_argument("--steps", type=int, default=1000, help="steps per rank (default 1000)")
+    parser.add_argument(
+        "--steps", default="1000", help="steps per rank, one or more (default 1000; 1000,10000,83334: rows for each)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--keep", type=Path, help="keep (and reuse) the ranks in this directory")
     parser.add_argument("--nsys-exports", action="append", default=[], help="nsys release profiling the ranks too")
@@ -267,16 +274,22 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         if args.keep is None:
             stack.callback(shutil.rmtree, folder, ignore_errors=True)
-        if not (folder / f"rank{max(counts) - 1:03d}_pqtdir").is_dir():
-            t = time.perf_counter()
-            make_ranks(folder, max(counts), args.ranges, args.steps)
-            print(f"made {max(counts)} ranks x {args.ranges:,} ranges in {time.perf_counter() - t:.0f} s")
-        if not (folder / "packed" / f"rank{max(counts) - 1:03d}.nvtxrec").is_dir():
-            make_packed(folder, max(counts))
-        for release in args.nsys_exports:
-            t = time.perf_counter()
-            make_nsys_ranks(folder, max(counts), args.ranges, args.steps, release)
-            print(f"nsys {release}: {max(counts)} ranks profiled and exported in {time.perf_counter() - t:.0f} s")
+        step_counts = [int(c) for c in args.steps.split(",")]
+        # (one step count: the ranks in DIR itself, as before; several: DIR/steps-N each)
+        homes = {steps: folder if len(step_counts) == 1 else folder / f"steps-{steps}" for steps in step_counts}
+        for steps, home in homes.items():
+            home.mkdir(exist_ok=True)
+            if not (home / f"rank{max(counts) - 1:03d}_pqtdir").is_dir():
+                t = time.perf_counter()
+                make_ranks(home, max(counts), args.ranges, steps)
+                took = time.perf_counter() - t
+                print(f"made {max(counts)} ranks x {args.ranges:,} ranges, {steps:,} steps a rank, in {took:.0f} s")
+            if not (home / "packed" / f"rank{max(counts) - 1:03d}.nvtxrec").is_dir():
+                make_packed(home, max(counts))
+            for release in args.nsys_exports:
+                t = time.perf_counter()
+                make_nsys_ranks(home, max(counts), args.ranges, steps, release)
+                print(f"nsys {release}: {max(counts)} ranks profiled and exported in {time.perf_counter() - t:.0f} s")
         env = dict(os.environ, PYTHONPATH=str(REPO))
         # the package as `pip install` leaves it, its modules' bytecode compiled: with
         # PYTHONDONTWRITEBYTECODE set (this machine sets it) and a checkout's modules never
@@ -306,8 +319,9 @@ def main() -> int:
             worker_env = dict(env, PYTHONPATH=os.pathsep.join([*packages, env["PYTHONPATH"]]))
             address = stack.enter_context(dask_cluster(folder, worker_env))
         rows, found = [], []
-        for n in counts:
-            rec, pqt, packed = subset(folder, "rec", n), subset(folder, "pqt", n), subset(folder, "packed", n)
+        for steps, n in ((steps, n) for steps in step_counts for n in counts):
+            home = homes[steps]
+            rec, pqt, packed = subset(home, "rec", n), subset(home, "pqt", n), subset(home, "packed", n)
             out = folder / f"out-{os.getpid()}"  # (its own: two runs on one --keep DIR never share it)
             engines = {
                 "analyze, embedded, recordings": ([*nvtx_tf, str(rec), "-o", str(out)], env),
@@ -338,17 +352,26 @@ def main() -> int:
             if importlib.util.find_spec("duckdb") is not None:  # the engine not chosen, measured
                 label = "DuckDB, rank_stats' columns only, parquetdirs"
                 engines[label] = ([sys.executable, "-c", _DUCKDB, str(pqt)], env)
-            theirs = {f"nsys {r} parquetdirs": subset(folder, f"nsys-{r}", n) for r in args.nsys_exports}
+            theirs = {f"nsys {r} parquetdirs": subset(home, f"nsys-{r}", n) for r in args.nsys_exports}
             for label, inputs in theirs.items():
                 engines[f"analyze, embedded, {label}"] = ([*nvtx_tf, str(inputs), "-o", str(out)], env)
             for r in args.nsys_exports:  # (nsys's SQLite exports of the same reports)
-                inputs = subset(folder, f"sqlite-{r}", n)
+                inputs = subset(home, f"sqlite-{r}", n)
                 engines[f"analyze, embedded, nsys {r} SQLite"] = ([*nvtx_tf, str(inputs), "-o", str(out)], env)
             for mode in filter(None, args.recipe_modes.split(",")) if nsys is not None else ():
                 for label, inputs in {"parquetdirs": pqt, **theirs}.items():
                     recipe = [str(nsys), "recipe", "nvtx_sum", "--mode", mode, "--input", str(inputs)]
                     mode_env = recipe_dask if mode == "dask-futures" else recipe_env
                     engines[f"nsys recipe nvtx_sum ({mode}), {label}"] = ([*recipe, "--output", str(out)], mode_env)
+                    if mode == "concurrent":
+                        # the pace of one step only: the recipe's --name is a range's whole text and
+                        # these steps are "step N" (analyze reads "step" as "step" or "step N"); what
+                        # reading the inputs costs it, a lower bound of the pace over every step
+                        pace = [str(nsys), "recipe", "nvtx_pace", "--mode", mode, "--input", str(inputs)]
+                        engines[f"nsys recipe nvtx_pace ({mode}, one step), {label}"] = (
+                            [*pace, "--name", "step 1", "--output", str(out)],
+                            mode_env,
+                        )
             if address is not None and cluster_nsys is not None:
                 recipe = [str(cluster_nsys), "recipe", "nvtx_sum", "--mode", "dask-futures", "--input", str(pqt)]
                 # (DASK_SCHEDULER_ADDRESS: the recipe turns NSYS_DASK_ADDRESS's string into True)
@@ -377,12 +400,23 @@ def main() -> int:
                 q1, med, q3 = quartiles(seconds)
                 rate = n * args.ranges / med / 1e6
                 peak = max(m for _, m, _ in results)
-                rows.append((name, n, f"{med:.1f} ({q1:.1f}-{q3:.1f})", f"{rate:.2f}M", f"{cpu:.1f}", f"{peak:.0f}"))
-                found.append(
-                    {"engine": name, "ranks": n, "seconds": seconds, "median": med, "cpu": cpu, "peak_mib": peak}
+                rows.append(
+                    (name, n, steps, f"{med:.2f} ({q1:.2f}-{q3:.2f})", f"{rate:.2f}M", f"{cpu:.1f}", f"{peak:.0f}")
                 )
+                found.append({
+                    "engine": name, "ranks": n, "steps": steps, "seconds": seconds, "median": med, "cpu": cpu,
+                    "peak_mib": peak,
+                })  # fmt: skip
             loads.append(os.getloadavg())
-        header = ("engine", "ranks", "seconds, median (quartiles)", "ranges/s", "CPU s, median", "peak RSS MiB")
+        header = (
+            "engine",
+            "ranks",
+            "steps a rank",
+            "seconds, median (quartiles)",
+            "ranges/s",
+            "CPU s, median",
+            "peak RSS MiB",
+        )
         print_table(header, rows)
 
         def recipe_rows(f: dict) -> list[dict]:
@@ -391,8 +425,8 @@ def main() -> int:
             same = [
                 g
                 for g in found
-                if g["engine"].startswith("nsys")
-                and (g["ranks"], _inputs_of(g["engine"])) == (f["ranks"], _inputs_of(f["engine"]))
+                if g["engine"].startswith("nsys recipe nvtx_sum")
+                and _same_inputs(f, g)
                 and (CLUSTER in g["engine"]) == (CLUSTER in f["engine"])
             ]
             if "Dask 2 workers" in f["engine"]:
@@ -404,7 +438,14 @@ def main() -> int:
             if theirs:
                 best = min(theirs, key=lambda g: g["median"])
                 f["ratio"] = best["median"] / f["median"]
-                print(f"{f['engine']}, {f['ranks']} ranks: {f['ratio']:.2f}x the recipe's ranges/s ({best['engine']})")
+                print(
+                    f"{f['engine']}, {f['ranks']} ranks, {f['steps']:,} steps: {f['ratio']:.2f}x the recipe's ranges/s "
+                    f"({best['engine']})"
+                )
+                pace = [g for g in found if g["engine"].startswith("nsys recipe nvtx_pace") and _same_inputs(f, g)]
+                if pace and "Dask" not in f["engine"] and CLUSTER not in f["engine"]:
+                    f["ratio_sum_pace"] = (best["median"] + pace[0]["median"]) / f["median"]
+                    print(f"    {f['ratio_sum_pace']:.2f}x nvtx_sum + nvtx_pace (one step: a lower bound of its pace)")
                 cpus = ", ".join(f"{g['cpu']:.1f}" for g in theirs)
                 print(f"    CPU seconds: {f['cpu']:.1f} against the recipe's {cpus}")
         print("load average after each rank count: " + ", ".join(f"{a:.1f} {b:.1f} {c:.1f}" for a, b, c in loads[1:]))

@@ -88,11 +88,8 @@ def map_ranges(path: Path, ranges: Ranges, step: StepSpec | None = None) -> list
             name_domain[n] = label_domain[int(ranges.domain[i])]
     name_message = [_split(label, name_domain[i]) for i, label in enumerate(ranges.names)]
     chosen = _choose_step(ranges, name_domain, name_message, step)
-    is_step = np.array(
-        [chosen is not None and chosen.matches(name_domain[i], name_message[i]) for i in range(len(ranges.names))]
-        + [False],
-        dtype=bool,
-    )
+    hits = chosen.mask(name_domain, name_message) if chosen is not None else np.zeros(len(ranges.names), dtype=bool)
+    is_step = np.append(hits, False)
     pids = np.unique(ranges.pid).tolist()
     stem = _stem(path)
     out = []

@@ -14,7 +14,7 @@ from ..exports._sqlite_native import LIBSQLITE3
 from ..exports.nsys_tables import session_start_utc
 from ..nsys_inputs.batches import feed_export
 from ..recording.model import range_label
-from ..reports.ranges import _clock_shifts, key_labels, merged_domains, session_times
+from ..reports.ranges import _clock_shifts, merged_domains, session_times
 from . import _native
 from .rank_result import (
     RankResult,
@@ -23,7 +23,6 @@ from .rank_result import (
     _choose_step,
     _damage,
     _release_arrow_memory,
-    _split,
     _stem,
 )
 
@@ -45,13 +44,10 @@ def map_recording(path: Path, step: StepSpec | None) -> list[RankResult]:
         _, shift, _ = session_times(reader, lowest, highest, rows)
         dom_map, dom_list = merged_domains(reader)
         keys = native.name(dom_map, len(strings))
-        labels = key_labels(keys, dom_list, strings)
-        name_domain = [dom_list[int(k) // (len(strings) + 1)] for k in keys]
-        name_message = [_split(label, name_domain[i]) for i, label in enumerate(labels)]
+        # (an unknown string: an empty message, as the summary has it)
+        name_domain, name_message = _key_names(keys, dom_list, strings + [""], len(strings) + 1)
         chosen = _choose_step(None, name_domain, name_message, step)
-        is_step = None
-        if chosen is not None:
-            is_step = np.array([chosen.matches(d, m) for d, m in zip(name_domain, name_message)], dtype=np.uint8)
+        is_step = None if chosen is None else chosen.mask(name_domain, name_message).view(np.uint8)
         processes = native.rank_stats(is_step, len(keys))
         origin = reader.origin_ns
         epoch = session_start_utc(reader, origin + shift) if processes else None
@@ -69,6 +65,13 @@ def map_recording(path: Path, step: StepSpec | None) -> list[RankResult]:
         damage=damage,
         clock_offsets=epoch is not None,
     )
+
+
+def _key_names(keys: np.ndarray, domains: list[str], messages: list[str], width: int) -> tuple[list[str], list[str]]:
+    """The (domain, message) of each name key (domain index * ``width`` + message index, the
+    native mapper's), as two lists."""
+    keys = np.asarray(keys, dtype=np.int64)
+    return [domains[d] for d in (keys // width).tolist()], [messages[m] for m in (keys % width).tolist()]
 
 
 def _rank_results(
@@ -93,7 +96,8 @@ def _rank_results(
         pid = p["pid"]
         name = stem if len(processes) == 1 else f"{stem}:{pid}"
         result = RankResult(name, str(path), pid, p["events"], p["open_ranges"], damage=damage)
-        result.names = [(name_domain[n], name_message[n]) for n in p["rows"].tolist()]
+        rows = p["rows"].tolist()
+        result.names = list(zip([name_domain[n] for n in rows], [name_message[n] for n in rows]))
         for f in ("count", "sum", "min", "max", "m2", "q1", "median", "q3", "sketch_row", "sketch_key", "sketch_count"):
             setattr(result, f, p[f])
         if chosen is not None:
@@ -127,17 +131,13 @@ def map_export(path: Path, step: StepSpec | None) -> list[RankResult] | None:
         [domain_index[info.domain_names.get((d, p)) or ""] if d else 0 for d, p in pairs.tolist()] or [0],
         dtype=np.int64,
     )
-    n_messages = len(info.messages)
-    keys = native.name(dom_map, n_messages)
-    name_domain = [domains[int(k) // (n_messages + 1)] for k in keys]
-    name_message = [info.messages[int(k) % (n_messages + 1)] for k in keys]
-    if len({range_label(d, m) for d, m in zip(name_domain, name_message)}) < len(keys):
+    keys = native.name(dom_map, len(info.messages))
+    name_domain, name_message = _key_names(keys, domains, info.messages, len(info.messages) + 1)
+    if len(set(map(range_label, name_domain, name_message))) < len(keys):
         native.clear()
         return None
     chosen = _choose_step(None, name_domain, name_message, step)
-    is_step = None
-    if chosen is not None:
-        is_step = np.array([chosen.matches(d, m) for d, m in zip(name_domain, name_message)], dtype=np.uint8)
+    is_step = None if chosen is None else chosen.mask(name_domain, name_message).view(np.uint8)
     processes = native.rank_stats(is_step, len(keys))
     base = info.epoch_ns if info.epoch_ns is not None else 0  # (an export: one clock)
     return _rank_results(

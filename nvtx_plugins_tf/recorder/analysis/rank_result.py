@@ -33,6 +33,19 @@ class StepSpec:
             return False
         return message == self.name or bool(re.fullmatch(re.escape(self.name) + r" \d+", message))
 
+    def mask(self, domains: list[str], messages: list[str]) -> np.ndarray:
+        """:meth:`matches` of each ``(domains[i], messages[i])`` as a boolean array, in C-level
+        passes over the lists (a name per step: 100,000 of them in a long job).
+
+        >>> StepSpec.parse("step@train").mask(["train", "train", ""], ["step 7", "step x", "step 1"]).tolist()
+        [True, False, False]
+        """
+        full = re.compile(re.escape(self.name) + r"(?: \d+)?").fullmatch
+        hits = np.fromiter(map(bool, map(full, messages)), dtype=bool, count=len(messages))
+        if self.domain is not None:
+            hits &= np.fromiter(map(self.domain.__eq__, domains), dtype=bool, count=len(domains))
+        return hits
+
     def __str__(self) -> str:
         return self.name if self.domain is None else f"{self.name}@{self.domain or 'default'}"
 
@@ -102,10 +115,9 @@ def _split(label: str, domain: str) -> str:
 def _choose_step(ranges, domains: list[str], messages: list[str], step: StepSpec | None) -> StepSpec | None:
     if step is not None:
         return step
-    present = set(zip(domains, messages))
     for text in DEFAULT_STEPS:
         spec = StepSpec.parse(text)
-        if any(spec.matches(d, m) for d, m in present):
+        if spec.mask(domains, messages).any():
             return spec
     return None
 

@@ -29,13 +29,31 @@ def _identity(rank: RankResult) -> tuple:
     return rank.pid, rank.open_ranges, tuple(ranges), rank.step_start.tobytes(), rank.step_end.tobytes()
 
 
+def _sketch(rank: RankResult) -> tuple:
+    """What any two equal ranks share, cheap to take (no Python work per range name): the
+    whole :func:`_identity` is taken only of ranks that share this."""
+    return (
+        rank.pid, rank.open_ranges, len(rank.names), int(rank.count.sum()), int(rank.sum.sum()),
+        rank.step_start.tobytes(), rank.step_end.tobytes(),
+    )  # fmt: skip
+
+
 def once_each(ranks: list[RankResult]) -> tuple[list[RankResult], list[str]]:
     """(``ranks`` without those equal to an earlier one, a line for each one left out)."""
-    seen: dict[tuple, RankResult] = {}
+    alike: dict[tuple, list[RankResult]] = {}
+    identities: dict[int, tuple] = {}  # (by id(rank): taken once, when two ranks are alike)
+
+    def identity(rank: RankResult) -> tuple:
+        if id(rank) not in identities:
+            identities[id(rank)] = _identity(rank)
+        return identities[id(rank)]
+
     kept, lines = [], []
     for rank in ranks:
-        first = seen.setdefault(_identity(rank), rank)
-        if first is rank:
+        earlier = alike.setdefault(_sketch(rank), [])
+        first = next((e for e in earlier if identity(e) == identity(rank)), None)
+        if first is None:
+            earlier.append(rank)
             kept.append(rank)
         else:
             lines.append(f"{rank.file}: the same rank as {first.file} (process {rank.pid}): counted once")

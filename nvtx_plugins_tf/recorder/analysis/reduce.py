@@ -27,7 +27,6 @@ tables, written as Parquet and CSV with pyarrow, and the summary.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import statistics
@@ -40,10 +39,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ..exports._arrays import Strings, array, take_strings
+from ..exports._arrays import Strings, array, repeated_strings
 from . import sketch
 from .mapper import RankResult
-from .outdir import TABLES, OutdirError, staged
+from .outdir import OUTPUTS, TABLES, OutdirError, staged
 from .painter import Painter
 from .stragglers import Named, named_steps, straggler_columns
 
@@ -70,11 +69,26 @@ def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
 
-def _texts(dictionary: list[str], index: np.ndarray) -> pa.Array:
-    """The strings ``dictionary[index]`` as an Arrow string column, without a Python string
-    per row (a rank's name repeats on each of its rows: 64,000 rows of a list took 0.2 s)
-    nor pyarrow.compute (a dictionary array's cast: 25-35 ms to import)."""
-    return take_strings(dictionary, index)
+def _per_rank(ranks: list[RankResult], counts: list[int]) -> tuple[pa.Array, pa.Array]:
+    """The RankName and File columns of tables whose rows come a rank after another, rank i's
+    ``counts[i]`` rows: each rank's strings tiled (no Python string, nor gather, per row)."""
+    return repeated_strings([r.name for r in ranks], counts), repeated_strings([r.file for r in ranks], counts)
+
+
+def _name_ids(ranks: list[RankResult]) -> tuple[list[tuple[str, str]], list[np.ndarray]]:
+    """(every range name across the ranks, in the order first met; each rank's rows' indexes
+    in it). A rank whose names are the previous rank's, in the same order (the ranks of one
+    program, mostly), takes its indexes: no lookup per name."""
+    key_of: dict[tuple[str, str], int] = {}
+    gid: list[np.ndarray] = []
+    for i, r in enumerate(ranks):
+        if i and r.names == ranks[i - 1].names:
+            gid.append(gid[-1])
+            continue
+        fresh = [name for name in dict.fromkeys(r.names) if name not in key_of]
+        key_of.update(zip(fresh, range(len(key_of), len(key_of) + len(fresh))))
+        gid.append(np.fromiter(map(key_of.__getitem__, r.names), dtype=np.int64, count=len(r.names)))
+    return list(key_of), gid
 
 
 def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -> Tables:
@@ -82,13 +96,13 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
     # every rank's rows, and each row's range across the ranks (its first appearance's order)
     # (looked up by C loops: a name a row, as many as the steps when each step's range is named
     # after it, 'step 123')
-    keys = list(dict.fromkeys(itertools.chain.from_iterable(r.names for r in ranks)))
-    key_of = dict(zip(keys, range(len(keys))))
-    gid = [np.fromiter(map(key_of.__getitem__, r.names), dtype=np.int64, count=len(r.names)) for r in ranks]
+    keys, gid = _name_ids(ranks)
     count, total = _cat([r.count for r in ranks], np.int64), _cat([r.sum for r in ranks], np.int64)
     m2 = _cat([r.m2 for r in ranks], np.float64)
     rank_of = _cat([np.full(len(r.names), i) for i, r in enumerate(ranks)], np.int64)
     g, k = _cat(gid, np.int64), len(keys)
+    rs_names, rs_files = _per_rank(ranks, [len(r.names) for r in ranks])
+    pace_names, pace_files = _per_rank(ranks, [r.n_steps for r in ranks])
     messages, domains = Strings([m for _, m in keys]), Strings([d for d, _ in keys])
     rs = {
         "Text": messages.take(g),
@@ -103,8 +117,8 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
         "Max": _cat([r.max for r in ranks], np.int64),
         "Sum": total,
         "Rank": rank_of,
-        "RankName": _texts([r.name for r in ranks], rank_of),
-        "File": _texts([r.file for r in ranks], rank_of),
+        "RankName": rs_names,
+        "File": rs_files,
     }
     # all ranks: count, sum, min, max exact; m2 by the parallel-axis theorem (Chan et al.):
     # the ranks' squared deviations plus each rank's count times its mean's distance to the mean
@@ -137,12 +151,11 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
     }
     first = min((int(r.step_start.min()) for r in ranks if r.n_steps), default=0)
     gaps = [np.concatenate([[0], r.step_start[1:] - r.step_end[:-1]]) if r.n_steps else _I64 for r in ranks]
-    step_rank = np.repeat(np.arange(len(ranks)), [r.n_steps for r in ranks])
     offsets = np.cumsum([0] + [len(r.names) for r in ranks])[:-1]  # each rank's first row in rs
     pc = {
         "Rank": _cat([np.full(r.n_steps, i) for i, r in enumerate(ranks)], np.int64),
-        "RankName": _texts([r.name for r in ranks], step_rank),
-        "File": _texts([r.file for r in ranks], step_rank),
+        "RankName": pace_names,
+        "File": pace_files,
         "Step": _cat([np.arange(r.n_steps) for r in ranks], np.int64),
         "Name": messages.take(g[_cat([r.step_row + o for r, o in zip(ranks, offsets)], np.int64)]),
         "Start": _cat([r.step_start - first for r in ranks], np.int64),
@@ -194,20 +207,14 @@ def write_tables(tables: Tables, outdir, painter: Painter | None = None) -> list
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvtx-tf-heatmap") as pool:
             heatmap = pool.submit(_draw_here, job, output) if job is not None and painter is None else None
             try:
-                for name in TABLES:
-                    t = getattr(tables, name)
-                    for suffix, write in (("parquet", pq.write_table), ("csv", pacsv.write_csv)):
-                        names.append(f"{name}.{suffix}")
-                        # (a file of Python's: a path of any bytes, as Linux has them; pyarrow's
-                        # own opening wants UTF-8)
-                        with open(folder / names[-1], "wb") as file:
-                            write(t, file)
+                names += _write_files(tables, folder)
                 if job is not None:
                     names.append("heatmap.png")  # (named before it is written: an error names it)
                     if not (_painted(painter, job, output) if painter is not None else heatmap.result()):
                         names.pop()  # (no Pillow)
             except OSError as exc:
-                raise OutdirError(f"cannot write {outdir / names[-1]}: {_reason(exc)}") from exc
+                name = exc.filename if isinstance(exc.filename, str) and exc.filename in OUTPUTS else names[-1]
+                raise OutdirError(f"cannot write {outdir / name}: {_reason(exc)}") from exc
             finally:
                 if heatmap is not None:
                     heatmap.cancel()
@@ -215,6 +222,33 @@ def write_tables(tables: Tables, outdir, painter: Painter | None = None) -> list
                     painter.close()  # (killed and reaped, if need be, before the hidden folder goes)
         commit(names)
     return [outdir / name for name in names]
+
+
+def _write_files(tables: Tables, folder: Path) -> list[str]:
+    """The tables as Parquet and CSV files in ``folder``, the largest first, in a thread a core
+    (pyarrow's writers leave the GIL free); their names, in :data:`~.outdir.OUTPUTS`' order.
+    An OSError is raised with ``filename`` the file's name."""
+    jobs = [(f"{name}.{suffix}", getattr(tables, name), write) for name in TABLES for suffix, write in _WRITERS]
+
+    def write_one(job) -> None:
+        name, table, write = job
+        try:
+            # (a file of Python's: a path of any bytes, as Linux has them; pyarrow's own
+            # opening wants UTF-8)
+            with open(folder / name, "wb") as file:
+                write(table, file)
+        except OSError as exc:
+            exc.filename = name
+            raise
+
+    largest_first = sorted(jobs, key=lambda job: -job[1].num_rows)
+    with ThreadPoolExecutor(max_workers=max(1, min(2, len(os.sched_getaffinity(0))))) as pool:
+        for done in [pool.submit(write_one, job) for job in largest_first]:
+            done.result()
+    return [name for name, _, _ in jobs]
+
+
+_WRITERS = (("parquet", pq.write_table), ("csv", pacsv.write_csv))
 
 
 def heatmap_job(ranks: list[RankResult]) -> tuple[list, list[str], str] | None:

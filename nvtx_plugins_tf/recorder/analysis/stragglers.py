@@ -76,15 +76,13 @@ def named_steps(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
     parts: list[tuple] = []
     # the steps' medians over the ranks that have them, the steps grouped by those ranks (all
     # of them, mostly): numpy's reductions over a group at once, not a call each step
-    patterns, group_of = np.unique(has.T, axis=0, return_inverse=True) if steps else (np.zeros((0, 0), bool), _I64)
-    for g, pattern in enumerate(patterns):
-        present = np.flatnonzero(pattern)
+    for present, at in _groups(has):
         if len(present) < 2:
             continue  # (a step fewer than two ranks have: no row)
-        at = np.flatnonzero(group_of.reshape(-1) == g)
-        w = work[present][:, at, :]  # [rank, step, name]
+        whole = len(present) == len(ranks) and len(at) == steps
+        w = work if whole else work[present][:, at, :]  # [rank, step, name] (no copy of the whole)
         above = w - np.median(w, axis=0)
-        excess = np.where(above > 0, above, 0).sum(axis=2)
+        excess = np.maximum(above, 0).sum(axis=2)
         best = np.argmax(excess, axis=0)
         most = excess[best, np.arange(len(at))]
         # no rank above the others (identical ranks), or a tie: nobody is named
@@ -101,6 +99,23 @@ def named_steps(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
     by_step = np.argsort(cols[0], kind="stable")
     step, n, rank, duration, median, most, top, top_ns = (c[by_step] for c in cols)
     return Named(step, n, rank, duration, median, most.astype(np.int64), top, top_ns, labels)
+
+
+def _groups(has: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The steps grouped by the ranks that have them (``has[rank, step]``): (those ranks,
+    those steps) for each group; the steps every rank has first (mostly all), found without
+    sorting the others' patterns (``np.unique(axis=0)`` sorts rows as bytes: 0.16 s at
+    83,000 steps)."""
+    if not has.shape[1]:
+        return []
+    everyone = has.all(axis=0)
+    groups = [(np.arange(has.shape[0]), np.flatnonzero(everyone))] if everyone.any() else []
+    rest = np.flatnonzero(~everyone)
+    if len(rest):
+        patterns, group_of = np.unique(has[:, rest].T, axis=0, return_inverse=True)
+        group_of = group_of.reshape(-1)
+        groups += [(np.flatnonzero(p), rest[group_of == g]) for g, p in enumerate(patterns)]
+    return groups
 
 
 def straggler_columns(ranks: list[RankResult], s: Named) -> dict[str, pa.Array]:
