@@ -1,6 +1,6 @@
 """What ``nvtx-tf analyze`` imports (issue 36, small jobs: start-up is most of 8 ranks' time):
 no pandas (0.2-0.4 s a process: pyarrow's ``to_numpy``, ``pa.array``, ``pa.scalar`` and
-``pq.read_table`` import it; nsys_inputs/batches.py and exports/_arrays.py go around
+``pq.read_table`` import it; nsys_inputs/batches.py and recorder/_arrays.py go around
 them) and no TensorFlow, on recordings and on exports in nsys's schema (a parquetdir with
 registered strings and domains, an SQLite file); and the tables are the same as before.
 The command runs as a user runs it (``python -m nvtx_plugins_tf analyze``), its modules
@@ -19,7 +19,7 @@ import pytest
 from conftest import _child_env
 from test_analyze_native import _write_process
 
-from nvtx_plugins_tf.recorder.exports._arrays import filled, is_valid, take_strings, to_numpy
+from nvtx_plugins_tf.recorder._arrays import filled, is_valid, take_strings, to_numpy
 from nvtx_plugins_tf.recorder.exports.parquet import export_parquetdir
 from nvtx_plugins_tf.recorder.exports.sqlite import export_sqlite
 
@@ -95,7 +95,7 @@ def test_parquetdir_tables_equal_the_recordings(inputs, tmp_path):
     ids=range(8),
 )
 def test_to_numpy_is_pyarrows(values):
-    """exports/_arrays.to_numpy: the values ``to_numpy`` gives (which imports pandas)."""
+    """recorder/_arrays.to_numpy: the values ``to_numpy`` gives (which imports pandas)."""
     ours, theirs = (
         to_numpy(values),
         values.to_numpy(**({} if isinstance(values, pa.ChunkedArray) else {"zero_copy_only": False})),
@@ -288,7 +288,7 @@ _INTEGERS = [
 
 @pytest.mark.parametrize("values", _INTEGERS, ids=range(len(_INTEGERS)))
 def test_filled_and_is_valid_are_pyarrow_computes(values):
-    """exports/_arrays ``filled`` and ``is_valid``: pyarrow.compute's cast to int64 and
+    """recorder/_arrays ``filled`` and ``is_valid``: pyarrow.compute's cast to int64 and
     fill_null, and its is_valid (analyze's readers use them: no pyarrow.compute import)."""
     import pyarrow.compute as pc
 
@@ -319,7 +319,7 @@ def test_filled_refuses_what_the_cast_refuses():
 )
 @pytest.mark.parametrize("nulls", [False, True])
 def test_take_strings_is_the_dictionarys_cast(dictionary, index, nulls):
-    """exports/_arrays ``take_strings``: a dictionary array cast to strings (analyze's tables);
+    """recorder/_arrays ``take_strings``: a dictionary array cast to strings (analyze's tables);
     with ``mask``, its rows null (every third one)."""
     mask = np.arange(len(index)) % 3 == 1 if nulls else None
     ours = take_strings(dictionary, np.asarray(index, dtype=np.int64), mask)

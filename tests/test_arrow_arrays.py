@@ -1,4 +1,4 @@
-"""exports/_arrays.py: Arrow arrays built from their buffers are pyarrow's own (``pa.array``'s
+"""recorder/_arrays.py: Arrow arrays built from their buffers are pyarrow's own (``pa.array``'s
 values, nulls and type), and the Parquet and Arrow exports and ``analyze`` of recordings that
 use them never import pandas (``pa.array`` does, 0.15-0.2 s, when pandas is installed)."""
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from conftest import _child_env
 
-from nvtx_plugins_tf.recorder.exports._arrays import array
+from nvtx_plugins_tf.recorder._arrays import array
 
 MASK = np.array([False, True, False, False, True])
 CASES = [

@@ -111,6 +111,7 @@ def test_no_import_cycles():
 # only from its own package and those before it. ``outputs`` and ``merge`` sit on top.
 RECORDER = f"{PACKAGE}.recorder"
 RECORDER_LAYERS = {
+    "_arrays": -1,  # Arrow arrays from numpy columns: beneath exports, nsys_inputs and analysis, which use it
     "recording": 0,
     "exports": 1,
     "nsys_inputs": 2,  # nsys's exports read (in the schema exports writes), for reports and analysis

@@ -1,5 +1,6 @@
-"""One analysis: the inputs mapped (:mod:`.engines`), reduced (:mod:`.reduce`), checked and
-written (:mod:`.outdir`): :func:`compute`, :func:`analyze` and what they make, :class:`Analysis`."""
+"""One analysis: the inputs mapped (:mod:`.engines`), reduced (:mod:`.reduce`), summed up
+(:mod:`.summary`), checked and written (:mod:`.writing`): :func:`compute`, :func:`analyze` and
+what they make, :class:`Analysis`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from .engines import run_mappers
 from .inputs import InputError, expand_inputs
 from .mapper import StepSpec
 from .ranks import distinct_names, on_one_clock, once_each, step_candidates
-from .reduce import Tables, heatmap_job, reduce_results, summary_lines, write_tables
+from .reduce import Tables, heatmap_job, reduce_results
+from .summary import summary_lines
+from .writing import write_tables
 
 __all__ = ["Analysis", "NothingToAnalyze", "StepNotFound", "analyze", "compute"]
 
@@ -50,7 +53,7 @@ class Analysis:
             raise StepNotFound(f"--step {str(self.step)!r}: {step_candidates(self.step, ranks)}")
 
     def write(self, outdir) -> list[Path]:
-        """The tables and heatmap.png into ``outdir``, all at once (:func:`.reduce.write_tables`)."""
+        """The tables and heatmap.png into ``outdir``, all at once (:func:`.writing.write_tables`)."""
         self.written = write_tables(self.tables, outdir, self.painter)
         return self.written
 

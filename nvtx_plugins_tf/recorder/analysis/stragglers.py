@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..exports._arrays import array, take_strings, unicode_strings
+from .._arrays import array, take_strings, unicode_strings
 from ..recording.model import range_label
 from .mapper import RankResult
 

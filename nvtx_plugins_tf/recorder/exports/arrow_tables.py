@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._arrays import array, scalar
 from ..recording._decoder import (
     FLAG_HAS_CATEGORY,
     FLAG_HAS_COLOR,
@@ -26,7 +27,6 @@ from ..recording._decoder import (
 )
 from ..recording.model import EVENT_TYPE_OF_KIND, payload_array
 from . import _nsys_schema, nsys_tables
-from ._arrays import array, scalar
 
 __all__ = [
     "ARROW_SCHEMAS",

@@ -13,7 +13,7 @@ by their text, so a message written plainly and through a registered string is o
 
 No pandas is imported (0.2 s: pyarrow's ``to_numpy``, ``pa.array``, ``pa.scalar`` and
 ``pq.read_table`` would), nor ``pyarrow.compute`` (25-35 ms): columns are viewed, and their
-nulls filled, by :mod:`..exports._arrays`.
+nulls filled, by :mod:`.._arrays`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..._paths import arrow_file
-from ..exports._arrays import filled, is_valid, to_numpy
+from .._arrays import filled, is_valid, to_numpy
 from ..recording.model import EVENT_DOMAIN_CREATE
 from .parquetdir import events_columns
 from .ranges import RANGE_TYPES
