@@ -117,7 +117,7 @@ def test_native_mapper_is_the_numpy_mapper_on_written_recordings(tmp_path, monke
 def test_native_mapper_on_ranges_at_times_of_their_own(tmp_path, monkeypatch, seed):
     """Random nesting on 3 threads, every event at a time of its own but ranges of no length,
     steps inside an epoch; one domain (even seeds: the ranges nest strictly, the case the
-    native mapper nests in one pass as they come, cc_ops/reader/rank_stats.cc NestStep)
+    native mapper nests in one pass as they come, cc_ops/reader/range_parents.cc NestStep)
     or two (odd seeds: a thread's ranges of two domains overlap, and it sorts them)."""
     rng = np.random.default_rng(100 + seed)
     domains = [1] if seed % 2 == 0 else [1, 2]

@@ -8,6 +8,9 @@
 #include <unordered_map>
 #include <utility>
 
+#include "reader/range_parents.h"
+#include "reader/step_work.h"
+
 namespace nvtx_reader {
 
 int64_t SketchBuckets::Key(int64_t d) const {
@@ -26,8 +29,6 @@ namespace {
 
 // The largest span of durations (max - min + 1) read from a histogram (4 MiB of counts).
 constexpr uint64_t kHistogramSpan = uint64_t(1) << 20;
-
-bool Closed(const RangeColumns& c, size_t i) { return (c.flags[i] & RangeColumns::kOpen) == 0; }
 
 // v[lo, hi) reordered so that v[r] is its order statistic r for each of the `nr` ranks (in
 // [lo, hi), ascending, distinct): the middle one first (nth_element), then those left and
@@ -170,24 +171,6 @@ bool Histogram(const int64_t* v, int64_t cnt, int64_t mn, int64_t span, size_t m
   return true;
 }
 
-// Every range of the columns as a list of their indexes (the ranges of an input of one
-// process: no list to make).
-struct AllRows {
-  int64_t n;
-  struct It {
-    int64_t i;
-    int64_t operator*() const { return i; }
-    It& operator++() {
-      ++i;
-      return *this;
-    }
-    bool operator!=(const It& o) const { return i != o.i; }
-  };
-  It begin() const { return It{0}; }
-  It end() const { return It{n}; }
-  size_t size() const { return static_cast<size_t>(n); }
-};
-
 // Per name of the closed ranges of one process (`mine`: their indexes, a vector or
 // AllRows): mapper._range_stats; out->open_ranges counts the others.
 template <class Rows>
@@ -195,7 +178,7 @@ void NameStats(const RangeColumns& c, const Rows& mine, int64_t n_names, const S
                std::vector<int64_t>* row_of_name, RankStatsWork* work) {
   std::vector<int64_t> at(n_names + 1, 0);  // counting sort by name
   for (int64_t i : mine) {
-    if (Closed(c, i)) {
+    if (IsClosed(c, i)) {
       at[c.name()[i] + 1]++;
     } else {
       out->open_ranges++;
@@ -206,7 +189,7 @@ void NameStats(const RangeColumns& c, const Rows& mine, int64_t n_names, const S
   d.resize(at[n_names]);
   std::vector<int64_t> fill(at.begin(), at.end() - 1);
   for (int64_t i : mine) {
-    if (Closed(c, i)) d[fill[c.name()[i]]++] = c.end[i] - c.start[i];
+    if (IsClosed(c, i)) d[fill[c.name()[i]]++] = c.end[i] - c.start[i];
   }
   row_of_name->assign(n_names, -1);
   for (int64_t n = 0; n < n_names; ++n) {
@@ -281,283 +264,6 @@ void NameStats(const RangeColumns& c, const Rows& mine, int64_t n_names, const S
   }
 }
 
-using Order = NestItem;
-
-// (start, end descending, read order): mapper._parents' order of a thread's ranges
-bool Before(const Order& a, const Order& b) {
-  if (a.start != b.start) return a.start < b.start;
-  if (a.end != b.end) return a.end > b.end;
-  return a.index < b.index;
-}
-
-// One thread's push/pop ranges in that order. They come in the order they ended: each after
-// the ranges inside it, otherwise in start order; an insertion sort as they come moves each
-// past those inside it only (its depth). When that is far (deep nesting: the moves would grow
-// as its square), a sort at the end.
-struct ThreadOrder {
-  std::vector<Order>& items;  // (RankStatsWork's, empty)
-  size_t budget = 1024;       // moves left: 16 a range
-  bool sorted = true;
-
-  void Add(const Order& o) {
-    budget += 16;
-    if (!sorted || items.empty() || !Before(o, items.back())) {  // (most: after the last)
-      items.push_back(o);
-      return;
-    }
-    // its place in the sorted ranges (binary search over the last budget + 1 only: those
-    // are in the cache, and a place before them is too far), the ranges after it moved up
-    // at once
-    size_t window = std::min(items.size(), budget + 1);
-    auto at = std::upper_bound(items.end() - window, items.end(), o, Before);
-    size_t moves = static_cast<size_t>(items.end() - at);
-    // (moves > budget also when the window's first is after it: its place is further back)
-    if (moves > budget) {
-      sorted = false;  // (sorted at the end)
-      items.push_back(o);
-      return;
-    }
-    budget -= moves;
-    items.insert(at, o);
-  }
-  void Finish() {
-    if (!sorted) std::sort(items.begin(), items.end(), Before);
-  }
-};
-
-// mapper._parents' rule over one thread's ranges in (start, end descending, read order)
-// order, given one at a time (Add): a range's depth is the number of the earlier ones still
-// open after its start, and its parent the last earlier one a level up.
-struct OpenRanges {
-  // the ends of the earlier ranges still open, descending (nested ranges end in stack
-  // order: a new end goes last, the first to close); the last range seen at each depth
-  std::vector<int64_t> open_ends, last_at;
-
-  template <class P>
-  __attribute__((always_inline)) inline void Add(const Order& it, std::vector<P>* parent) {
-    (*parent)[it.index] = -1;
-    while (!open_ends.empty() && open_ends.back() <= it.start) open_ends.pop_back();
-    size_t depth = open_ends.size();
-    if (depth > 0 && depth - 1 < last_at.size()) (*parent)[it.index] = static_cast<P>(last_at[depth - 1]);
-    if (last_at.size() <= depth) last_at.resize(depth + 1, -1);
-    last_at[depth] = it.index;
-    if (open_ends.empty() || it.end <= open_ends.back()) {  // (most: inside the last one open)
-      open_ends.push_back(it.end);
-    } else {
-      open_ends.insert(std::upper_bound(open_ends.begin(), open_ends.end(), it.end, std::greater<int64_t>()), it.end);
-    }
-  }
-};
-
-// The parents of one thread's ranges `sorted` (ThreadOrder's, finished).
-template <class P>
-void ThreadParents(const std::vector<Order>& sorted, std::vector<P>* parent) {
-  OpenRanges open;
-  for (const Order& it : sorted) open.Add(it, parent);
-}
-
-// The same parents as the ranges come, when they nest strictly: no two starting together,
-// none overlapping another without being inside it, none of no length at its parent's end.
-// Then the ranges ended before x and inside it, not yet given a parent (`roots`: disjoint,
-// by start), are x's children (its parent is the innermost range around it: the first to
-// end after it), and the rule above gives the same. False when x does not nest so (the
-// parents written so far are then overwritten by ThreadParents).
-template <class P>
-bool NestStep(std::vector<Order>* roots, const Order& x, std::vector<P>* parent) {
-  while (!roots->empty()) {
-    const Order& r = roots->back();
-    if (r.start <= x.start) break;
-    if (r.end > x.end || r.start >= x.end) return false;  // (not inside x, or of no length at its end)
-    (*parent)[r.index] = static_cast<P>(x.index);
-    roots->pop_back();
-  }
-  if (!roots->empty()) {
-    const Order& r = roots->back();
-    if (r.start == x.start || r.end > x.start) return false;  // (starting together, or overlapping)
-  }
-  roots->push_back(x);
-  return true;
-}
-
-// One thread's ways of giving its ranges their parents as they come: NestStep while they
-// nest strictly (a recording's: each range after those inside it), OpenRanges while they
-// come in its order (an export's: by start). Either, while it holds, gives the rule's
-// parents; NestStep writes a range's parent when its parent comes, OpenRanges when the
-// range comes, so a range NestStep leaves without one (a root) may hold OpenRanges'.
-struct ThreadWays {
-  bool nest = true, in_order = true;
-  Order last{0, 0, -1};  // the thread's last range (in_order's check)
-  OpenRanges open;
-};
-
-// Each push/pop range's parent (mapper._parents), thread by thread: as they come
-// (ThreadWays), or for a thread whose ranges neither nest strictly nor come in order, by
-// ThreadParents once they are sorted. -1: none.
-// (P: int32_t when the ranges are fewer than 2**31, else int64_t)
-template <class P>
-void Parents(const RangeColumns& c, std::vector<P>* parents, RankStatsWork* work) {
-  std::vector<P>& parent = *parents;
-  parent.assign(c.size(), -1);
-  std::unordered_map<uint64_t, size_t> threads;          // by mapper.py's thread key: pid * 2**24 + tid
-  std::vector<ThreadWays> ways;                          // per thread
-  std::vector<int64_t> of_column(c.threads.size(), -1);  // the thread of each of the columns' threads
-  // (the thread of range i, numbered as they first come; inlined, as OpenRanges::Add: once a range)
-  auto thread_of = [&](size_t i) __attribute__((always_inline)) {
-    int64_t& t = of_column[c.thread[i]];
-    if (t < 0) {
-      const RangeColumns::Thread& pt = c.threads[c.thread[i]];
-      uint64_t key = static_cast<uint64_t>(pt.pid) * (uint64_t(1) << 24) + static_cast<uint64_t>(pt.tid);
-      auto it = threads.find(key);
-      if (it == threads.end()) {
-        if (work->threads.size() <= threads.size()) work->threads.emplace_back();
-        work->threads[threads.size()].clear();
-        ways.emplace_back();
-        it = threads.emplace(key, threads.size()).first;
-      }
-      t = static_cast<int64_t>(it->second);
-    }
-    return static_cast<size_t>(t);
-  };
-  auto nested = [&](size_t i) { return Closed(c, i) && (c.flags[i] & RangeColumns::kPushPop); };
-  bool any_sorting = false;
-  for (size_t i = 0; i < c.size(); ++i) {
-    if (!nested(i)) continue;
-    size_t t = thread_of(i);
-    ThreadWays& w = ways[t];
-    Order x{c.start[i], c.end[i], static_cast<int64_t>(i)};
-    if (w.in_order) {  // (first: where NestStep gives an earlier range its parent, this fails)
-      if (w.last.index >= 0 && !Before(w.last, x)) {
-        w.in_order = false;
-        w.open = OpenRanges();  // (its memory not held)
-      } else {
-        w.last = x;
-        w.open.Add(x, &parent);
-      }
-    }
-    if (w.nest && !NestStep(&work->threads[t], x, &parent)) {
-      w.nest = false;
-      work->threads[t].clear();
-    }
-    any_sorting |= !w.nest && !w.in_order;
-  }
-  for (size_t t = 0; t < ways.size(); ++t) {
-    // (a root of NestStep's has no parent: OpenRanges' given it before it failed undone)
-    if (ways[t].nest && !ways[t].in_order) {
-      for (const Order& r : work->threads[t]) parent[r.index] = -1;
-    }
-  }
-  if (!any_sorting) return;
-  // each such thread's ranges put in order as they come, in the room of its NestStep roots
-  std::vector<ThreadOrder> orders;
-  orders.reserve(ways.size());
-  for (size_t t = 0; t < ways.size(); ++t) {
-    work->threads[t].clear();
-    orders.push_back(ThreadOrder{work->threads[t]});
-  }
-  auto sorting = [&](size_t t) { return !ways[t].nest && !ways[t].in_order; };
-  for (size_t i = 0; i < c.size(); ++i) {
-    if (!nested(i)) continue;
-    size_t t = thread_of(i);
-    if (sorting(t)) orders[t].Add(Order{c.start[i], c.end[i], static_cast<int64_t>(i)});
-  }
-  for (size_t t = 0; t < ways.size(); ++t) {
-    if (!sorting(t)) continue;
-    orders[t].Finish();
-    ThreadParents(work->threads[t], &parent);
-    if (work->threads[t].size() > (size_t(1) << 22)) {  // (a large input's: not held while it is mapped)
-      std::vector<Order>().swap(work->threads[t]);
-    }
-  }
-}
-
-// The steps of one process and their exclusive work per name (mapper._step_work).
-template <class Rows, class P>
-void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, int64_t n_names,
-              const std::vector<P>& parent, const std::vector<int64_t>& row_of_name, RankStats* out,
-              RankStatsWork* work) {
-  std::vector<int64_t>& steps = work->steps;
-  steps.clear();
-  // the names of the ranges inside, as columns 0, 1, ... (the steps' own names are many)
-  std::vector<int64_t> column(n_names, -1), names;
-  for (int64_t i : mine) {
-    if (!Closed(c, i)) continue;
-    uint32_t n = c.name()[i];
-    if (is_step[n]) {
-      steps.push_back(i);
-    } else if (column[n] < 0) {
-      column[n] = static_cast<int64_t>(names.size());
-      names.push_back(n);
-    }
-  }
-  std::stable_sort(steps.begin(), steps.end(), [&](int64_t a, int64_t b) { return c.start[a] < c.start[b]; });
-  int64_t n_steps = static_cast<int64_t>(steps.size());
-  for (int64_t s : steps) {
-    out->step_row.push_back(row_of_name[c.name()[s]]);
-    out->step_start.push_back(c.start[s]);
-    out->step_end.push_back(c.end[s]);
-  }
-  if (n_steps == 0) return;
-  const std::vector<int64_t>& starts = out->step_start;
-  const std::vector<int64_t>& ends = out->step_end;
-  int64_t longest = ends[0] - starts[0];
-  for (int64_t k = 0; k < n_steps; ++k) longest = std::max(longest, ends[k] - starts[k]);
-  std::vector<int64_t> reach(n_steps);  // the latest end of the steps up to each one
-  for (int64_t k = 0; k < n_steps; ++k) reach[k] = k ? std::max(reach[k - 1], ends[k]) : ends[k];
-  int64_t n_columns = static_cast<int64_t>(names.size());
-  std::vector<int64_t> covered(n_steps * n_columns, 0);  // step * n_columns + column -> ns
-  auto is_long = [&](int64_t i) { return c.end[i] - c.start[i] > longest; };
-  int64_t base = -1;                  // the last step starting at or before the range
-  int64_t last_p = -2, last_up = -1;  // the last range's parent and its `up` (siblings: the same)
-  // the closed ranges that are not steps (not listed: as many as the ranges)
-  for (int64_t r : mine) {
-    if (!Closed(c, r) || is_step[c.name()[r]]) continue;
-    int64_t rs = c.start[r], re = c.end[r];
-    int64_t name = column[c.name()[r]], p = parent[r];
-    // the name the range's time is taken from: its parent's (not a step, nor longer than every step)
-    int64_t up = last_up;
-    if (p != last_p) {
-      up = (p >= 0 && !is_step[c.name()[p]] && !is_long(p)) ? column[c.name()[p]] : -1;
-      last_p = p;
-      last_up = up;
-    }
-    bool around_excluded = is_long(r);
-    auto add = [&](int64_t k) {
-      int64_t s = starts[k], e = ends[k];
-      int64_t cover = std::min(re, e) - std::max(rs, s);
-      if (around_excluded && rs <= s && re >= e) cover = 0;
-      if (cover <= 0) return;
-      covered[k * n_columns + name] += cover;
-      if (up >= 0) covered[k * n_columns + up] -= cover;
-    };
-    if (around_excluded) {  // (the epoch around the steps ...): against every step
-      for (int64_t k = 0; k < n_steps; ++k) add(k);
-      continue;
-    }
-    // from the last step starting at or before the range, forward while one may overlap,
-    // backward while an earlier step may still reach into the range
-    // (a thread's ranges come about in time order: the last one's step first)
-    if (!(base < n_steps && (base < 0 || starts[base] <= rs) && (base + 1 >= n_steps || starts[base + 1] > rs))) {
-      base = static_cast<int64_t>(std::upper_bound(starts.begin(), starts.end(), rs) - starts.begin()) - 1;
-    }
-    for (int64_t k = std::max<int64_t>(base, 0); k < n_steps && starts[k] < re; ++k) add(k);
-    for (int64_t k = base - 1; k >= 0 && reach[k] > rs; --k) add(k);
-  }
-  // the names that cover any step, ascending (as the numpy path's columns)
-  std::vector<uint8_t> any(n_columns, 0);
-  for (int64_t k = 0; k < n_steps; ++k) {
-    for (int64_t j = 0; j < n_columns; ++j) any[j] |= covered[k * n_columns + j] != 0;
-  }
-  std::vector<int64_t> used;  // columns, by name
-  for (int64_t n = 0; n < n_names; ++n) {
-    if (column[n] >= 0 && any[column[n]]) used.push_back(column[n]);
-  }
-  for (int64_t j : used) out->work_rows.push_back(row_of_name[names[j]]);
-  out->step_work.reserve(n_steps * used.size());
-  for (int64_t k = 0; k < n_steps; ++k) {
-    for (int64_t j : used) out->step_work.push_back(covered[k * n_columns + j]);
-  }
-}
-
 }  // namespace
 
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
@@ -568,8 +274,8 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
   // each range's parent: 4 bytes, unless the ranges are too many
   bool narrow = c.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max());
-  if (with_steps && narrow) Parents(c, &work->parent, work);
-  if (with_steps && !narrow) Parents(c, &work->wide_parent, work);
+  if (with_steps && narrow) Parents(c, &work->parent, &work->threads);
+  if (with_steps && !narrow) Parents(c, &work->wide_parent, &work->threads);
   std::vector<RankStats> out(pids.size());
   std::vector<int64_t> row_of_name;
   auto process = [&](size_t p, const auto& mine) {
@@ -577,8 +283,8 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
     r.pid = pids[p];
     r.events = static_cast<int64_t>(mine.size());
     NameStats(c, mine, n_names, buckets, &r, &row_of_name, work);
-    if (with_steps && narrow) StepWork(c, mine, is_step, n_names, work->parent, row_of_name, &r, work);
-    if (with_steps && !narrow) StepWork(c, mine, is_step, n_names, work->wide_parent, row_of_name, &r, work);
+    if (with_steps && narrow) StepWork(c, mine, is_step, n_names, work->parent, row_of_name, &r, &work->steps);
+    if (with_steps && !narrow) StepWork(c, mine, is_step, n_names, work->wide_parent, row_of_name, &r, &work->steps);
   };
   if (pids.size() == 1) {
     process(0, AllRows{static_cast<int64_t>(c.size())});

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "reader/range_columns.h"
+#include "reader/range_parents.h"
 
 namespace nvtx_reader {
 
@@ -40,11 +41,6 @@ struct RankStats {
   std::vector<int64_t> step_row, step_start, step_end;  // the recording's clock
   std::vector<int64_t> work_rows;
   std::vector<int64_t> step_work;  // steps x work_rows, row-major
-};
-
-// A push/pop range where the nesting is worked out: its times and its index.
-struct NestItem {
-  int64_t start, end, index;
 };
 
 // Memory of ComputeRankStats kept from one input to the next (pages the kernel need not
