@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # The public modules whose docstring examples run with the tests.
 DOCTEST_MODULES := nvtx_plugins_tf/_paths.py nvtx_plugins_tf/_signals.py nvtx_plugins_tf/recorder/_arrays.py nvtx_plugins_tf/ops/__init__.py nvtx_plugins_tf/ops/ranges.py nvtx_plugins_tf/recorder/reports/names.py nvtx_plugins_tf/tf_ops_annotation.py nvtx_plugins_tf/viewer.py nvtx_plugins_tf/keras/layers.py nvtx_plugins_tf/keras/wrappers.py nvtx_plugins_tf/keras/callbacks.py nvtx_plugins_tf/hooks.py nvtx_plugins_tf/_host_ranges.py nvtx_plugins_tf/recorder/analysis/sketch.py nvtx_plugins_tf/recorder/analysis/rank_result.py nvtx_plugins_tf/recorder/nsys_inputs/ranges.py
 
-.PHONY: all demo demo-ranks test bench native clean nsys lint sanitize docs pictures compat compat-ci
+.PHONY: all demo demo-ranks test bench native clean nsys lint sanitize docs pictures compat compat-ci wheel
 
 all: test
 
@@ -43,6 +43,16 @@ demo-ranks: $(NATIVE)
 	    $(PY) examples/train.py --batch-size 4 --read-ms $$ms > /dev/null || exit 1; \
 	done
 	$(PY) -m nvtx_plugins_tf analyze out/ranks/*.nvtxrec -o out/ranks-analysis
+
+# The sdist and the wheel a release would upload, into dist/: the wheel holds the recorder, the
+# reader and the host library prebuilt, tagged manylinux by auditwheel (the glibc and libstdc++
+# this machine has: the oldest its tag claims); docs/install.md. tests/test_install.py does the same.
+wheel: $(INSTALLED)
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	PATH=$(VENV)/bin:$$PATH $(PY) -m auditwheel repair -w dist dist/nvtx_plugins_tf-*-linux_x86_64.whl
+	rm dist/nvtx_plugins_tf-*-linux_x86_64.whl
+	@ls dist
 
 # Nsight Systems 2024.2.3 (the judge), 2023.4.4 and 2022.4.2 from Debian's archive (the one
 # apt's own sources name) into ~/.cache (nothing installed system-wide): the outside judges of

