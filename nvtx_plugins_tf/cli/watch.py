@@ -1,0 +1,133 @@
+"""``watch``: a running job's step pace across ranks, live, from its recordings as they are
+written (no code inside the job). The work is :mod:`nvtx_plugins_tf.recorder.watch`'s; here,
+flags, the loop and exit codes.
+
+Runs until interrupted (SIGINT: 130, SIGTERM: 143, after the lines already printed), or with
+``--until-done`` until every rank's writer has ended (0; 6 when a recording was damaged, its
+intact events counted).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from ._common import EXIT_DAMAGED, EXIT_INPUT_NOT_FOUND, EXIT_USAGE, EXIT_WATCH_VIEW_UNAVAILABLE, CliError, warn
+
+#: what to install for the terminal view
+WATCH_EXTRA = "nvtx_plugins_tf[watch]"
+
+
+def _seconds(low: float, high: float):
+    def parse(value: str) -> float:
+        import argparse
+
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        if not low <= seconds <= high:  # (nan, inf: out of range too)
+            raise argparse.ArgumentTypeError(f"{value!r}: seconds, {low:g} to {high:g}")
+        return seconds
+
+    return parse
+
+
+def cmd_watch(args) -> int:
+    from ..recorder.watch import Watch, WatchInputError
+
+    if args.step is not None and not args.step.partition("@")[0].strip():
+        raise CliError(f"--step {args.step!r}: give the step range's name, NAME or NAME@DOMAIN", EXIT_USAGE)
+    if not args.json:
+        from ..recorder.watch.view import rich_available
+
+        if not rich_available():
+            raise CliError(
+                f"the terminal view needs rich: pip install '{WATCH_EXTRA}'; or use --json (no extra needed)",
+                EXIT_WATCH_VIEW_UNAVAILABLE,
+            )
+    try:
+        watch = Watch(args.inputs, step=args.step, stale_after=args.stale_after)
+    except WatchInputError as exc:
+        raise CliError(str(exc), EXIT_INPUT_NOT_FOUND) from exc
+    if args.json:
+        _loop(watch, args, _print_json)
+    else:
+        from ..recorder.watch.view import Board, live
+
+        board = Board()
+        with live(board, title=f"nvtx-tf watch ({len(args.inputs)} input(s), every {args.interval:g} s)") as screen:
+
+            def show(objects: list[dict]) -> None:
+                for obj in objects:
+                    board.add(obj)
+                for source in watch.tailer.sources.values():
+                    if source.state == "ended":
+                        for result in source.results:
+                            board.done(watch.steps.name_of(result))
+                if objects:
+                    screen.update()
+
+            _loop(watch, args, show)
+    if watch.notes:
+        for line in watch.notes[:-1]:
+            warn(line)
+        raise CliError(watch.notes[-1], EXIT_DAMAGED)
+    return 0
+
+
+def _print_json(objects: list[dict]) -> None:
+    from ..recorder.watch.jsonl import json_line
+
+    for obj in objects:
+        print(json_line(obj), flush=True)
+
+
+def _loop(watch, args, show) -> None:
+    """Poll every ``--interval`` seconds (from the start of the last poll) and show what came;
+    with ``--until-done``, end after the poll that found every rank's writer ended."""
+    noted = 0
+    while True:
+        began = time.monotonic()
+        show(watch.poll())
+        for line in watch.notes[noted:]:
+            warn(line)
+        noted = len(watch.notes)
+        if args.until_done and watch.done:
+            return
+        time.sleep(max(0.0, args.interval - (time.monotonic() - began)))
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "watch",
+        help="a running job's step pace across ranks, live, and the range behind a slow rank",
+        description=(
+            "Follow recordings while they are written (PREFIX.nvtxrec, or folders of them: a folder's new recordings "
+            "join as their ranks start) and show each rank's steps as they end: a table per rank (last, median, p95 "
+            "step time, the slowest range) and a line for each rank that lags chronically, naming the range behind "
+            "it (a CUSUM rule: docs/watch.md). --json prints one JSON object a line instead: each step of each rank "
+            "(on one wall clock, as analyze places them: the same durations, to the ns), each straggler named, "
+            "each rank gone stale. Runs until interrupted, or with --until-done until every rank's writer ended."
+        ),
+    )
+    p.add_argument("inputs", nargs="+", metavar="REC", help="recordings (PREFIX.nvtxrec) or folders of them")
+    p.add_argument(
+        "--step",
+        metavar="NAME[@DOMAIN]",
+        help="the step ranges: message NAME or 'NAME N' (default: as analyze chooses, the Keras callback's "
+        "'batch N', else 'step N')",
+    )
+    p.add_argument(
+        "--interval", type=_seconds(0.05, 60), default=0.5, metavar="SECONDS", help="time between reads (0.5)"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object a line (docs/watch.md), no table")
+    p.add_argument("--until-done", action="store_true", help="end once every rank's writer has ended")
+    p.add_argument(
+        "--stale-after",
+        type=_seconds(0.1, 86400),
+        default=30.0,
+        metavar="SECONDS",
+        help="a rank that writes no range for this long is stale (30); a killed one is at once",
+    )
+    p.set_defaults(func=cmd_watch)

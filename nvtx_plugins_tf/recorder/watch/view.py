@@ -1,0 +1,157 @@
+"""``watch``'s terminal view: a table per rank (its last, median and p95 step time over its
+last :data:`WINDOW` steps, the range that took most of its last step, its state) and the
+straggler lines, redrawn in place at each poll with ``rich`` (the ``watch`` extra).
+
+:class:`Board` holds what is shown, fed the ``--json`` objects (:meth:`Board.add`);
+:func:`render` draws it to a string (what tests read), :func:`live` redraws it on a terminal.
+Names come from the recorded program: every one is shown through
+:func:`nvtx_plugins_tf._printable.printable` (control characters escaped) and as plain text,
+never as rich markup (a ``[bold]`` in a range name is text).
+"""
+
+from __future__ import annotations
+
+import io
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..._printable import printable
+
+__all__ = ["WINDOW", "Board", "live", "render", "rich_available"]
+
+#: the steps of a rank its median and p95 are taken over
+WINDOW = 200
+#: the straggler lines kept under the table
+LINES = 8
+
+
+def rich_available() -> bool:
+    """Whether ``rich`` (the ``watch`` extra) can be imported."""
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class _Rank:
+    durations: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    step: int = -1
+    top: tuple[str, int] = ("", 0)
+    state: str = "live"
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.1f}"
+
+
+def _quantile(values: list[int], q: float) -> float:
+    """numpy's linear quantile of ``values`` (not empty)."""
+    s = sorted(values)
+    pos = q * (len(s) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+class Board:
+    """What the terminal view shows, fed the ``--json`` objects in the order they come."""
+
+    def __init__(self) -> None:
+        self.ranks: dict[str, _Rank] = {}
+        self.lines: deque = deque(maxlen=LINES)
+        self._named: dict[str, dict] = {}  # rank -> its straggler object
+
+    def add(self, obj: dict) -> None:
+        """One ``step``, ``straggler`` or ``stale`` object (others are left out)."""
+        rank = self.ranks.setdefault(obj.get("rank", ""), _Rank())
+        kind = obj.get("kind")
+        if kind == "step":
+            rank.durations.append(obj["duration_ns"])
+            rank.step = obj["step"]
+            ranges = obj.get("ranges") or {}
+            rank.top = max(ranges.items(), key=lambda kv: (kv[1], kv[0]), default=("", 0))
+            if rank.state == "stale":
+                rank.state = "live"
+        elif kind == "straggler":
+            self._named[obj["rank"]] = obj
+            excess = _ms(obj["excess_ns"])
+            self.lines.append(
+                f"straggler: {obj['rank']} {obj['range']} +{excess} ms a step (named at step {obj['step']})"
+            )
+        elif kind == "stale":
+            rank.state = "stale"
+            self.lines.append(f"stale: {obj['rank']} (its writer is gone, or it has not written for a while)")
+
+    def done(self, rank: str) -> None:
+        """``rank``'s writer ended."""
+        if rank in self.ranks and self.ranks[rank].state != "stale":
+            self.ranks[rank].state = "done"
+
+    def rows(self) -> list[tuple[str, ...]]:
+        """The table's rows: rank, step, last, median, p95 (ms), slowest range, state."""
+        out = []
+        for name, r in self.ranks.items():
+            d = list(r.durations)
+            if d:
+                cells = (str(r.step), _ms(d[-1]), _ms(_quantile(d, 0.5)), _ms(_quantile(d, 0.95)))
+            else:
+                cells = ("-", "-", "-", "-")
+            top = f"{r.top[0]} {_ms(r.top[1])} ms" if r.top[0] else "-"
+            state = "straggler" if name in self._named and r.state == "live" else r.state
+            out.append((name, *cells, top, state))
+        return out
+
+
+def _renderable(board: Board, title: str):
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(printable(title)), title_justify="left")
+    for header, justify in (("rank", "left"), ("step", "right"), ("last ms", "right"), ("median ms", "right"),
+                            ("p95 ms", "right"), ("slowest range (last step)", "left"), ("state", "left")):  # fmt: skip
+        table.add_column(header, justify=justify)
+    for row in board.rows():
+        table.add_row(*(Text(printable(cell)) for cell in row))
+    return Group(table, *(Text(printable(line)) for line in board.lines))
+
+
+def render(board: Board, title: str = "nvtx-tf watch", width: int = 120) -> str:
+    """The view as plain text (no colours, no terminal codes), ``width`` columns wide."""
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None, force_terminal=False, legacy_windows=False)
+    console.print(_renderable(board, title))
+    return out.getvalue()
+
+
+class live:
+    """A ``with`` block redrawing ``board`` in place on the terminal: call :meth:`update` after
+    each poll. Not on a terminal, each update prints the frame (a log of frames)."""
+
+    def __init__(self, board: Board, title: str = "nvtx-tf watch"):
+        from rich.console import Console
+        from rich.live import Live
+
+        self.board, self.title = board, title
+        self._console = Console()
+        self._live = Live(_renderable(board, title), console=self._console, auto_refresh=False, transient=False)
+
+    def __enter__(self) -> "live":
+        if self._console.is_terminal:
+            self._live.__enter__()
+        return self
+
+    def update(self) -> None:
+        """Redraw the view from the board as it is now."""
+        if self._console.is_terminal:
+            self._live.update(_renderable(self.board, self.title), refresh=True)
+        else:
+            self._console.print(_renderable(self.board, self.title))
+
+    def __exit__(self, *exc) -> None:
+        if self._console.is_terminal:
+            self._live.__exit__(*exc)
