@@ -69,10 +69,11 @@ def cmd_watch(args) -> int:
                     screen.update()
 
             _loop(watch, args, show)
-    if watch.notes:
-        for line in watch.notes[:-1]:
-            warn(line)
-        raise CliError(watch.notes[-1], EXIT_DAMAGED)
+    if watch.notes:  # (each said as it came)
+        raise CliError(
+            f"{len(watch.notes)} recording(s) damaged or left out (said above); the steps shown are the rest's",
+            EXIT_DAMAGED,
+        )
     return 0
 
 

@@ -43,7 +43,9 @@ class Watch:
         self.detector = Detector()
         self.stale_after = stale_after
         self.clock = clock
-        self.notes: list[str] = []  #: lines for the user (a damaged recording), each once
+        #: lines for the user, each once: a damaged recording (its intact events count), one
+        #: left out (it could not be read once its writers ended)
+        self.notes: list[str] = []
         self._stale: set[str] = set()
         self._left: set[str] = set()
         self._noted: set[str] = set()
@@ -79,6 +81,9 @@ class Watch:
                     self._noted.add(result.file)
                     self.notes.append(f"damaged recording {result.file}: {result.damage}; its intact events count")
         for source in sources:
+            if source.left_out and str(source.path) not in self._noted:
+                self._noted.add(str(source.path))
+                self.notes.append(f"left out: {source.path}: {source.error}")
             ranks = self._ranks_of(source)
             hung = source.state == "live" and now - source.changed_at > self.stale_after
             if source.state == "lost" or hung:

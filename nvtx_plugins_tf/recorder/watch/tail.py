@@ -21,10 +21,15 @@ from pathlib import Path
 
 from ..._paths import RECORDING_SUFFIX, recording_path
 from ..analysis.mapper import RankResult, StepSpec, map_input
-from ..recording.liveness import writer_state
+from ..recording.liveness import FLAG_CLOSED, liveness, segment_flags
+from ..recording.packed import is_packed, unpacked
 from ..recording.reader import segment_files
 
-__all__ = ["RankSource", "Tailer", "WatchInputError", "expand_recordings", "writers_state"]
+__all__ = ["RankSource", "Tailer", "WatchInputError", "expand_recordings", "writer_state", "writers_state"]
+
+#: polls a recording whose writers ended may fail to read (a segment packed meanwhile) before
+#: it is left out, named
+READ_TRIES = 3
 
 
 class WatchInputError(ValueError):
@@ -60,6 +65,30 @@ def expand_recordings(values: list[str]) -> list[Path]:
     return out
 
 
+def writer_state(path) -> str:
+    """What became of the writer of the segment ``path`` (raw or packed): ``"live"`` (it holds
+    the segment's lock, or by :func:`..recording.liveness.liveness`'s other rules may still
+    write it), ``"closed"`` (it closed the segment: a new segment, its exit), ``"lost"`` (gone
+    without closing it: SIGKILL, a crash; a packed segment keeps its header's mark),
+    ``"unknown"`` (written on another host whose lock cannot be seen here). OSError as it
+    comes (a file removed meanwhile)."""
+    if is_packed(path):
+        with unpacked(path, header_only=True) as raw:
+            if raw.unreadable:
+                return "closed"
+            with open(raw.path, "rb") as f:
+                flags = segment_flags(f.read(32))
+    else:
+        state, _ = liveness(path)
+        if state != "done":
+            return state
+        with open(path, "rb") as f:
+            flags = segment_flags(f.read(32))
+    if flags is None:
+        return "closed"  # (not a segment: nothing writes it; the reader says what it is)
+    return "closed" if flags & FLAG_CLOSED else "lost"
+
+
 def writers_state(path: Path) -> str:
     """The state of a recording's writers: ``"starting"`` (no segment yet), ``"live"`` (one
     may still write), ``"lost"`` (none does, and one went without closing its segment: killed),
@@ -86,7 +115,8 @@ class RankSource:
     """One recording followed: its ``path``, the ``results`` of its last read (a rank per
     process: :class:`..analysis.mapper.RankResult`), its writers' ``state`` as of that read
     (:func:`writers_state`), ``changed_at``: when its ranges last changed (``time.monotonic``),
-    ``error``: why its last read failed ("" when it did not)."""
+    ``error``: why its last read failed ("" when it did not), ``left_out``: it could not be
+    read after its writers ended (:data:`READ_TRIES` polls): no more tries, ``error`` says why."""
 
     path: Path
     step: StepSpec | None = None
@@ -94,12 +124,15 @@ class RankSource:
     state: str = "starting"
     changed_at: float = field(default_factory=time.monotonic)
     error: str = ""
+    left_out: bool = False
     _events: int = -1
+    _failed: int = 0
 
     @property
     def done(self) -> bool:
-        """Its writers have ended (closed or lost) and it was read after they did."""
-        return self.state in ("ended", "lost")
+        """Its writers have ended (closed or lost) and it was read after they did (or could
+        not be: ``left_out``)."""
+        return self.left_out or self.state in ("ended", "lost")
 
     def read(self) -> bool:
         """Read the recording again (unless it is done); returns whether its ranges changed.
@@ -113,6 +146,9 @@ class RankSource:
             results = map_input(self.path, self.step)
         except (OSError, ValueError) as exc:  # (a segment packed or made meanwhile: next poll)
             self.error = str(exc)
+            if state in ("ended", "lost"):
+                self._failed += 1
+                self.left_out = self._failed >= READ_TRIES
             return False
         self.error = ""
         self.state = state
