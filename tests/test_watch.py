@@ -64,13 +64,9 @@ def _start_ranks(folder: Path, env: dict, script: Path, steps=STEPS, slow=SLOW, 
     procs = []
     for rank in range(RANKS):
         extra = [pid_files[rank]] if pid_files else []
-        procs.append(
-            subprocess.Popen(
-                _cli("record", "-o", folder / f"rank{rank}", "--export", "json", "--", sys.executable, script,
-                     rank, steps, slow, *extra),  # fmt: skip
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            )  # fmt: skip
-        )
+        argv = _cli("record", "-o", folder / f"rank{rank}", "--export", "json", "--", sys.executable, script)
+        argv += [str(rank), str(steps), str(slow), *map(str, extra)]
+        procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
     return procs
 
 
