@@ -163,3 +163,43 @@ def test_the_view_escapes_names_and_reads_no_markup():
     # last, median and p95 (numpy's linear quantiles) of 100, 110, 120, 130 ms
     assert "130.0" in row and "115.0" in row and "128.5" in row and "straggler" in row
     assert "straggler: rank0 [bold]load\\x1b[31m +20.0 ms a step" in text
+
+
+def test_a_frame_of_many_ranks_shows_the_ones_that_matter():
+    pytest.importorskip("rich", reason="the 'watch' extra")
+    from nvtx_plugins_tf.recorder.watch.detect import Straggler
+    from nvtx_plugins_tf.recorder.watch.view import ROWS, Board, render
+
+    board = Board()
+    for r in range(200):
+        board.add(step_object(StepRecord(f"rank{r}", 0, 0, (100 + r % 50) * MS, (100 + r % 50) * MS, {})))
+    board.add(stale_object("rank3"))
+    board.add(straggler_object(Straggler("rank7", "x", 0, 0, MS)))
+    rows = board.rows()
+    assert len(rows) == ROWS and rows[0][0] == "rank3" and rows[1][0] == "rank7"
+    assert rows[2][3] == "149.0"  # then the slowest by median
+    assert f"... and {200 - ROWS} more rank(s)" in render(board)
+
+
+def test_steps_follow_time_not_count_across_reads():
+    """A read of a live recording may miss a step a later read has (an event read before the
+    string naming it): the steps after the last one reported are those reported next,
+    numbered as the later read numbers them, none twice."""
+    import numpy as np
+
+    from nvtx_plugins_tf.recorder.analysis.rank_result import RankResult
+    from nvtx_plugins_tf.recorder.watch.steps import StepAssembler
+
+    def read(starts):
+        r = RankResult("rank0", "/x/rank0.nvtxrec", 1, 10, 0)
+        r.step_start = np.array(starts, dtype=np.int64)
+        r.step_end = r.step_start + 5
+        r.clock_offset = 1000
+        return r
+
+    steps = StepAssembler()
+    first = steps.new_steps(read([0, 20]))  # (step 10 missed by this read)
+    second = steps.new_steps(read([0, 10, 20, 30, 40]))
+    assert [(s.step, s.start_ns) for s in first] == [(0, 0), (1, 20)]
+    assert [(s.step, s.start_ns) for s in second] == [(3, 30), (4, 40)]
+    assert steps.new_steps(read([0, 10, 20, 30, 40])) == []

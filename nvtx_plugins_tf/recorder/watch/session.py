@@ -77,7 +77,9 @@ class Watch:
                     self.steps_seen += 1
                     out.append(step_object(record))
                     out.extend(straggler_object(s) for s in self.detector.add(record))
-                if result.damage and result.file not in self._noted:
+                # (damage is said from the read after its writers ended: a read racing a live
+                # writer may meet an event before the string that names it)
+                if source.done and result.damage and result.file not in self._noted:
                     self._noted.add(result.file)
                     self.notes.append(f"damaged recording {result.file}: {result.damage}; its intact events count")
         for source in sources:

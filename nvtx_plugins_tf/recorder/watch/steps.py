@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..analysis.mapper import RankResult
 from ..recording.clocks import Clocks
 from ..recording.model import range_label
@@ -49,7 +51,7 @@ class StepAssembler:
     def __init__(self) -> None:
         self._clocks = Clocks()
         self._moves: dict[tuple[str, int], int] = {}  # (file, pid) -> ns added to its times
-        self._reported: dict[tuple[str, int], int] = {}  # (file, pid) -> steps reported
+        self._last: dict[tuple[str, int], int] = {}  # (file, pid) -> start of its last step reported
         self._names: dict[tuple[str, int], str] = {}
         self._taken: dict[str, str] = {}
 
@@ -67,7 +69,10 @@ class StepAssembler:
         if key not in self._moves and result.clock_offset is not None and result.n_steps:
             self._moves[key] = self._clocks.clock_of(result.clock_offset) - result.clock_offset
         move = self._moves.get(key, 0)
-        done = self._reported.get(key, 0)
+        # the steps after the last one reported, by time, not by count: a read of a live
+        # recording may miss a step that a later read has (an event read before the string
+        # that names it), and the steps after it are numbered as analyze will number them
+        done = int(np.searchsorted(result.step_start, self._last[key], side="right")) if key in self._last else 0
         if result.n_steps <= done:
             return []
         labels = [range_label(*result.names[int(row)]) for row in result.work_rows.tolist()]
@@ -81,5 +86,5 @@ class StepAssembler:
                         ranges[label] = ranges.get(label, 0) + int(ns)
             start, end = int(starts[i]) + move, int(ends[i]) + move
             out.append(StepRecord(name, i, start, end, end - start, ranges))
-        self._reported[key] = result.n_steps
+        self._last[key] = int(starts[-1])
         return out

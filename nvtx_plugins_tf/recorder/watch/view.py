@@ -23,6 +23,9 @@ __all__ = ["WINDOW", "Board", "live", "render", "rich_available"]
 WINDOW = 200
 #: the straggler lines kept under the table
 LINES = 8
+#: the ranks shown at most: with more, the stale and named ones first, then the slowest by
+#: median, and a line saying how many are not shown (a frame of 1,024 ranks stays a screen)
+ROWS = 32
 
 
 def rich_available() -> bool:
@@ -89,10 +92,21 @@ class Board:
         if rank in self.ranks and self.ranks[rank].state != "stale":
             self.ranks[rank].state = "done"
 
-    def rows(self) -> list[tuple[str, ...]]:
-        """The table's rows: rank, step, last, median, p95 (ms), slowest range, state."""
+    def rows(self, limit: int = ROWS) -> list[tuple[str, ...]]:
+        """The table's rows: rank, step, last, median, p95 (ms), slowest range, state; in the
+        order met, or with more than ``limit`` ranks, the ``limit`` that matter most (stale,
+        named, then the slowest by median)."""
+        ranks = list(self.ranks.items())
+        if len(ranks) > limit:
+
+            def weight(item):
+                name, r = item
+                median = _quantile(list(r.durations), 0.5) if r.durations else 0
+                return (r.state != "stale", name not in self._named, -median)
+
+            ranks = sorted(ranks, key=weight)[:limit]
         out = []
-        for name, r in self.ranks.items():
+        for name, r in ranks:
             d = list(r.durations)
             if d:
                 cells = (str(r.step), _ms(d[-1]), _ms(_quantile(d, 0.5)), _ms(_quantile(d, 0.95)))
@@ -113,9 +127,12 @@ def _renderable(board: Board, title: str):
     for header, justify in (("rank", "left"), ("step", "right"), ("last ms", "right"), ("median ms", "right"),
                             ("p95 ms", "right"), ("slowest range (last step)", "left"), ("state", "left")):  # fmt: skip
         table.add_column(header, justify=justify)
-    for row in board.rows():
+    rows = board.rows()
+    for row in rows:
         table.add_row(*(Text(printable(cell)) for cell in row))
-    return Group(table, *(Text(printable(line)) for line in board.lines))
+    more = len(board.ranks) - len(rows)
+    hidden = [Text(f"... and {more} more rank(s): the stale, the named and the slowest are shown")] if more else []
+    return Group(table, *hidden, *(Text(printable(line)) for line in board.lines))
 
 
 def render(board: Board, title: str = "nvtx-tf watch", width: int = 120) -> str:
