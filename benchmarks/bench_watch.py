@@ -160,7 +160,7 @@ def main() -> int:
         print(f"  mean step without watch {base:.2f} ms, with {watched:.2f} ms: {watched / base:.4f}x")
         for r in runs["with"]:
             core = 100 * r["cpu"] / args.seconds
-            print(f"  watch: {r['lines']} step lines, latency median {r['latency'][0]:.3f} s p95 "
+            print(f"  watch: {r['lines']} step lines (analyze: {r['steps']}), latency median {r['latency'][0]:.3f} s p95 "
                   f"{r['latency'][1]:.3f} s; CPU {r['cpu']:.2f} s (~{core:.0f} % of a core over the job), "
                   f"peak RSS {r['rss_mb']:.0f} MiB; ended {r['after_job_s']:.2f} s after the job")  # fmt: skip
     print(f"\nterminal frame, 1,024 ranks: {1000 * render_cost():.0f} ms (render to text, median of 3)")
