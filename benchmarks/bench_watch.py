@@ -160,9 +160,10 @@ def main() -> int:
         print(f"  mean step without watch {base:.2f} ms, with {watched:.2f} ms: {watched / base:.4f}x")
         for r in runs["with"]:
             core = 100 * r["cpu"] / args.seconds
-            print(f"  watch: {r['lines']} step lines (analyze: {r['steps']}), latency median {r['latency'][0]:.3f} s p95 "
-                  f"{r['latency'][1]:.3f} s; CPU {r['cpu']:.2f} s (~{core:.0f} % of a core over the job), "
-                  f"peak RSS {r['rss_mb']:.0f} MiB; ended {r['after_job_s']:.2f} s after the job")  # fmt: skip
+            latency = f"latency median {r['latency'][0]:.3f} s p95 {r['latency'][1]:.3f} s"
+            cpu = f"CPU {r['cpu']:.2f} s (~{core:.0f} % of a core over the job), peak RSS {r['rss_mb']:.0f} MiB"
+            print(f"  watch: {r['lines']} step lines (analyze: {r['steps']}), {latency}; {cpu}; "
+                  f"ended {r['after_job_s']:.2f} s after the job")  # fmt: skip
     print(f"\nterminal frame, 1,024 ranks: {1000 * render_cost():.0f} ms (render to text, median of 3)")
     return 0
 

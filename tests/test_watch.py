@@ -9,8 +9,8 @@ loops under ``nvtx-tf record``, watched while they run.
    printed, not asserted: they are benchmarks/bench_watch.py's.
 4. A rank SIGKILLed mid-run is marked stale, and ``--until-done`` still ends.
 
-Plus the terminal view of the same job (as text: not a terminal) and a folder whose recordings
-start after ``watch`` did.
+Plus the terminal view of the same job (as text: not a terminal), a folder whose recordings
+start after ``watch`` did, and ``record --watch``.
 """
 
 from __future__ import annotations
@@ -196,3 +196,18 @@ def test_the_terminal_view_of_a_finished_job(watched):
         row = next(line for line in frame.splitlines() if f" rank{rank} " in line)
         assert " 29 " in row and "done" in row and ("train:compute" in row or "train:load" in row)
     assert "straggler: rank2 train:load +" in frame
+
+
+def test_record_watch_shows_the_steps_of_its_command(tmp_path, child_env):
+    pytest.importorskip("rich", reason="the 'watch' extra")
+    script = tmp_path / "rank.py"
+    script.write_text(RANK)
+    argv = _cli("record", "--watch", "-o", tmp_path / "rank0", "--export", "json", "--", sys.executable, script)
+    argv += ["0", "6", "-1"]
+    proc = subprocess.run(argv, env=child_env(COLUMNS=160), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    frames = proc.stdout.split("nvtx-tf watch (")
+    assert len(frames) >= 2, proc.stdout  # (not a terminal: a frame per update)
+    row = next(line for line in frames[-1].splitlines() if " rank0 " in line)
+    assert " 5 " in row and "done" in row, row
+    assert "NVTX range summary" in proc.stdout  # (then record goes on as without --watch)

@@ -110,3 +110,8 @@ def test_without_rich_the_view_says_what_to_install(folder, tmp_path, child_env)
     assert len(lines) == 1 and "pip install 'nvtx_plugins_tf[watch]'" in lines[0] and "--json" in lines[0]
     proc = _cli(env, "watch", os.fsencode(str(folder)), "--until-done", "--json")
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 4, proc.stderr
+    marker = tmp_path / "ran"
+    program = f"open({str(marker)!r}, 'w').close()"
+    proc = _cli(env, "record", "--watch", "-o", tmp_path / "r", "--", sys.executable, "-c", program)
+    assert proc.returncode == 18 and not marker.exists() and not (tmp_path / "r.nvtxrec").exists(), proc.stderr
+    assert proc.stderr.decode().count("\n") == 1 and "record --watch needs rich" in proc.stderr.decode()

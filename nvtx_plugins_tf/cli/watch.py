@@ -61,11 +61,9 @@ def cmd_watch(args) -> int:
             def show(objects: list[dict]) -> None:
                 for obj in objects:
                     board.add(obj)
-                for source in watch.tailer.sources.values():
-                    if source.state == "ended":
-                        for result in source.results:
-                            board.done(watch.steps.name_of(result))
-                if objects:
+                ended = [s for s in watch.tailer.sources.values() if s.state == "ended"]
+                names = [watch.steps.name_of(r) for s in ended for r in s.results]
+                if [board.done(name) for name in names].count(True) or objects:
                     screen.update()
 
             _loop(watch, args, show)
@@ -132,3 +130,56 @@ def register(subparsers) -> None:
         help="a rank that writes no range for this long is stale (30); a killed one is at once",
     )
     p.set_defaults(func=cmd_watch)
+
+
+def add_record_flag(parser) -> None:
+    """``record --watch`` (the flag on ``record``'s parser)."""
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="show the command's steps live while it runs (nvtx-tf watch PREFIX.nvtxrec --until-done beside it; "
+        "needs the 'watch' extra)",
+    )
+
+
+class RecordWatcher:
+    """``record --watch``: ``nvtx-tf watch RAW_DIR --until-done`` in a process of its own beside
+    the command (not in the command's process group: a terminal's Ctrl-C reaches the command,
+    and ``watch`` ends as the command's writers end). ``wanted`` False: does nothing."""
+
+    #: seconds ``record`` waits for ``watch``'s last read once the command ended
+    GRACE = 5.0
+
+    def __init__(self, wanted: bool):
+        self.wanted, self.proc = wanted, None
+        if wanted:
+            from ..recorder.watch.view import rich_available
+
+            if not rich_available():
+                raise CliError(f"record --watch needs rich: pip install '{WATCH_EXTRA}'", EXIT_WATCH_VIEW_UNAVAILABLE)
+
+    def after(self, first, raw_dir, *args):
+        """``on_started`` of the command: ``first(raw_dir, *args)``, then :meth:`start`."""
+        return lambda: (first(raw_dir, *args), self.start(raw_dir))
+
+    def start(self, raw_dir) -> None:
+        """Start watching ``raw_dir`` (the command runs)."""
+        if self.wanted:
+            import subprocess
+            import sys
+
+            argv = [sys.executable, "-m", "nvtx_plugins_tf", "watch", str(raw_dir), "--until-done"]
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+
+    def finish(self) -> None:
+        """The command ended: ``watch`` ends after its last read (killed after :data:`GRACE` s
+        when it cannot end by itself: a command that recorded nothing)."""
+        if self.proc is None:
+            return
+        import subprocess
+
+        try:
+            self.proc.wait(timeout=self.GRACE)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

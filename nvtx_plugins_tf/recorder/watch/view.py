@@ -87,10 +87,13 @@ class Board:
             rank.state = "stale"
             self.lines.append(f"stale: {obj['rank']} (its writer is gone, or it has not written for a while)")
 
-    def done(self, rank: str) -> None:
-        """``rank``'s writer ended."""
-        if rank in self.ranks and self.ranks[rank].state != "stale":
-            self.ranks[rank].state = "done"
+    def done(self, rank: str) -> bool:
+        """``rank``'s writer ended; returns whether that changed what is shown."""
+        r = self.ranks.get(rank)
+        if r is None or r.state in ("stale", "done"):
+            return False
+        r.state = "done"
+        return True
 
     def rows(self, limit: int = ROWS) -> list[tuple[str, ...]]:
         """The table's rows: rank, step, last, median, p95 (ms), slowest range, state; in the
