@@ -9,6 +9,7 @@ order; ASCII only: a name's non-ASCII or undecodable characters as ``\\uXXXX`` e
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 from .detect import Straggler
 from .steps import StepRecord
@@ -17,16 +18,8 @@ __all__ = ["json_line", "stale_object", "step_object", "straggler_object"]
 
 
 def step_object(record: StepRecord) -> dict:
-    """The ``step`` object of ``record``."""
-    return {
-        "kind": "step",
-        "rank": record.rank,
-        "step": record.step,
-        "start_ns": record.start_ns,
-        "end_ns": record.end_ns,
-        "duration_ns": record.duration_ns,
-        "ranges": dict(record.ranges),
-    }
+    """The ``step`` object of ``record`` (its fields are the contract's, in its order)."""
+    return {"kind": "step", **asdict(record)}
 
 
 def straggler_object(named: Straggler) -> dict:

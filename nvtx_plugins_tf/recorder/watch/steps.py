@@ -22,7 +22,8 @@ class StepRecord:
     ``end_ns`` (wall clock, epoch ns: ``pace``'s StartEpochNs and StartEpochNs + Duration),
     ``duration_ns`` (``pace``'s Duration), ``ranges``: range -> ns of the step it covers (exclusive
     of its children), the range named as the ``stragglers`` table's TopRanges name it
-    (``DOMAIN:MESSAGE``, ``MESSAGE`` in the default domain)."""
+    (``DOMAIN:MESSAGE``, ``MESSAGE`` in the default domain). The fields are the ``step`` JSON
+    object's, in its order (:func:`.jsonl.step_object` relies on it)."""
 
     rank: str
     step: int
