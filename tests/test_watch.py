@@ -211,3 +211,37 @@ def test_record_watch_shows_the_steps_of_its_command(tmp_path, child_env):
     row = next(line for line in frames[-1].splitlines() if " rank0 " in line)
     assert " 5 " in row and "done" in row, row
     assert "NVTX range summary" in proc.stdout  # (then record goes on as without --watch)
+
+
+def test_a_rank_in_a_time_namespace_is_placed_on_the_wall_clock(tmp_path):
+    """rank1 runs in its own time namespace (CLOCK_MONOTONIC 3000 s ahead), rank0 on this
+    host, at once: watched live, their steps land side by side on the wall clock, each at
+    analyze's StartEpochNs to the ns (each its own clock, by its realtime anchor)."""
+    from conftest import _child_env, needs_time_namespaces
+
+    needs_time_namespaces()
+    script = tmp_path / "rank.py"
+    script.write_text(RANK)
+    folder = tmp_path / "job"
+    folder.mkdir()
+    watch = subprocess.Popen(_cli("watch", folder, "--json", "--until-done", "--interval", "0.3"),
+                             env=_child_env(), stdout=subprocess.PIPE, text=True)  # fmt: skip
+    reader = Lines(watch)
+    procs = []
+    for rank in range(2):
+        ns = ["unshare", "--time", "--fork", "--monotonic=3000"] if rank == 1 else []
+        env = _child_env(folder / f"rank{rank}.nvtxrec")
+        procs.append(subprocess.Popen([*ns, sys.executable, str(script), str(rank), "10", "-1"], env=env))
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert watch.wait(timeout=120) == 0
+    reader.join(timeout=10)
+    steps = {(o["rank"], o["step"]): o for o in (json.loads(line) for _, line in reader.lines) if o["kind"] == "step"}
+    assert len(steps) == 20
+    for n in range(10):  # (started together: a step apart at most on a loaded machine)
+        assert abs(steps[("rank1", n)]["start_ns"] - steps[("rank0", n)]["start_ns"]) < 2e9
+    out = tmp_path / "analysis"
+    proc = subprocess.run(_cli("analyze", folder, "-o", out), env=_child_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for p in pq.read_table(out / "pace.parquet").to_pylist():
+        o = steps[(p["RankName"], p["Step"])]
+        assert (o["start_ns"], o["duration_ns"]) == (p["StartEpochNs"], p["Duration"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 
@@ -203,3 +204,23 @@ def test_steps_follow_time_not_count_across_reads():
     assert [(s.step, s.start_ns) for s in first] == [(0, 0), (1, 20)]
     assert [(s.step, s.start_ns) for s in second] == [(3, 30), (4, 40)]
     assert steps.new_steps(read([0, 10, 20, 30, 40])) == []
+
+
+def test_what_a_rec_stands_for(tmp_path):
+    """A recording, a folder of them (none yet is fine: its ranks may start later), a folder of
+    segments (a recording made without record); anything else is one error naming it."""
+    from nvtx_plugins_tf.recorder.watch.tail import WatchInputError, expand_recordings
+
+    (tmp_path / "b.nvtxrec").mkdir()
+    (tmp_path / "a.nvtxrec").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "1-2.nvtxseg").write_bytes(b"")
+    (tmp_path / "empty").mkdir()
+    assert [p.name for p in expand_recordings([str(tmp_path)])] == ["a.nvtxrec", "b.nvtxrec"]
+    assert [p.name for p in expand_recordings([str(tmp_path / "b"), str(tmp_path / "raw")])] == ["b.nvtxrec", "raw"]
+    assert expand_recordings([str(tmp_path / "empty")]) == []
+    assert len(expand_recordings([str(tmp_path), str(tmp_path / "a.nvtxrec")])) == 2  # (each once)
+    for value, words in (("", "REC ''"), (str(tmp_path / "notes.txt"), "not a recording"), ("/no/such", "no such")):
+        with pytest.raises(WatchInputError, match=re.escape(words)):
+            expand_recordings([value])

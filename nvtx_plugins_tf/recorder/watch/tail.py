@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..._paths import RECORDING_SUFFIX, recording_path
+from ..._paths import PACKED_SEGMENT_SUFFIX, RECORDING_SUFFIX, SEGMENT_SUFFIX, recording_path
 from ..analysis.mapper import RankResult, StepSpec, map_input
 from ..recording.liveness import FLAG_CLOSED, liveness, segment_flags
 from ..recording.packed import is_packed, unpacked
@@ -37,9 +37,10 @@ class WatchInputError(ValueError):
 
 
 def expand_recordings(values: list[str]) -> list[Path]:
-    """The recordings the values name now: a recording (``PREFIX.nvtxrec``, or ``PREFIX``)
-    itself, a folder each ``*.nvtxrec`` in it (name order; none yet is fine: its ranks may not
-    have started). Raises :class:`WatchInputError` for a value that is neither."""
+    """The recordings the values name now: a recording (``PREFIX.nvtxrec``, or ``PREFIX``; also
+    a folder holding segment files, as ``NVTX_TF_RECORD_DIR`` names one) itself, a folder each
+    ``*.nvtxrec`` in it (name order; none yet is fine: its ranks may not have started). Raises
+    :class:`WatchInputError` for a value that is neither."""
     out: list[Path] = []
     seen: set[str] = set()
     for value in values:
@@ -50,9 +51,13 @@ def expand_recordings(values: list[str]) -> list[Path]:
             found = [path]
         elif path.is_dir():
             try:
-                found = sorted(p for p in path.iterdir() if p.name.endswith(RECORDING_SUFFIX) and p.is_dir())
+                inside = list(path.iterdir())
             except OSError as exc:
                 raise WatchInputError(f"cannot read the folder {value}: {exc.strerror or exc}") from None
+            if any(p.name.endswith((SEGMENT_SUFFIX, PACKED_SEGMENT_SUFFIX)) for p in inside):
+                found = [path]  # (segments themselves: a recording made without record)
+            else:
+                found = sorted(p for p in inside if p.name.endswith(RECORDING_SUFFIX) and p.is_dir())
         elif path.exists():
             raise WatchInputError(f"{value}: not a recording (PREFIX.nvtxrec) nor a folder of them")
         else:
