@@ -125,6 +125,7 @@ def _rows(good: Path, out: Path, marker: Path):
         ("watch --interval 0", ["watch", "--interval", "0", rec], usage, "--interval"),
         ("watch --interval nan", ["watch", "--interval", "nan", rec], usage, "--interval"),
         ("watch --interval word", ["watch", "--interval", "x", rec], usage, "--interval"),
+        ("watch --cpu-budget 0", ["watch", "--cpu-budget", "0", rec], usage, "--cpu-budget"),
         ("watch --stale-after negative", ["watch", "--stale-after", "-1", rec], usage, "--stale-after"),
         ("watch --step empty", ["watch", "--step", "", rec], usage, "--step"),
         ("watch --step @domain", ["watch", "--step", "@train", rec], usage, "--step"),

@@ -18,17 +18,19 @@ from ._common import EXIT_DAMAGED, EXIT_INPUT_NOT_FOUND, EXIT_USAGE, EXIT_WATCH_
 WATCH_EXTRA = "nvtx_plugins_tf[watch]"
 
 
-def _seconds(low: float, high: float):
+def _within(low: float, high: float, what: str = "seconds"):
+    """argparse type: a number from ``low`` to ``high`` (``what`` it is, in the error)."""
+
     def parse(value: str) -> float:
         import argparse
 
         try:
-            seconds = float(value)
+            number = float(value)
         except ValueError:
-            seconds = math.nan
-        if not low <= seconds <= high:  # (nan, inf: out of range too)
-            raise argparse.ArgumentTypeError(f"{value!r}: seconds, {low:g} to {high:g}")
-        return seconds
+            number = math.nan
+        if not low <= number <= high:  # (nan, inf: out of range too)
+            raise argparse.ArgumentTypeError(f"{value!r}: {what}, {low:g} to {high:g}")
+        return number
 
     return parse
 
@@ -83,18 +85,21 @@ def _print_json(objects: list[dict]) -> None:
 
 
 def _loop(watch, args, show) -> None:
-    """Poll every ``--interval`` seconds (from the start of the last poll) and show what came;
+    """Poll every ``--interval`` seconds (from the start of the last poll; later when a poll's
+    CPU exceeds ``--cpu-budget``: :func:`..recorder.watch.session.pause`) and show what came;
     with ``--until-done``, end after the poll that found every rank's writer ended."""
+    from ..recorder.watch.session import pause
+
     noted = 0
     while True:
-        began = time.monotonic()
+        began, cpu = time.monotonic(), time.process_time()
         show(watch.poll())
         for line in watch.notes[noted:]:
             warn(line)
         noted = len(watch.notes)
         if args.until_done and watch.done:
             return
-        time.sleep(max(0.0, args.interval - (time.monotonic() - began)))
+        time.sleep(round(pause(args.interval, args.cpu_budget, time.monotonic() - began, time.process_time() - cpu), 6))
 
 
 def register(subparsers) -> None:
@@ -118,13 +123,21 @@ def register(subparsers) -> None:
         "'batch N', else 'step N')",
     )
     p.add_argument(
-        "--interval", type=_seconds(0.05, 60), default=0.5, metavar="SECONDS", help="time between reads (0.5)"
+        "--interval", type=_within(0.05, 60), default=0.5, metavar="SECONDS", help="time between reads (0.5)"
     )
     p.add_argument("--json", action="store_true", help="one JSON object a line (docs/watch.md), no table")
     p.add_argument("--until-done", action="store_true", help="end once every rank's writer has ended")
     p.add_argument(
+        "--cpu-budget",
+        type=_within(0.01, 64, "a share of one core"),
+        default=0.15,
+        metavar="SHARE",
+        help="the share of one core the reads may take (0.15): each read maps the whole recording again, so on a "
+        "long run the reads space out past --interval to stay within it",
+    )
+    p.add_argument(
         "--stale-after",
-        type=_seconds(0.1, 86400),
+        type=_within(0.1, 86400),
         default=30.0,
         metavar="SECONDS",
         help="a rank that writes no range for this long is stale (30); a killed one is at once",

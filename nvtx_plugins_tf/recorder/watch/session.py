@@ -20,10 +20,25 @@ from .jsonl import stale_object, step_object, straggler_object
 from .steps import StepAssembler
 from .tail import RankSource, Tailer
 
-__all__ = ["STALE_AFTER", "Watch"]
+__all__ = ["CPU_BUDGET", "STALE_AFTER", "Watch", "pause"]
 
 #: seconds without a new range after which a rank still written is stale
 STALE_AFTER = 30.0
+#: the share of one core ``watch``'s reads may take on average (issue 47: "cheap enough to
+#: leave enabled", 15 % of a core)
+CPU_BUDGET = 0.15
+
+
+def pause(interval: float, budget: float, wall: float, cpu: float) -> float:
+    """Seconds to wait before the next poll, after one that took ``wall`` seconds and ``cpu``
+    seconds of CPU: the next starts ``interval`` after this one did, or later when this one's
+    CPU over that time would exceed ``budget`` (a share of one core): each read maps the whole
+    recording again, so as the run grows the polls space out instead of the CPU rising.
+
+    >>> pause(0.5, 0.15, wall=0.1, cpu=0.03), pause(0.5, 0.15, wall=0.4, cpu=0.3)
+    (0.4, 1.6)
+    """
+    return max(0.0, max(interval, cpu / budget) - wall)
 
 
 class Watch:
