@@ -96,6 +96,7 @@ def test_a_signal_ends_a_watch_cleanly(folder, child_env, signo):
     assert len(out.decode().splitlines()) == 3  # (the other steps, printed before it)
     lines = err.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith("nvtx-tf: error: ") and "Traceback" not in err.decode(), lines
+    assert lines[0].endswith("; stopped watching"), lines
 
 
 def test_without_rich_the_view_says_what_to_install(folder, tmp_path, child_env):

@@ -10,9 +10,19 @@ intact events counted).
 from __future__ import annotations
 
 import math
+import signal
 import time
 
-from ._common import EXIT_DAMAGED, EXIT_INPUT_NOT_FOUND, EXIT_USAGE, EXIT_WATCH_VIEW_UNAVAILABLE, CliError, warn
+from ._common import (
+    EXIT_DAMAGED,
+    EXIT_INPUT_NOT_FOUND,
+    EXIT_USAGE,
+    EXIT_WATCH_VIEW_UNAVAILABLE,
+    CliError,
+    Terminated,
+    signal_words,
+    warn,
+)
 
 #: what to install for the terminal view
 WATCH_EXTRA = "nvtx_plugins_tf[watch]"
@@ -36,6 +46,14 @@ def _within(low: float, high: float, what: str = "seconds"):
 
 
 def cmd_watch(args) -> int:
+    try:
+        return _watch(args)
+    except (Terminated, KeyboardInterrupt) as exc:  # (watch writes no file: nothing to remove)
+        signo = exc.signo if isinstance(exc, Terminated) else signal.SIGINT
+        raise CliError(f"{signal_words(signo)}; stopped watching", 128 + signo) from None
+
+
+def _watch(args) -> int:
     from ..recorder.watch import Watch, WatchInputError
 
     if args.step is not None and not args.step.partition("@")[0].strip():

@@ -12,6 +12,7 @@ never as rich markup (a ``[bold]`` in a range name is text).
 from __future__ import annotations
 
 import io
+import re
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -47,6 +48,11 @@ class _Rank:
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:.1f}"
+
+
+def _natural(name: str) -> list:
+    """Sort key of a name whose numbers sort as numbers (``rank2`` before ``rank10``)."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)]
 
 
 def _quantile(values: list[int], q: float) -> float:
@@ -96,10 +102,10 @@ class Board:
         return True
 
     def rows(self, limit: int = ROWS) -> list[tuple[str, ...]]:
-        """The table's rows: rank, step, last, median, p95 (ms), slowest range, state; in the
-        order met, or with more than ``limit`` ranks, the ``limit`` that matter most (stale,
-        named, then the slowest by median)."""
-        ranks = list(self.ranks.items())
+        """The table's rows: rank, step, last, median, p95 (ms), slowest range, state; by name
+        (``rank2`` before ``rank10``), or with more than ``limit`` ranks, the ``limit`` that
+        matter most (stale, named, then the slowest by median)."""
+        ranks = sorted(self.ranks.items(), key=lambda item: _natural(item[0]))
         if len(ranks) > limit:
 
             def weight(item):
