@@ -224,3 +224,19 @@ def test_what_a_rec_stands_for(tmp_path):
     for value, words in (("", "REC ''"), (str(tmp_path / "notes.txt"), "not a recording"), ("/no/such", "no such")):
         with pytest.raises(WatchInputError, match=re.escape(words)):
             expand_recordings([value])
+
+
+def test_the_rolling_heatmap_shades_each_step_against_the_typical_one():
+    from nvtx_plugins_tf.recorder.watch.view import HEAT, SHADES, Board
+
+    board = Board()
+    for n in range(30):
+        for r, ms in ((0, 100), (1, 100), (2, 100 + 10 * (n % 8))):  # rank2: 1.0x .. 1.7x in tenths
+            if r == 0 and n >= 28:
+                continue  # (rank0 has not ended its last two steps yet)
+            board.add(step_object(StepRecord(f"rank{r}", n, 0, ms * MS, ms * MS, {})))
+    typical = board.typical()
+    assert typical == 100 * MS
+    assert board.heat("rank0", typical) == "▁" * (HEAT - 2) + "··"
+    assert board.heat("rank2", typical) == "".join(SHADES[n % 8] for n in range(30 - HEAT, 30))
+    assert board.rows()[2][-1] == board.heat("rank2", typical)

@@ -24,6 +24,11 @@ __all__ = ["WINDOW", "Board", "live", "render", "rich_available"]
 WINDOW = 200
 #: the straggler lines kept under the table
 LINES = 8
+#: the steps of the rolling heatmap (columns: the last HEAT step numbers any rank ended)
+HEAT = 24
+#: its shades: a step's time against the median of the ranks' median step times, from 1.0x or
+#: less (the first) up a tenth a shade to 1.7x and more (the last); a step not ended yet: "·"
+SHADES = "▁▂▃▄▅▆▇█"
 #: the ranks shown at most: with more, the stale and named ones first, then the slowest by
 #: median, and a line saying how many are not shown (a frame of 1,024 ranks stays a screen)
 ROWS = 32
@@ -41,6 +46,7 @@ def rich_available() -> bool:
 @dataclass
 class _Rank:
     durations: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    recent: dict = field(default_factory=dict)  # step -> duration, the last HEAT steps
     step: int = -1
     top: tuple[str, int] = ("", 0)
     state: str = "live"
@@ -71,6 +77,7 @@ class Board:
         self.ranks: dict[str, _Rank] = {}
         self.lines: deque = deque(maxlen=LINES)
         self._named: dict[str, dict] = {}  # rank -> its straggler object
+        self.newest = -1  #: the highest step number met
 
     def add(self, obj: dict) -> None:
         """One ``step``, ``straggler`` or ``stale`` object (others are left out)."""
@@ -79,6 +86,10 @@ class Board:
         if kind == "step":
             rank.durations.append(obj["duration_ns"])
             rank.step = obj["step"]
+            self.newest = max(self.newest, obj["step"])
+            rank.recent[obj["step"]] = obj["duration_ns"]
+            for old in [s for s in rank.recent if s <= self.newest - HEAT]:
+                del rank.recent[old]
             ranges = obj.get("ranges") or {}
             rank.top = max(ranges.items(), key=lambda kv: (kv[1], kv[0]), default=("", 0))
             if rank.state == "stale":
@@ -101,8 +112,30 @@ class Board:
         r.state = "done"
         return True
 
+    def heat(self, rank: str, typical: float) -> str:
+        """``rank``'s row of the rolling heatmap: a shade (:data:`SHADES`) per step of the
+        last :data:`HEAT`, its time against ``typical`` ns."""
+        recent = self.ranks[rank].recent
+        cells = []
+        for step in range(self.newest - HEAT + 1, self.newest + 1):
+            if step < 0:
+                continue
+            d = recent.get(step)
+            if d is None or typical <= 0:
+                cells.append("·")
+                continue
+            level = int(round((d / typical - 1.0) * 10))
+            cells.append(SHADES[min(max(level, 0), len(SHADES) - 1)])
+        return "".join(cells)
+
+    def typical(self) -> float:
+        """The median of the ranks' median step times (ns; 0 before any step)."""
+        medians = [_quantile(list(r.durations), 0.5) for r in self.ranks.values() if r.durations]
+        return _quantile(medians, 0.5) if medians else 0.0
+
     def rows(self, limit: int = ROWS) -> list[tuple[str, ...]]:
-        """The table's rows: rank, step, last, median, p95 (ms), slowest range, state; by name
+        """The table's rows: rank, step, last, median, p95 (ms), slowest range, state, its row
+        of the rolling heatmap (:meth:`heat`); by name
         (``rank2`` before ``rank10``), or with more than ``limit`` ranks, the ``limit`` that
         matter most (stale, named, then the slowest by median)."""
         ranks = sorted(self.ranks.items(), key=lambda item: _natural(item[0]))
@@ -114,6 +147,7 @@ class Board:
                 return (r.state != "stale", name not in self._named, -median)
 
             ranks = sorted(ranks, key=weight)[:limit]
+        typical = self.typical()
         out = []
         for name, r in ranks:
             d = list(r.durations)
@@ -123,7 +157,7 @@ class Board:
                 cells = ("-", "-", "-", "-")
             top = f"{r.top[0]} {_ms(r.top[1])} ms" if r.top[0] else "-"
             state = "straggler" if name in self._named and r.state == "live" else r.state
-            out.append((name, *cells, top, state))
+            out.append((name, *cells, top, state, self.heat(name, typical)))
         return out
 
 
@@ -134,8 +168,9 @@ def _renderable(board: Board, title: str):
 
     table = Table(title=Text(printable(title)), title_justify="left")
     for header, justify in (("rank", "left"), ("step", "right"), ("last ms", "right"), ("median ms", "right"),
-                            ("p95 ms", "right"), ("slowest range (last step)", "left"), ("state", "left")):  # fmt: skip
-        table.add_column(header, justify=justify)
+                            ("p95 ms", "right"), ("slowest range (last step)", "left"), ("state", "left"),
+                            (f"last {HEAT} steps", "left")):  # fmt: skip
+        table.add_column(header, justify=justify, no_wrap=header.startswith("last "))
     rows = board.rows()
     for row in rows:
         table.add_row(*(Text(printable(cell)) for cell in row))
