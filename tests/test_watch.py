@@ -245,3 +245,35 @@ def test_a_rank_in_a_time_namespace_is_placed_on_the_wall_clock(tmp_path):
     for p in pq.read_table(out / "pace.parquet").to_pylist():
         o = steps[(p["RankName"], p["Step"])]
         assert (o["start_ns"], o["duration_ns"]) == (p["StartEpochNs"], p["Duration"])
+
+
+def test_a_rank_that_stops_writing_is_stale_and_live_again_when_it_writes(tmp_path):
+    """--stale-after: a rank whose writer runs but writes no range for that long is stale;
+    once it writes again it may be stale again later (said again)."""
+    from conftest import _child_env
+
+    from nvtx_plugins_tf.recorder.watch import Watch
+
+    program = (
+        "import time, nvtx\n"
+        "for pause in (0.0, 2.5, 0.0, 2.5, 0.0):\n"
+        "    with nvtx.annotate('step'):\n"
+        "        time.sleep(0.05)\n"
+        "    time.sleep(pause)\n"
+    )
+    rec = tmp_path / "rank0.nvtxrec"
+    proc = subprocess.Popen([sys.executable, "-c", program], env=_child_env(rec))
+    deadline = time.monotonic() + 60
+    while not rec.is_dir() and time.monotonic() < deadline:  # (made by the recorder as it starts)
+        time.sleep(0.02)
+    watch = Watch([str(rec)], stale_after=1.0)
+    seen = []
+    while True:
+        seen += [o["kind"] for o in watch.poll() if o["kind"] != "straggler"]
+        if watch.done:
+            break
+        time.sleep(0.2)
+    assert proc.wait(timeout=60) == 0
+    assert seen.count("step") == 5
+    # (each pause: one stale, after the steps before it)
+    assert seen.count("stale") == 2 and seen.index("stale") > seen.index("step"), seen

@@ -12,7 +12,6 @@ not stale: it is done.
 from __future__ import annotations
 
 import time
-from typing import Callable
 
 from ..analysis.mapper import StepSpec
 from .detect import Detector
@@ -44,20 +43,13 @@ def pause(interval: float, budget: float, wall: float, cpu: float) -> float:
 class Watch:
     """The state of one ``watch`` of the recordings named by ``values`` (recordings or folders
     of them); ``step``: ``NAME[@DOMAIN]`` of the step ranges (None: as ``analyze`` chooses);
-    ``clock``: the monotonic clock (tests give their own)."""
+    ``stale_after``: seconds without a new range after which a rank still written is stale."""
 
-    def __init__(
-        self,
-        values: list[str],
-        step: str | None = None,
-        stale_after: float = STALE_AFTER,
-        clock: Callable[[], float] = time.monotonic,
-    ):
+    def __init__(self, values: list[str], step: str | None = None, stale_after: float = STALE_AFTER):
         self.tailer = Tailer(values, StepSpec.parse(step) if step else None)
         self.steps = StepAssembler()
         self.detector = Detector()
         self.stale_after = stale_after
-        self.clock = clock
         #: lines for the user, each once: a damaged recording (its intact events count), one
         #: left out (it could not be read once its writers ended)
         self.notes: list[str] = []
@@ -81,7 +73,7 @@ class Watch:
         """Read every rank again; returns the new ``step``, ``straggler`` and ``stale`` objects."""
         out: list[dict] = []
         sources = self.tailer.poll()
-        now = self.clock()
+        now = time.monotonic()  # (the clock of RankSource.changed_at)
         for source in sources:  # (every rank read is awaited before any step is judged)
             for rank in self._ranks_of(source) if source.results else ():
                 if rank not in self._left:
