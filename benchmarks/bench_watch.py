@@ -5,7 +5,7 @@ costs as its recording grows, and a live job watched against the same job unwatc
    rank of 200 ranges a step, at 20k, 200k and 1M ranges: CPU seconds (median of 3).
 2. RANKS ranks x 10 steps/s x 200 ranges a step for SECONDS s under ``nvtx-tf record``, with
    ``watch --json`` (interval 0.5 s) and without, interleaved (A B A B): the ranks' mean step
-   time, watch's CPU (its rusage: % of one core over its run), its peak RSS, and the latency of
+   time, watch's CPU (its rusage: % of one core over its run), its peak RSS (VmHWM), and the latency of
    the step lines (arrival - end_ns: median, p95).
 3. The terminal view's frame at 1,024 ranks (``render`` of a Board holding 200 steps each).
 
@@ -89,8 +89,22 @@ def _job(folder: Path, ranks: int, seconds: float, watch: bool) -> dict:
             for line in watcher.stdout:
                 lines.append((time.time_ns(), json.loads(line)))
 
+        def peak():  # (watch's own VmHWM: wait4's ru_maxrss keeps the high mark of this process, before exec)
+            while True:
+                try:
+                    with open(f"/proc/{watcher.pid}/status") as f:
+                        found = [int(line.split()[1]) for line in f if line.startswith("VmHWM:")]
+                except OSError:
+                    return
+                if not found:  # (a zombie: it ended)
+                    return
+                hwm.extend(found)
+                time.sleep(0.1)
+
+        hwm: list[int] = []
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
+        threading.Thread(target=peak, daemon=True).start()
     procs = [
         subprocess.Popen(
             _cli("record", "-o", folder / f"rank{r}", "--export", "json", "--", sys.executable, script, seconds),
@@ -107,7 +121,7 @@ def _job(folder: Path, ranks: int, seconds: float, watch: bool) -> dict:
         watcher.returncode = os.waitstatus_to_exitcode(status)
         reader.join(timeout=10)
         result["cpu"] = usage.ru_utime + usage.ru_stime
-        result["rss_mb"] = usage.ru_maxrss / 1024
+        result["rss_mb"] = max(hwm, default=0) / 1024
         result["after_job_s"] = time.monotonic() - t0
         steps = [(t, o) for t, o in lines if o["kind"] == "step"]
         latency = sorted((t - o["end_ns"]) / 1e9 for t, o in steps)
