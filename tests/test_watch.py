@@ -189,7 +189,8 @@ def test_a_killed_rank_is_stale(tmp_path, child_env):
 def test_the_terminal_view_of_a_finished_job(watched):
     pytest.importorskip("rich", reason="the 'watch' extra")
     folder, _, _, _ = watched
-    proc = subprocess.run(_cli("watch", folder, "--until-done"), capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "COLUMNS": "160"}  # (not a terminal: rich's 80 columns would squeeze the table)
+    proc = subprocess.run(_cli("watch", folder, "--until-done"), env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     frame = proc.stdout.split("nvtx-tf watch (")[-1]  # (not a terminal: each frame printed; the last)
     for rank in range(RANKS):

@@ -240,3 +240,17 @@ def test_the_rolling_heatmap_shades_each_step_against_the_typical_one():
     assert board.heat("rank0", typical) == "▁" * (HEAT - 2) + "··"
     assert board.heat("rank2", typical) == "".join(SHADES[n % 8] for n in range(30 - HEAT, 30))
     assert board.rows()[2][-1] == board.heat("rank2", typical)
+
+
+@pytest.mark.parametrize("width, steps", [(80, 0), (111, 0), (120, 16), (200, 24)])
+def test_the_heatmap_takes_the_room_the_terminal_leaves(width, steps):
+    pytest.importorskip("rich", reason="the 'watch' extra")
+    from nvtx_plugins_tf.recorder.watch.view import Board, render
+
+    board = Board()
+    for n in range(30):
+        board.add(step_object(StepRecord("rank0", n, 0, 100 * MS, 100 * MS, {"train:compute": 90 * MS})))
+    text = render(board, width=width)
+    row = next(line for line in text.splitlines() if "rank0" in line)
+    assert "train:compute 90.0 ms" in row and max(len(line) for line in text.splitlines()) <= width
+    assert row.count("▁") == steps and (f"last {steps} steps" in text) == bool(steps)

@@ -1,6 +1,7 @@
 """``watch``'s terminal view: a table per rank (its last, median and p95 step time over its
-last :data:`WINDOW` steps, the range that took most of its last step, its state) and the
-straggler lines, redrawn in place at each poll with ``rich`` (the ``watch`` extra).
+last :data:`WINDOW` steps, the range that took most of its last step, its state, a rolling
+heatmap of its last steps as wide as the terminal leaves room for) and the straggler lines,
+redrawn in place at each poll with ``rich`` (the ``watch`` extra).
 
 :class:`Board` holds what is shown, fed the ``--json`` objects (:meth:`Board.add`);
 :func:`render` draws it to a string (what tests read), :func:`live` redraws it on a terminal.
@@ -161,19 +162,27 @@ class Board:
         return out
 
 
-def _renderable(board: Board, title: str):
+#: columns left to the table beside the heatmap (room for rank and range names of ~25 characters)
+_TABLE_WIDTH = 104
+
+
+def _renderable(board: Board, title: str, width: int):
+    """The view at ``width`` columns: the heatmap shows the last steps that fit (none below 8)."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
+    heat = min(HEAT, width - _TABLE_WIDTH)
     table = Table(title=Text(printable(title)), title_justify="left")
     for header, justify in (("rank", "left"), ("step", "right"), ("last ms", "right"), ("median ms", "right"),
-                            ("p95 ms", "right"), ("slowest range (last step)", "left"), ("state", "left"),
-                            (f"last {HEAT} steps", "left")):  # fmt: skip
-        table.add_column(header, justify=justify, no_wrap=header.startswith("last "))
+                            ("p95 ms", "right"), ("slowest range (last step)", "left"), ("state", "left")):  # fmt: skip
+        table.add_column(header, justify=justify)
+    if heat >= 8:
+        table.add_column(f"last {heat} steps", no_wrap=True)
     rows = board.rows()
     for row in rows:
-        table.add_row(*(Text(printable(cell)) for cell in row))
+        cells = [*row[:-1], row[-1][-heat:]] if heat >= 8 else row[:-1]
+        table.add_row(*(Text(printable(cell)) for cell in cells))
     more = len(board.ranks) - len(rows)
     hidden = [Text(f"... and {more} more rank(s): the stale, the named and the slowest are shown")] if more else []
     return Group(table, *hidden, *(Text(printable(line)) for line in board.lines))
@@ -185,7 +194,7 @@ def render(board: Board, title: str = "nvtx-tf watch", width: int = 120) -> str:
 
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None, force_terminal=False, legacy_windows=False)
-    console.print(_renderable(board, title))
+    console.print(_renderable(board, title, width))
     return out.getvalue()
 
 
@@ -199,7 +208,8 @@ class live:
 
         self.board, self.title = board, title
         self._console = Console()
-        self._live = Live(_renderable(board, title), console=self._console, auto_refresh=False, transient=False)
+        first = _renderable(board, title, self._console.width)
+        self._live = Live(first, console=self._console, auto_refresh=False, transient=False)
 
     def __enter__(self) -> "live":
         if self._console.is_terminal:
@@ -209,9 +219,9 @@ class live:
     def update(self) -> None:
         """Redraw the view from the board as it is now."""
         if self._console.is_terminal:
-            self._live.update(_renderable(self.board, self.title), refresh=True)
+            self._live.update(_renderable(self.board, self.title, self._console.width), refresh=True)
         else:
-            self._console.print(_renderable(self.board, self.title))
+            self._console.print(_renderable(self.board, self.title, self._console.width))
 
     def __exit__(self, *exc) -> None:
         if self._console.is_terminal:
