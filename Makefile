@@ -8,7 +8,7 @@ NATIVE := nvtx_plugins_tf/_native/.built
 NATIVE_SOURCES := $(wildcard cc_ops/*/*.cc cc_ops/*/*.h) build_tools/build_native.py
 PYTEST_ARGS ?=
 # The public modules whose docstring examples run with the tests.
-DOCTEST_MODULES := nvtx_plugins_tf/_paths.py nvtx_plugins_tf/_signals.py nvtx_plugins_tf/recorder/_arrays.py nvtx_plugins_tf/ops/__init__.py nvtx_plugins_tf/ops/ranges.py nvtx_plugins_tf/recorder/reports/names.py nvtx_plugins_tf/tf_ops_annotation.py nvtx_plugins_tf/viewer.py nvtx_plugins_tf/keras/layers.py nvtx_plugins_tf/keras/wrappers.py nvtx_plugins_tf/keras/callbacks.py nvtx_plugins_tf/hooks.py nvtx_plugins_tf/_host_ranges.py nvtx_plugins_tf/recorder/analysis/sketch.py nvtx_plugins_tf/recorder/analysis/rank_result.py nvtx_plugins_tf/recorder/nsys_inputs/ranges.py
+DOCTEST_MODULES := nvtx_plugins_tf/_paths.py nvtx_plugins_tf/_signals.py nvtx_plugins_tf/recorder/_arrays.py nvtx_plugins_tf/ops/__init__.py nvtx_plugins_tf/ops/ranges.py nvtx_plugins_tf/recorder/reports/names.py nvtx_plugins_tf/tf_ops_annotation.py nvtx_plugins_tf/viewer.py nvtx_plugins_tf/keras/layers.py nvtx_plugins_tf/keras/wrappers.py nvtx_plugins_tf/keras/callbacks.py nvtx_plugins_tf/hooks.py nvtx_plugins_tf/_host_ranges.py nvtx_plugins_tf/recorder/analysis/sketch.py nvtx_plugins_tf/recorder/analysis/rank_result.py nvtx_plugins_tf/recorder/nsys_inputs/ranges.py nvtx_plugins_tf/recorder/watch/session.py nvtx_plugins_tf/recorder/watch/jsonl.py
 
 .PHONY: all demo demo-ranks test bench native clean nsys lint sanitize docs pictures compat compat-ci wheel
 
@@ -17,7 +17,7 @@ all: test
 $(INSTALLED): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[tf,tf-keras,test,plot,view,dask,docs,lint]'
+	$(PY) -m pip install -q -e '.[tf,tf-keras,test,plot,view,watch,dask,docs,lint]'
 	touch $@
 
 $(NATIVE): $(INSTALLED) $(NATIVE_SOURCES)

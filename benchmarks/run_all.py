@@ -19,6 +19,7 @@ BENCHMARKS = [
     "bench_export_nsys.py",
     "bench_end_to_end.py",
     "bench_analyze.py",
+    "bench_watch.py",
     "bench_scaling.py",
     "bench_ops.py",
     "bench_tf_op_ranges.py",

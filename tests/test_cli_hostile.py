@@ -116,6 +116,19 @@ def _rows(good: Path, out: Path, marker: Path):
         ("view --port negative", ["view", "--port", "-1", good / "rec"], usage, "--port"),
         ("view --port too large", ["view", "--port", "70000", good / "rec"], usage, "--port"),
         ("view --port word", ["view", "--port", "x", good / "rec"], usage, "--port"),
+        # watch (tests/test_watch_hostile.py: damaged and foreign recordings, names, signals)
+        ("watch missing", ["watch", out / "missing"], not_found, "missing"),
+        ("watch empty", ["watch", ""], not_found, "REC ''"),
+        ("watch /dev/null", ["watch", "/dev/null"], not_found, "/dev/null"),
+        ("watch text file", ["watch", good / "text.txt"], not_found, "text.txt"),
+        ("watch no argument", ["watch"], usage, "REC"),
+        ("watch --interval 0", ["watch", "--interval", "0", rec], usage, "--interval"),
+        ("watch --interval nan", ["watch", "--interval", "nan", rec], usage, "--interval"),
+        ("watch --interval word", ["watch", "--interval", "x", rec], usage, "--interval"),
+        ("watch --cpu-budget 0", ["watch", "--cpu-budget", "0", rec], usage, "--cpu-budget"),
+        ("watch --stale-after negative", ["watch", "--stale-after", "-1", rec], usage, "--stale-after"),
+        ("watch --step empty", ["watch", "--step", "", rec], usage, "--step"),
+        ("watch --step @domain", ["watch", "--step", "@train", rec], usage, "--step"),
         # the CLI itself
         ("unknown command", ["bogus"], usage, "bogus"),
     ]
@@ -145,7 +158,9 @@ def test_bad_input_gets_one_line_and_its_exit_code(case, good, tmp_path, child_e
     assert [p.name for p in out.iterdir()] == [], "output left behind"
 
 
-@pytest.mark.parametrize("argv", [["record", "-o"], ["report"], ["merge"], ["view"], ["report", "--bogus", "x"], []])
+@pytest.mark.parametrize(
+    "argv", [["record", "-o"], ["report"], ["merge"], ["view"], ["watch"], ["report", "--bogus", "x"], []]
+)
 def test_usage_errors_are_short_and_point_to_help(argv, child_env):
     proc = _cli(child_env(), *argv)
     lines = [line for line in proc.stderr.decode().splitlines() if line.strip()]

@@ -120,6 +120,7 @@ RECORDER_LAYERS = {
     "analysis": 4,
     "outputs": 5,
     "merge": 5,
+    "watch": 5,  # (live steps, read through analysis's mapper)
 }
 
 

@@ -30,6 +30,8 @@ EXIT_NO_RANGE_IDS = 12  # report --pairs: an SQLite file whose start/end ranges 
 EXIT_OUTPUT_BUSY = 13  # record: another record is writing to the same -o PREFIX
 EXIT_OUTPUT_EXISTS = 14  # export: an output exists and --force-overwrite is not true
 EXIT_DASK_UNAVAILABLE = 15  # analyze --workers/--scheduler: no 'dask' extra, or the scheduler is unreachable
+# 16, 17: compare's
+EXIT_WATCH_VIEW_UNAVAILABLE = 19  # watch: the terminal view's 'watch' extra (rich) is not installed
 
 
 class Terminated(BaseException):

@@ -35,6 +35,7 @@ from ._common import (
     warn,
 )
 from ._exports import damaged_line, write_exports
+from .watch import RecordWatcher, add_record_flag
 
 
 def _output_prefix(value: str) -> Path:
@@ -139,8 +140,7 @@ def _segments(raw_dir: Path) -> dict[str, tuple[int, int]]:
 
 
 def _remove_segments(raw_dir: Path, old: dict[str, tuple[int, int]]) -> None:
-    """Remove the segments listed in ``old`` that are still the same files (a new
-    segment that took an old name is kept)."""
+    """Remove the segments in ``old`` that are still the same files (a new one that took an old name is kept)."""
     for name, ident in old.items():
         path = raw_dir / name
         with contextlib.suppress(OSError):
@@ -299,6 +299,7 @@ def cmd_record(args) -> int:
     from ._child import _resolve_command, _run_forwarding_signals  # (subprocess: imported by this command only)
 
     _resolve_command(command)
+    watcher = RecordWatcher(args.watch)
     try:
         from .._native_libs import native_library
 
@@ -336,7 +337,8 @@ def cmd_record(args) -> int:
     if args.tf_ops:
         env[TF_OP_RANGES_ENV] = "1"
     sys.stdout.flush()
-    status = _run_forwarding_signals(command, env, on_started=lambda: _remove_segments(raw_dir, old_segments))
+    status = _run_forwarding_signals(command, env, on_started=watcher.after(_remove_segments, raw_dir, old_segments))
+    watcher.finish()
     code = 128 - status if status < 0 else status
     packer = _Packer(raw_dir)
     try:
@@ -443,5 +445,6 @@ def register(subparsers) -> None:
         help="record every NVTX domain but these (comma list, 'default' is the default domain; as nsys's); "
         "NVTX gets a disabled domain handle for them",
     )
+    add_record_flag(p)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
     p.set_defaults(func=cmd_record)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import struct
 
-__all__ = ["FLAG_CLOSED", "FLAG_LOCKED", "liveness"]
+__all__ = ["FLAG_CLOSED", "FLAG_LOCKED", "liveness", "segment_flags"]
 
 _SEGMENT_MAGIC = b"NVTXREC1"
 _SEGMENT_PID = struct.Struct("<q")  # at offset 24
@@ -16,6 +16,14 @@ _HOST_AT, _HOST_LEN = 1192, 256  # SegmentHeader::host_name
 #: SegmentHeader::flags (cc_ops/format/record_format.h): the writer holds an OFD read lock on
 #: the file while it writes it; the writer closed it (a new segment, its exit).
 FLAG_LOCKED, FLAG_CLOSED = 1, 2
+
+
+def segment_flags(head: bytes) -> int | None:
+    """A raw segment header's ``flags`` (:data:`FLAG_LOCKED`, :data:`FLAG_CLOSED`; 0 from
+    older writers) from its first 32 bytes or more; None when ``head`` is no segment header."""
+    if len(head) < 32 or head[:8] != _SEGMENT_MAGIC:
+        return None
+    return _SEGMENT_FLAGS.unpack_from(head, 20)[0]
 
 
 def _alive(pid: int) -> bool:

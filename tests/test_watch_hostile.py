@@ -1,0 +1,118 @@
+"""``nvtx-tf watch`` under hostile and careless use (issue 47); the bad command lines are rows
+of tests/test_cli_hostile.py's table.
+
+* A foreign file posing as a segment in a folder beside a good recording: the good one's steps
+  are shown, the other left out in one warning, exit 6 with one error line.
+* A folder whose name is no UTF-8; range and file names with control characters and rich
+  markup: escaped on the terminal (as text), exact in JSON.
+* SIGINT and SIGTERM end a watch that would run on: 130 and 143, one line, after the lines it
+  printed.
+* Without rich (the 'watch' extra), the terminal view is one line naming what to install,
+  exit 19; ``--json`` needs none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nvtx_plugins_tf import cli
+
+HOSTILE = "step\\x1b]0;owned\\x07[bold]x\\n"  # (as Python source: an OSC title, markup, a newline)
+PROGRAM = f"""
+import nvtx, time
+for i in range(4):
+    with nvtx.annotate(f"step {{i}}"):
+        with nvtx.annotate("{HOSTILE}"):
+            time.sleep(0.01)
+"""
+
+
+def _cli(env, *args, **kw) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "nvtx_plugins_tf", *[a if isinstance(a, bytes) else str(a) for a in args]]
+    return subprocess.run(argv, env=env, capture_output=True, timeout=300, **kw)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """A folder whose name is no UTF-8, holding a recording of hostile range names."""
+    from conftest import _child_env
+
+    base = tmp_path_factory.mktemp("hostile")
+    odd = os.fsencode(str(base)) + b"/run\xff\x1b[31m"
+    os.mkdir(odd)
+    proc = _cli(_child_env(), "record", "-o", odd + b"/rank0", "--export", "json", "--", sys.executable, "-c", PROGRAM)
+    assert proc.returncode == 0, proc.stderr
+    return Path(os.fsdecode(odd))
+
+
+def test_names_are_exact_in_json_and_escaped_on_the_terminal(folder, child_env):
+    proc = _cli(child_env(), "watch", os.fsencode(str(folder)), "--json", "--until-done")
+    assert proc.returncode == 0, proc.stderr
+    objects = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    assert [o["step"] for o in objects] == [0, 1, 2, 3]
+    assert all(HOSTILE.encode().decode("unicode_escape") in o["ranges"] for o in objects)
+    assert proc.stdout.isascii()
+    pytest.importorskip("rich", reason="the 'watch' extra")
+    proc = _cli(child_env(COLUMNS=200), "watch", os.fsencode(str(folder)), "--until-done")
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout.decode()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "step\\x1b]0;owned\\x07[bold]x\\n" in text  # (as text, not read as markup)
+
+
+def test_a_foreign_segment_beside_a_good_recording(folder, tmp_path, child_env):
+    import shutil
+
+    shutil.copytree(folder / "rank0.nvtxrec", tmp_path / "rank0.nvtxrec")
+    (tmp_path / "evil.nvtxrec").mkdir()
+    (tmp_path / "evil.nvtxrec" / "1-2.nvtxseg").write_bytes(b"NVTXREC1" + b"\xff" * 40)
+    proc = _cli(child_env(), "watch", tmp_path, "--json", "--until-done")
+    assert proc.returncode == cli.EXIT_DAMAGED, proc.stderr
+    assert len(proc.stdout.decode().splitlines()) == 4
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 2 and "left out: " in lines[0] and "evil.nvtxrec" in lines[0], lines
+    assert lines[1].startswith("nvtx-tf: error: 1 recording(s) damaged or left out"), lines
+    assert "Traceback" not in proc.stderr.decode()
+
+
+@pytest.mark.parametrize("signo", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_a_watch_cleanly(folder, child_env, signo):
+    argv = [sys.executable, "-m", "nvtx_plugins_tf", "watch", os.fsencode(str(folder)), "--json", "--interval", "0.1"]
+    proc = subprocess.Popen(argv, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    first = proc.stdout.readline()  # (watching: it runs on, the recording done, until told)
+    assert json.loads(first)["step"] == 0
+    time.sleep(0.3)
+    proc.send_signal(signo)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signo, err
+    assert len(out.decode().splitlines()) == 3  # (the other steps, printed before it)
+    lines = err.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nvtx-tf: error: ") and "Traceback" not in err.decode(), lines
+    assert lines[0].endswith("; stopped watching"), lines
+
+
+def test_without_rich_the_view_says_what_to_install(folder, tmp_path, child_env):
+    shadow = tmp_path / "shadow" / "rich"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('no rich here')\n")
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(shadow.parent), env["PYTHONPATH"]])
+    proc = _cli(env, "watch", os.fsencode(str(folder)), "--until-done")
+    assert proc.returncode == cli._common.EXIT_WATCH_VIEW_UNAVAILABLE == 19, proc.stderr
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1 and "pip install 'nvtx_plugins_tf[watch]'" in lines[0] and "--json" in lines[0]
+    proc = _cli(env, "watch", os.fsencode(str(folder)), "--until-done", "--json")
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 4, proc.stderr
+    marker = tmp_path / "ran"
+    program = f"open({str(marker)!r}, 'w').close()"
+    proc = _cli(env, "record", "--watch", "-o", tmp_path / "r", "--", sys.executable, "-c", program)
+    assert proc.returncode == 19 and not marker.exists() and not (tmp_path / "r.nvtxrec").exists(), proc.stderr
+    assert proc.stderr.decode().count("\n") == 1 and "record --watch needs rich" in proc.stderr.decode()
