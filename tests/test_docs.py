@@ -30,6 +30,15 @@ def test_nav_and_docs_folder_hold_the_same_pages():
     assert sorted(nav) == on_disk, {"not in the nav": set(on_disk) - set(nav), "missing": set(nav) - set(on_disk)}
 
 
+def test_the_home_page_table_links_every_page_of_the_nav():
+    """docs/index.md's table of the guide names every page the nav has (a page added to the
+    nav but not to the home page's table is found only by a reader who looks at the side)."""
+    index = (DOCS / "index.md").read_text()
+    linked = set(re.findall(r"^\|[^|]*\]\(([\w/.-]+\.md)\)", index, re.M))
+    linked |= set(re.findall(r"\]\(([\w/.-]+\.md)\)", "".join(re.findall(r"^\|[^|]*\|", index, re.M))))
+    assert set(_nav_pages()) - {"index.md"} <= linked, set(_nav_pages()) - {"index.md"} - linked
+
+
 def test_mkdocs_builds_from_docs_with_the_material_theme_and_mkdocstrings():
     text = (ROOT / "mkdocs.yml").read_text()
     assert re.search(r"^docs_dir: docs$", text, re.M) and re.search(r"^\s+name: material$", text, re.M)
