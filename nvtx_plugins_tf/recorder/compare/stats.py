@@ -1,0 +1,196 @@
+"""The effect of the change on each range and on the step, with a confidence interval that
+resamples at the level the data are replicated at.
+
+Steps and ranks of one run are not independent replicates (a slow node, a run's drift), so:
+
+* two runs a side or more: a range's value on a side is the mean over its runs and ranks of
+  each rank's median time per step, its within-run variation bootstrapped by resampling the
+  ranks of each run with replacement (a rank is the cluster of its steps); the step's value is
+  the mean over the runs of their median step time (the slowest rank's per step), each run's
+  median resampled by its ranks and by blocks of steps (below) at once.
+* :data:`MIN_RUNS` runs a side or more (``"runs"``): besides, the runs of each side are
+  resampled with replacement (a cluster bootstrap); what that variance has beyond the
+  within-run part (corrected by k / (k - 1)) is the runs' own variation (drift, a slow
+  machine), added to it and counted with k - 1 degrees of freedom (Satterthwaite), so that
+  few runs give wide intervals. With two runs a side (``"ranks of two runs"``) it is not
+  estimated for the ranges: their result holds for the ranks and steps the runs have, and is
+  labelled so. The step's is, even from two runs (one degree of freedom a side): the step
+  time is the slowest rank's, an extreme that its ranks do not replicate.
+* one run on either side (``"within one run"``): a moving-block bootstrap of the steps (blocks
+  of about n^(1/3) steps keep their autocorrelation); a range's value is the median over steps
+  of its time averaged over the ranks. Such a result says nothing of run-to-run variation,
+  and is labelled so.
+
+The ratio candidate / baseline of those values is the effect; its interval and p-value are the
+Student t ones on the logarithm of the ratio with the bootstrap's standard error, so that a few
+hundred resamples give stable tails. The p-values of the ranges are adjusted together by
+Benjamini-Hochberg (:func:`scipy.stats.false_discovery_control`): their q-values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .data import Run
+
+__all__ = ["MIN_RUNS", "RANKS", "RUNS", "WITHIN_ONE_RUN", "Effects", "effects", "bh"]
+
+RUNS = "runs"
+RANKS = "ranks of two runs"
+WITHIN_ONE_RUN = "within one run"
+#: runs a side from which the runs' own variation is estimated (fewer: not)
+MIN_RUNS = 3
+_CHUNK = 128  # ranges resampled at a time (bounds the memory of the block bootstrap)
+
+
+@dataclass
+class Effects:
+    """Per row (the step first, then the ranges): ``baseline`` and ``candidate`` (ns, each
+    side's value, see the module docstring), ``ratio``, ``low``/``high`` (its interval at
+    1 - alpha), ``p`` (two-sided, ratio 1), ``se`` and ``df``; ``level``: :data:`RUNS` or :data:`WITHIN_ONE_RUN`."""
+
+    baseline: np.ndarray
+    candidate: np.ndarray
+    ratio: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    p: np.ndarray
+    level: str
+    se: np.ndarray  #: the standard error of log(ratio)
+    df: np.ndarray  #: its degrees of freedom (inf: the normal's)
+
+    def interval(self, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+        """The ratio's interval at ``confidence`` (0.98: the 98 % one)."""
+        from scipy.stats import t as student
+
+        z = student.ppf(0.5 + confidence / 2, self.df)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return self.ratio * np.exp(-z * self.se), self.ratio * np.exp(z * self.se)
+
+
+def _blocks(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
+    """``size`` moving-block resamples of ``n`` step indexes, (size, n)."""
+    length = max(1, int(round(n ** (1 / 3))))
+    count = -(-n // length)
+    starts = rng.integers(0, n - length + 1, size=(size, count))
+    return (starts[:, :, None] + np.arange(length)).reshape(size, -1)[:, :n]
+
+
+def _median_reps(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per resample (rows of ``idx``), the median over the resampled steps of each column of
+    ``values`` (steps x columns): (resamples, columns), in chunks of columns."""
+    out = np.empty((idx.shape[0], values.shape[1]))
+    for a in range(0, values.shape[1], _CHUNK):
+        out[:, a : a + _CHUNK] = np.median(values[:, a : a + _CHUNK][idx], axis=1)
+    return out
+
+
+def _slowest_reps(rng: np.random.Generator, step: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per resample, the median over the resampled steps (``idx``) of the slowest of the ranks
+    resampled with replacement, from ``step`` (ranks x steps): (resamples, 1)."""
+    size, n = idx.shape[0], step.shape[0]
+    out = np.empty((size, 1))
+    for a in range(0, size, 16):  # (16 resamples at a time: ranks x steps each)
+        ranks = rng.integers(n, size=(min(16, size - a), n))
+        out[a : a + 16, 0] = np.median(step[ranks[:, :, None], idx[a : a + 16, None, :]].max(axis=1), axis=1)
+    return out
+
+
+def _rank_reps(rng: np.random.Generator, medians: np.ndarray, size: int) -> np.ndarray:
+    """Per resample, the mean over the ranks resampled with replacement of ``medians`` (ranks x
+    ranges): (size, ranges), by multinomial weights (no copy of the data per resample)."""
+    n = medians.shape[0]
+    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=size) / n
+    return weights @ medians
+
+
+def _run_reps(rng: np.random.Generator, points: np.ndarray, size: int) -> np.ndarray:
+    """The cluster bootstrap of the runs: ``points`` (runs, columns), per resample the mean
+    over the runs resampled with replacement (size, columns)."""
+    k = points.shape[0]
+    return points[rng.integers(k, size=(size, k))].mean(axis=1)
+
+
+def _side(rng: np.random.Generator, runs: list[Run], level: str, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the side's values, step then ranges; their resamples within the runs, the runs kept
+    (size, 1 + ranges); each run's values (runs, 1 + ranges))."""
+    points, reps = [], []
+    for run in runs:
+        slowest = run.slowest().astype(np.float64)[:, None]
+        idx = _blocks(rng, run.n_steps, size)
+        if level != WITHIN_ONE_RUN:
+            medians = np.median(run.work, axis=1).astype(np.float64)  # (ranks, ranges)
+            range_point, range_reps = medians.mean(axis=0), _rank_reps(rng, medians, size)
+        else:
+            per_step = run.work.mean(axis=0)  # (steps, ranges): the ranks' mean
+            range_point, range_reps = np.median(per_step, axis=0), _median_reps(per_step, idx)
+        if level != WITHIN_ONE_RUN:  # (the ranks resampled too: which one is slowest varies)
+            step_reps = _slowest_reps(rng, run.step.astype(np.float64), idx)
+        else:
+            step_reps = _median_reps(slowest, idx)
+        points.append(np.concatenate([np.median(slowest, axis=0), range_point]))
+        reps.append(np.concatenate([step_reps, range_reps], axis=1))
+    points_ = np.stack(points)
+    return points_.mean(axis=0), np.mean(reps, axis=0), points_
+
+
+def _variance(rng: np.random.Generator, value, reps, points, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the variance of log ``value``, the part of it estimated from the runs alone): the
+    within-run part (ranks, blocks of steps: the resamples ``reps``) and, with several runs,
+    what the runs' cluster bootstrap finds beyond it (corrected by k / (k - 1): few clusters
+    understate it), never below 0 (a method-of-moments estimate of the run component)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        within = np.nanvar(np.log(reps), axis=0, ddof=1)
+        k = points.shape[0]
+        if k < 2:
+            return within, np.zeros_like(within)
+        between = np.nanvar(np.log(_run_reps(rng, points, size)), axis=0, ddof=1) * k / (k - 1)
+    run_part = np.maximum(0.0, between - within)
+    return within + run_part, run_part
+
+
+def effects(
+    baseline: list[Run], candidate: list[Run], *, alpha: float = 0.01, resamples: int = 400, seed: int = 0
+) -> Effects:
+    """The effects of the step and of each range (the runs' ``ranges``, aligned: :func:`.data.align`),
+    at the level the runs allow (see the module docstring); ``seed``: the same seed, the same
+    result. The reference distribution is Student's t with Satterthwaite's degrees of freedom:
+    the run components count k - 1 each, the within-run parts as many as the normal's."""
+    from scipy.stats import t as student
+
+    fewest = min(len(baseline), len(candidate))
+    level = RUNS if fewest >= MIN_RUNS else RANKS if fewest == 2 else WITHIN_ONE_RUN
+    rng = np.random.default_rng(seed)
+    b, b_reps, b_points = _side(rng, baseline, level, resamples)
+    c, c_reps, c_points = _side(rng, candidate, level, resamples)
+    vb, rb = _variance(rng, b, b_reps, b_points, resamples)
+    vc, rc = _variance(rng, c, c_reps, c_points, resamples)
+    if level != RUNS:  # (the ranges' run component is not estimated from two runs; the step's is)
+        vb[1:], vc[1:] = vb[1:] - rb[1:], vc[1:] - rc[1:]
+        rb[1:], rc[1:] = 0.0, 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = c / b
+        var = vb + vc
+        se = np.sqrt(var)
+        parts = (rb**2 / max(len(baseline) - 1, 1)) + (rc**2 / max(len(candidate) - 1, 1))
+        df = np.where(parts > 0, var**2 / np.where(parts > 0, parts, 1.0), np.inf)
+        known = (b > 0) & (c > 0) & np.isfinite(se)
+        d = np.where(known, np.log(np.where(known, ratio, 1.0)), np.nan)
+        z = student.ppf(1 - alpha / 2, df)
+        low, high = np.exp(d - z * se), np.exp(d + z * se)
+        p = np.where(se > 0, 2 * student.sf(np.abs(d) / np.where(se > 0, se, 1.0), df), np.where(d == 0, 1.0, 0.0))
+    p = np.where(known, p, np.nan)
+    return Effects(b, c, ratio, low, high, p, level, se, df)
+
+
+def bh(p: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg q-values of ``p`` (NaN stays NaN, not counted among the tests)."""
+    from scipy.stats import false_discovery_control
+
+    q = np.full(len(p), np.nan)
+    tested = np.isfinite(p)
+    if tested.any():
+        q[tested] = false_discovery_control(p[tested], method="bh")
+    return q
