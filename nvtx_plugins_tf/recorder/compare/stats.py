@@ -15,7 +15,9 @@ Steps and ranks of one run are not independent replicates (a slow node, a run's 
   few runs give wide intervals. With two runs a side (``"ranks of two runs"``) it is not
   estimated for the ranges: their result holds for the ranks and steps the runs have, and is
   labelled so. The step's is, even from two runs (one degree of freedom a side): the step
-  time is the slowest rank's, an extreme that its ranks do not replicate.
+  time is the slowest rank's, an extreme that its ranks do not replicate. A run of fewer than
+  :data:`MIN_RANKS` ranks has too few to resample: its steps are, by blocks, as below (two
+  runs a side of them: ``"within the runs"``).
 * one run on either side (``"within one run"``): a moving-block bootstrap of the steps (blocks
   of about n^(1/3) steps keep their autocorrelation); a range's value is the median over steps
   of its time averaged over the ranks. Such a result says nothing of run-to-run variation,
@@ -35,11 +37,14 @@ import numpy as np
 
 from .data import Run
 
-__all__ = ["MIN_RUNS", "RANKS", "RUNS", "WITHIN_ONE_RUN", "Effects", "effects", "bh"]
+__all__ = ["MIN_RANKS", "MIN_RUNS", "RANKS", "RUNS", "WITHIN_ONE_RUN", "WITHIN_RUNS", "Effects", "effects", "bh"]
 
 RUNS = "runs"
 RANKS = "ranks of two runs"
+WITHIN_RUNS = "within the runs"
 WITHIN_ONE_RUN = "within one run"
+#: ranks a run needs for its ranks to be resampled (fewer: blocks of its steps are)
+MIN_RANKS = 4
 #: runs a side from which the runs' own variation is estimated (fewer: not)
 MIN_RUNS = 3
 _CHUNK = 128  # ranges resampled at a time (bounds the memory of the block bootstrap)
@@ -49,7 +54,8 @@ _CHUNK = 128  # ranges resampled at a time (bounds the memory of the block boots
 class Effects:
     """Per row (the step first, then the ranges): ``baseline`` and ``candidate`` (ns, each
     side's value, see the module docstring), ``ratio``, ``low``/``high`` (its interval at
-    1 - alpha), ``p`` (two-sided, ratio 1), ``se`` and ``df``; ``level``: :data:`RUNS` or :data:`WITHIN_ONE_RUN`."""
+    1 - alpha), ``p`` (two-sided, ratio 1), ``se`` and ``df``; ``level``: :data:`RUNS`, :data:`RANKS`,
+    :data:`WITHIN_RUNS` or :data:`WITHIN_ONE_RUN`."""
 
     baseline: np.ndarray
     candidate: np.ndarray
@@ -120,13 +126,13 @@ def _side(rng: np.random.Generator, runs: list[Run], level: str, size: int) -> t
     for run in runs:
         slowest = run.slowest().astype(np.float64)[:, None]
         idx = _blocks(rng, run.n_steps, size)
-        if level != WITHIN_ONE_RUN:
+        if level in (RUNS, RANKS) and run.n_ranks >= MIN_RANKS:
             medians = np.median(run.work, axis=1).astype(np.float64)  # (ranks, ranges)
             range_point, range_reps = medians.mean(axis=0), _rank_reps(rng, medians, size)
         else:
             per_step = run.work.mean(axis=0)  # (steps, ranges): the ranks' mean
             range_point, range_reps = np.median(per_step, axis=0), _median_reps(per_step, idx)
-        if level != WITHIN_ONE_RUN:  # (the ranks resampled too: which one is slowest varies)
+        if level in (RUNS, RANKS):  # (the ranks resampled too: which one is slowest varies)
             step_reps = _slowest_reps(rng, run.step.astype(np.float64), idx)
         else:
             step_reps = _median_reps(slowest, idx)
@@ -151,6 +157,15 @@ def _variance(rng: np.random.Generator, value, reps, points, size: int) -> tuple
     return within + run_part, run_part
 
 
+def _level(baseline: list[Run], candidate: list[Run]) -> str:
+    fewest = min(len(baseline), len(candidate))
+    if fewest >= MIN_RUNS:
+        return RUNS
+    if fewest == 2:
+        return RANKS if min(r.n_ranks for r in (*baseline, *candidate)) >= MIN_RANKS else WITHIN_RUNS
+    return WITHIN_ONE_RUN
+
+
 def effects(
     baseline: list[Run], candidate: list[Run], *, alpha: float = 0.01, resamples: int = 400, seed: int = 0
 ) -> Effects:
@@ -160,8 +175,7 @@ def effects(
     the run components count k - 1 each, the within-run parts as many as the normal's."""
     from scipy.stats import t as student
 
-    fewest = min(len(baseline), len(candidate))
-    level = RUNS if fewest >= MIN_RUNS else RANKS if fewest == 2 else WITHIN_ONE_RUN
+    level = _level(baseline, candidate)
     rng = np.random.default_rng(seed)
     b, b_reps, b_points = _side(rng, baseline, level, resamples)
     c, c_reps, c_points = _side(rng, candidate, level, resamples)
