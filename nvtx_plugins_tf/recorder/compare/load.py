@@ -96,9 +96,13 @@ def load_runs(
     for r in ranks:
         by_run[owner[str(Path(r.file))]].append(r)
     runs = []
-    for value, mine in zip(values, by_run):
+    for value, mine, inputs in zip(values, by_run, per_run):
+        if not mine and any(line.startswith(str(p)) for p in inputs for line in left_out):
+            raise InputError(f"run {value!r}: none of its inputs could be read; first: {left_out[0]}")
+        if not any(r.events for r in mine):
+            raise NothingToAnalyze(f"run {value!r}: no NVTX ranges in it: nothing to compare")
         if not any(r.n_steps for r in mine):
-            found = step_candidates(spec or StepSpec("step"), mine) if mine else "no input of it could be read"
+            found = step_candidates(spec or StepSpec("step"), mine)
             raise StepNotFound(f"run {value!r} has no steps: {found}; name the step range with --step NAME[@DOMAIN]")
         runs.append(_run(value, mine, notes))
     damaged = list({r.file: f"{r.file}: {r.damage}" for r in ranks if r.damage}.values())
