@@ -53,9 +53,23 @@ def _record_run(folder: Path, slow: float) -> Path:
     """One run: RANKS processes recorded at once (rankK.nvtxrec in ``folder``)."""
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "nvtx_plugins_tf", "record", "-o", folder / f"rank{r}", "--",
-             sys.executable, "-c", WORKLOAD, str(slow)],
-            env=_child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "nvtx_plugins_tf",
+                "record",
+                "-o",
+                folder / f"rank{r}",
+                "--",
+                sys.executable,
+                "-c",
+                WORKLOAD,
+                str(slow),
+            ],
+            env=_child_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )  # fmt: skip
         for r in range(RANKS)
     ]

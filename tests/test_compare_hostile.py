@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import _child_env
-from test_analyze_hostile import KILL, NO_PID, PY, EPOCH, nvtx_tf, one_error, patched, snapshot, synth_rank
+from test_analyze_hostile import EPOCH, KILL, NO_PID, PY, nvtx_tf, one_error, patched, snapshot, synth_rank
 
 from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 

@@ -44,7 +44,9 @@ def _run(name: str, ranks: list[RankResult], notes: list[str]) -> Run:
     stepped = [r for r in ranks if r.n_steps]
     n = min(r.n_steps for r in stepped)
     if max(r.n_steps for r in stepped) != n:
-        notes.append(f"run {name}: its ranks have {n} to {max(r.n_steps for r in stepped)} steps; the first {n} compared")
+        notes.append(
+            f"run {name}: its ranks have {n} to {max(r.n_steps for r in stepped)} steps; the first {n} compared"
+        )
     labels = sorted({range_label(*r.names[i]) for r in stepped for i in r.work_rows.tolist()})
     where = {label: j for j, label in enumerate(labels)}
     step = np.empty((len(stepped), n), dtype=np.int64)

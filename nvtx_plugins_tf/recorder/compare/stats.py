@@ -119,7 +119,9 @@ def _run_reps(rng: np.random.Generator, points: np.ndarray, size: int) -> np.nda
     return points[rng.integers(k, size=(size, k))].mean(axis=1)
 
 
-def _side(rng: np.random.Generator, runs: list[Run], level: str, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _side(
+    rng: np.random.Generator, runs: list[Run], level: str, size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the side's values, step then ranges; their resamples within the runs, the runs kept
     (size, 1 + ranges); each run's values (runs, 1 + ranges))."""
     points, reps = [], []
