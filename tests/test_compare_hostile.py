@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import _child_env
 from test_analyze_hostile import EPOCH, KILL, NO_PID, PY, nvtx_tf, one_error, patched, snapshot, synth_rank
+from test_analyze_hostile import SIGNAL_POINTS as ANALYZE_POINTS
 
 from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 
@@ -89,22 +90,8 @@ def test_bad_input_is_one_line_and_leaves_outdir_as_it_was(corpus, tmp_path, row
 
 
 SIGNAL_POINTS = {
-    "while mapping": """
-        from nvtx_plugins_tf.recorder.analysis import engines
-        _orig = engines.map_input
-        def map_input(path, step=None):
-            _kill()
-            return _orig(path, step)
-        engines.map_input = map_input
-    """,
-    "after the parquet table": """
-        import pyarrow.parquet as pq
-        _orig = pq.write_table
-        def write_table(*a, **k):
-            _orig(*a, **k)
-            _kill()
-        pq.write_table = write_table
-    """,
+    "while mapping": ANALYZE_POINTS["while mapping"],
+    "after the parquet table": ANALYZE_POINTS["after the first table"],
     "while drawing the forest plot": """
         from nvtx_plugins_tf.recorder.compare import outputs
         _orig = outputs._forest
@@ -113,15 +100,9 @@ SIGNAL_POINTS = {
             return _orig(*a, **k)
         outputs._forest = _forest
     """,
-    "while committing (held back: delivered once the outputs are in)": """
-        _orig, _n = os.replace, []
-        def replace(*a, **k):
-            _n.append(1)
-            if len(_n) == 2:
-                _kill()
-            return _orig(*a, **k)
-        os.replace = replace
-    """,
+    "while committing (held back: delivered once the outputs are in)": ANALYZE_POINTS[
+        "while committing (held back: delivered once the outputs are in)"
+    ],
 }
 
 

@@ -19,11 +19,7 @@ import re
 from .._printable import printable
 from ._common import (
     EXIT_DAMAGED,
-    EXIT_DASK_UNAVAILABLE,
     EXIT_INCONCLUSIVE,
-    EXIT_INPUT_NOT_FOUND,
-    EXIT_NO_EVENTS,
-    EXIT_OUTPUT_NOT_WRITABLE,
     EXIT_REGRESSION,
     EXIT_STATS_UNAVAILABLE,
     EXIT_USAGE,
@@ -31,7 +27,7 @@ from ._common import (
     error,
     warn,
 )
-from .analyze import _workers
+from .analyze import _workers, analysis_errors, as_cli_error, check_engine_flags
 
 #: what ``pip install`` adds for compare's statistics
 COMPARE_EXTRA = "nvtx_plugins_tf[compare]"
@@ -69,19 +65,9 @@ def _seed(value: str) -> int:
 
 def _check_flags(args) -> None:
     """The usage errors (exit 2), before anything is read or made."""
-    from ..recorder.analysis import check_scheduler_address
-
-    if args.workers is not None and args.scheduler is not None:
-        raise CliError("--workers starts a local cluster, --scheduler uses a running one: give one", EXIT_USAGE)
-    if args.step is not None and not args.step.partition("@")[0].strip():
-        raise CliError(f"--step {args.step!r}: give the step range's name, NAME or NAME@DOMAIN", EXIT_USAGE)
     if args.output is not None and (not args.output or os.path.abspath(args.output) == "/"):
         raise CliError(f"-o {args.output!r}: OUTDIR must name a folder for the outputs, e.g. -o compare", EXIT_USAGE)
-    if args.scheduler is not None:
-        try:
-            check_scheduler_address(args.scheduler)
-        except ValueError as exc:
-            raise CliError(f"--scheduler {exc}", EXIT_USAGE) from None
+    check_engine_flags(args)
 
 
 def cmd_compare(args) -> int:
@@ -106,15 +92,7 @@ def _compare(args) -> int:
         raise CliError(
             f"compare's statistics need scipy ({exc}): pip install '{COMPARE_EXTRA}'", EXIT_STATS_UNAVAILABLE
         ) from None
-    from ..recorder.analysis import (
-        EngineUnavailable,
-        InputError,
-        NothingToAnalyze,
-        OutdirError,
-        StepNotFound,
-        check_outdir,
-        terminal_progress,
-    )
+    from ..recorder.analysis import check_outdir, terminal_progress
     from ..recorder.compare import compare_runs, load_runs, summary_lines, write_outputs
 
     outdir = Path(args.output) if args.output is not None else None
@@ -134,16 +112,8 @@ def _compare(args) -> int:
         )  # fmt: skip
         if outdir is not None:
             written = write_outputs(comparison, outdir)
-    except InputError as exc:
-        raise CliError(str(exc), EXIT_INPUT_NOT_FOUND) from exc
-    except EngineUnavailable as exc:
-        raise CliError(str(exc), EXIT_DASK_UNAVAILABLE) from exc
-    except NothingToAnalyze as exc:
-        raise CliError(str(exc), EXIT_NO_EVENTS) from exc
-    except StepNotFound as exc:
-        raise CliError(str(exc), EXIT_USAGE) from exc
-    except OutdirError as exc:
-        raise CliError(str(exc), EXIT_OUTPUT_NOT_WRITABLE) from exc
+    except analysis_errors() as exc:
+        raise as_cli_error(exc) from exc
     for line in summary_lines(comparison):
         print(printable(line))
     if written:
