@@ -87,9 +87,6 @@ def load_runs(
     paths = [p for ps in per_run for p in ps]
     ranks, left_out, engine_notes = run_mappers(paths, spec, workers=workers, scheduler=scheduler, progress=progress)
     notes += engine_notes
-    ranks, counted_once = once_each(ranks)
-    notes += counted_once
-    distinct_names(ranks)
     if not any(r.events for r in ranks):
         if left_out:
             raise InputError(f"no input could be read ({len(left_out)}); first: {left_out[0]}")
@@ -97,6 +94,10 @@ def load_runs(
     by_run: list[list[RankResult]] = [[] for _ in values]
     for r in ranks:
         by_run[owner[str(Path(r.file))]].append(r)
+    for i, mine in enumerate(by_run):  # (a rank twice in one run counts once; a copy on the other side is its own)
+        by_run[i], counted_once = once_each(mine)
+        notes += counted_once
+        distinct_names(by_run[i])
     runs = []
     for value, mine, inputs in zip(values, by_run, per_run):
         if not mine and any(line.startswith(str(p)) for p in inputs for line in left_out):
@@ -107,5 +108,5 @@ def load_runs(
             found = step_candidates(spec or StepSpec("step"), mine)
             raise StepNotFound(f"run {value!r} has no steps: {found}; name the step range with --step NAME[@DOMAIN]")
         runs.append(_run(value, mine, notes))
-    damaged = list({r.file: f"{r.file}: {r.damage}" for r in ranks if r.damage}.values())
+    damaged = list({r.file: f"{r.file}: {r.damage}" for run in by_run for r in run if r.damage}.values())
     return Loaded(runs[: len(baseline)], runs[len(baseline) :], notes, damaged, left_out)

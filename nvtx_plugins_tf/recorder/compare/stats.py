@@ -25,8 +25,9 @@ Steps and ranks of one run are not independent replicates (a slow node, a run's 
 
 The ratio candidate / baseline of those values is the effect; its interval and p-value are the
 Student t ones on the logarithm of the ratio with the bootstrap's standard error, so that a few
-hundred resamples give stable tails. The p-values of the ranges are adjusted together by
-Benjamini-Hochberg (:func:`scipy.stats.false_discovery_control`): their q-values.
+hundred resamples give stable tails (fewer on runs of very many steps: :data:`WORK`). The
+p-values of the ranges are adjusted together by Benjamini-Hochberg
+(:func:`scipy.stats.false_discovery_control`): their q-values.
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ WITHIN_ONE_RUN = "within one run"
 MIN_RANKS = 4
 #: runs a side from which the runs' own variation is estimated (fewer: not)
 MIN_RUNS = 3
-_CHUNK = 128  # ranges resampled at a time (bounds the memory of the block bootstrap)
+_PIECE = 1 << 23  # values gathered at a time by a resampling (64 MiB of float64)
+#: values resampled in all (resamples x steps x (ranks + columns)) before fewer resamples are
+#: drawn (never below :data:`MIN_RESAMPLES`): bounds the time on runs of very many steps
+WORK = 4e8
+MIN_RESAMPLES = 50
 
 
 @dataclass
@@ -80,16 +85,22 @@ def _blocks(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
     """``size`` moving-block resamples of ``n`` step indexes, (size, n)."""
     length = max(1, int(round(n ** (1 / 3))))
     count = -(-n // length)
-    starts = rng.integers(0, n - length + 1, size=(size, count))
-    return (starts[:, :, None] + np.arange(length)).reshape(size, -1)[:, :n]
+    starts = rng.integers(0, n - length + 1, size=(size, count), dtype=np.int32)
+    return (starts[:, :, None] + np.arange(length, dtype=np.int32)).astype(np.int32).reshape(size, -1)[:, :n]
 
 
 def _median_reps(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Per resample (rows of ``idx``), the median over the resampled steps of each column of
-    ``values`` (steps x columns): (resamples, columns), in chunks of columns."""
-    out = np.empty((idx.shape[0], values.shape[1]))
-    for a in range(0, values.shape[1], _CHUNK):
-        out[:, a : a + _CHUNK] = np.median(values[:, a : a + _CHUNK][idx], axis=1)
+    ``values`` (steps x columns): (resamples, columns), in pieces of at most :data:`_PIECE`
+    values (memory bounded whatever the steps and columns)."""
+    size, n = idx.shape
+    out = np.empty((size, values.shape[1]))
+    cols = max(1, min(values.shape[1], _PIECE // max(1, n * size)))
+    rows = max(1, min(size, _PIECE // max(1, n * cols)))
+    for a in range(0, values.shape[1], cols):
+        part = values[:, a : a + cols]
+        for b in range(0, size, rows):
+            out[b : b + rows, a : a + cols] = np.median(part[idx[b : b + rows]], axis=1)
     return out
 
 
@@ -98,9 +109,10 @@ def _slowest_reps(rng: np.random.Generator, step: np.ndarray, idx: np.ndarray) -
     resampled with replacement, from ``step`` (ranks x steps): (resamples, 1)."""
     size, n = idx.shape[0], step.shape[0]
     out = np.empty((size, 1))
-    for a in range(0, size, 16):  # (16 resamples at a time: ranks x steps each)
-        ranks = rng.integers(n, size=(min(16, size - a), n))
-        out[a : a + 16, 0] = np.median(step[ranks[:, :, None], idx[a : a + 16, None, :]].max(axis=1), axis=1)
+    rows = max(1, min(size, _PIECE // max(1, n * idx.shape[1])))
+    for a in range(0, size, rows):
+        ranks = rng.integers(n, size=(min(rows, size - a), n))
+        out[a : a + rows, 0] = np.median(step[ranks[:, :, None], idx[a : a + rows, None, :]].max(axis=1), axis=1)
     return out
 
 
@@ -179,6 +191,8 @@ def effects(
 
     level = _level(baseline, candidate)
     rng = np.random.default_rng(seed)
+    work = max(r.n_steps * (r.n_ranks + len(r.ranges) + 1) for r in (*baseline, *candidate))
+    resamples = int(min(resamples, max(MIN_RESAMPLES, WORK // max(1, work))))
     b, b_reps, b_points = _side(rng, baseline, level, resamples)
     c, c_reps, c_points = _side(rng, candidate, level, resamples)
     vb, rb = _variance(rng, b, b_reps, b_points, resamples)
