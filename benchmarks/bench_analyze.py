@@ -375,6 +375,7 @@ def main() -> int:
                 for name in names[r % len(names) :] + names[: r % len(names)]:
                     shutil.rmtree(out, ignore_errors=True)
                     made = out / "rank_stats.parquet" if not name.startswith("DuckDB") else Path(sys.executable)
+                    made = out / "compare.parquet" if name.startswith("compare") else made
                     result = measure(*engines[name], made)
                     if r >= args.warmup:  # the first rounds warm the page cache and imports
                         times[name].append(result)

@@ -168,7 +168,7 @@ def test_bad_flags_are_one_line_and_exit_2(flag, text, capsys, tmp_path):
 
 def test_without_scipy_the_install_hint_and_exit_18(runs, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "scipy", None)
-    monkeypatch.setitem(sys.modules, "scipy.stats", None)
+    monkeypatch.setitem(sys.modules, "scipy.special", None)
     code = cli.main(["compare", str(runs["base"][0]), "--vs", str(runs["same"][0])])
     err = capsys.readouterr().err
     assert code == 18 and "pip install 'nvtx_plugins_tf[compare]'" in err, err

@@ -135,6 +135,20 @@ def test_criterion_5_the_injected_range_first_and_shares_add_up(five_percent):
         assert abs(total - 1.0) < 0.01, total
 
 
+def test_the_q_values_are_scipys_benjamini_hochberg():
+    from scipy.stats import false_discovery_control
+
+    from nvtx_plugins_tf.recorder.compare.stats import bh
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 20, 1000):
+        p = rng.uniform(size=n) ** 3
+        assert np.allclose(bh(p), false_discovery_control(p, method="bh"), rtol=1e-12, atol=0)
+    p = np.array([0.01, np.nan, 0.04, 0.03])
+    q = bh(p)
+    assert np.isnan(q[1]) and np.allclose(q[[0, 2, 3]], false_discovery_control(p[[0, 2, 3]], method="bh"))
+
+
 def test_the_same_seed_gives_the_same_result():
     b, c = _pair(5, 1.05)
     one, two = (compare_runs(b, c, seed=9, resamples=RESAMPLES) for _ in range(2))

@@ -87,7 +87,7 @@ def _compare(args) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _check_flags(args)
     try:
-        import scipy.stats  # noqa: F401
+        import scipy.special  # noqa: F401
     except ImportError as exc:
         raise CliError(
             f"compare's statistics need scipy ({exc}): pip install '{COMPARE_EXTRA}'", EXIT_STATS_UNAVAILABLE

@@ -1,6 +1,6 @@
 """What ``compare`` writes: the table (``compare.parquet`` and ``.csv``), ``compare.md`` (a
 table to paste in a pull request, at most :data:`MD_LIMIT` characters), ``compare.png`` (a
-forest plot: each row's ratio and interval; with matplotlib), all into OUTDIR at once
+forest plot: each row's ratio and interval; with Pillow), all into OUTDIR at once
 (:func:`..analysis.outdir.staged`), and the summary printed on the terminal."""
 
 from __future__ import annotations
@@ -134,39 +134,21 @@ def md_table(c: Comparison, limit: int = MD_LIMIT) -> str:
 
 
 def _forest(c: Comparison, output: Path) -> bool:
-    """compare.png: the step and the :data:`_PLOTTED` largest changes, ratio and interval, the
-    threshold's band shaded. False without matplotlib."""
-    try:
-        import matplotlib
+    """compare.png (:mod:`.forest`): the step and the :data:`_PLOTTED` largest changes, ratio and
+    interval, the threshold's band shaded. False without Pillow."""
+    from .forest import render_forest
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    rows = [0, *c.order()[:_PLOTTED]][::-1]
+    rows = [0, *c.order()[:_PLOTTED]]
     e = c.effects
-    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.3 * len(rows)))
-    try:
-        y = np.arange(len(rows))
-        ratio = np.array([e.ratio[i] for i in rows], dtype=float)
-        low = np.array([e.low[i] for i in rows], dtype=float)
-        high = np.array([e.high[i] for i in rows], dtype=float)
-        ok = np.isfinite(ratio) & np.isfinite(low) & np.isfinite(high)
-        colors = {SLOWER: "tab:red", FASTER: "tab:green"}
-        ax.axvspan(1 - c.threshold, 1 + c.threshold, color="0.9")
-        ax.axvline(1.0, color="0.5", lw=0.8)
-        for k in np.flatnonzero(ok):
-            color = colors.get(c.verdict[rows[k]], "0.3")
-            ax.plot([low[k], high[k]], [y[k], y[k]], color=color, lw=2)
-            ax.plot([ratio[k]], [y[k]], "o", color=color)
-        ax.set_yticks(y, [printable(c.names[i])[:60] for i in rows], fontsize=7)
-        ax.set_xlabel(f"candidate / baseline ({1 - c.alpha:.0%} interval; band: +-{c.threshold:.1%})")
-        ax.set_title(f"nvtx-tf compare ({c.level}): the step and the {len(rows) - 1} largest changes", fontsize=9)
-        fig.tight_layout()
-        with open(output, "wb") as file:
-            fig.savefig(file, format="png", dpi=100)
-    finally:
-        plt.close(fig)
+    png = render_forest(
+        [c.names[i] for i in rows], [e.ratio[i] for i in rows], [e.low[i] for i in rows], [e.high[i] for i in rows],
+        [c.verdict[i] for i in rows], c.threshold,
+        f"candidate / baseline, {1 - c.alpha:.0%} intervals ({c.level}); band: +-{c.threshold:.1%}",
+    )  # fmt: skip
+    if png is None:
+        return False
+    with open(output, "wb") as file:
+        file.write(png)
     return True
 
 
