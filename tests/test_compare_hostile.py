@@ -163,9 +163,11 @@ def test_an_outdir_whose_name_is_not_utf8_works(corpus, tmp_path):
     out = os.fsencode(tmp_path) + b"/cmp_\xff"
     argv = [PY, "-m", "nvtx_plugins_tf", "compare", os.fsencode(corpus / "base"), b"--vs",
             os.fsencode(corpus / "new"), b"-o", out]  # fmt: skip
-    proc = subprocess.run(argv, env=_child_env(), capture_output=True, timeout=300)
+    # (a UTF-8 locale's strict stdout: the line naming the outputs must not fail on the name)
+    proc = subprocess.run(argv, env=_child_env(PYTHONIOENCODING="utf-8:strict"), capture_output=True, timeout=300)
     assert proc.returncode == 16, proc.stderr
     assert sorted(os.fsdecode(n) for n in os.listdir(out)) == OUTPUTS
+    assert b"cmp_\\udcff/compare.md" in proc.stdout, proc.stdout
 
 
 def _named_rank(path: Path, pid: int, name: str, slow: int) -> None:
