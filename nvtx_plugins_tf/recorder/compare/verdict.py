@@ -9,10 +9,12 @@ Per range and for the step, with ``threshold`` t and ``alpha``:
 * **inconclusive**: anything else (a range on one side only, too few steps, an interval wider
   than the threshold allows).
 
-Attribution: per step, the time of the rank the step waited for (the slowest) is the sum of its
-ranges' exclusive times plus what no range covers; averaged over the steps (the central 80 % by
-step time) and runs of each side, the step's change is the sum of the ranges' changes plus the
-uncovered part's, exactly.
+Attribution: per step and rank, the step's time is the sum of its ranges' exclusive times plus
+what no range covers (under synchronous training: the wait for the slowest rank too); averaged
+over the ranks, the steps (the central 80 % by step time) and the runs of each side, the step's
+change is the sum of the ranges' changes plus the uncovered part's, exactly. (The slowest
+rank's own breakdown was tried first: which rank is slowest is chosen by the noise, and its
+ranges' times are biased upwards by that choice.)
 ``share``: each one's part of the step's change (they add up to 1).
 """
 
@@ -87,18 +89,16 @@ def _verdicts(e: Effects, q: np.ndarray, threshold: float, alpha: float) -> list
 
 
 def _attributed(runs: list[Run]) -> np.ndarray:
-    """Per side: (step time, each range's time, uncovered), the slowest rank's per step,
-    averaged over the steps whose step time is between its 10th and 90th percentiles in the
+    """Per side: (step time, each range's time, uncovered), each averaged over the ranks per
+    step, then over the steps whose step time is between its 10th and 90th percentiles in the
     run (a robust mean that stays additive: one stalled step moves no share), then the runs."""
     rows = []
     for run in runs:
-        steps = np.arange(run.n_steps)
-        slowest = np.argmax(run.step, axis=0)
-        total = run.step[slowest, steps].astype(np.float64)
+        total = run.step.mean(axis=0).astype(np.float64)  # (steps,)
+        work = run.work.mean(axis=0).astype(np.float64)  # (steps, ranges)
         low, high = np.percentile(total, [10, 90])
-        kept = steps[(total >= low) & (total <= high)]
-        work = run.work[slowest[kept], kept, :].astype(np.float64)
-        total = total[kept]
+        kept = (total >= low) & (total <= high)
+        total, work = total[kept], work[kept]
         rows.append(np.concatenate([[total.mean()], work.mean(axis=0), [(total - work.sum(axis=1)).mean()]]))
     return np.mean(rows, axis=0)
 
