@@ -172,3 +172,27 @@ def test_without_scipy_the_install_hint_and_exit_18(runs, capsys, monkeypatch):
     code = cli.main(["compare", str(runs["base"][0]), "--vs", str(runs["same"][0])])
     err = capsys.readouterr().err
     assert code == 18 and "pip install 'nvtx_plugins_tf[compare]'" in err, err
+
+
+def test_a_run_of_sqlite_exports_is_a_run(runs, tmp_path):
+    """nsys's schema (our SQLite exports, as `record` leaves them beside each recording) read
+    as a run: the same ranks as the recordings, so nothing is slower or faster."""
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    for rank in sorted(runs["base"][0].glob("*.sqlite")):
+        (exports / rank.name).symlink_to(rank)
+    assert len(list(exports.iterdir())) == RANKS
+    proc = nvtx_tf("compare", runs["base"][0], "--vs", exports, "-o", tmp_path / "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = pq.read_table(tmp_path / "out" / "compare.parquet").to_pylist()
+    assert {r["Verdict"] for r in rows if r["Range"] != "(uncovered)"} == {"equivalent"}, rows
+    assert all(r["Ratio"] == pytest.approx(1.0, abs=1e-9) for r in rows if r["Ratio"] is not None)
+
+
+def test_workers_give_the_embedded_engines_bytes(runs, tmp_path):
+    pytest.importorskip("distributed", reason="the 'dask' extra")
+    args = [*runs["base"], "--vs", *runs["slow"], "--seed", "3"]
+    here = nvtx_tf("compare", *args, "-o", tmp_path / "here")
+    there = nvtx_tf("compare", *args, "-o", tmp_path / "there", "--workers", "2")
+    assert here.returncode == there.returncode == 16, there.stderr
+    assert (tmp_path / "here" / "compare.csv").read_bytes() == (tmp_path / "there" / "compare.csv").read_bytes()
