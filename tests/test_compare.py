@@ -196,3 +196,16 @@ def test_workers_give_the_embedded_engines_bytes(runs, tmp_path):
     there = nvtx_tf("compare", *args, "-o", tmp_path / "there", "--workers", "2")
     assert here.returncode == there.returncode == 16, there.stderr
     assert (tmp_path / "here" / "compare.csv").read_bytes() == (tmp_path / "there" / "compare.csv").read_bytes()
+
+
+def test_a_range_on_one_side_only_is_named_in_the_summary():
+    rng = np.random.default_rng(1)
+    kw = dict(runs=1, ranks=2, steps=80, n_ranges=3, warmup=0)
+    baseline, candidate = make_runs(rng, **kw), make_runs(rng, **kw)
+    for run in candidate:  # (r02 renamed: gone from the candidate, a new range in its place)
+        run.ranges = ["r00", "r01", "augment"]
+    c = compare_runs(baseline, candidate, resamples=50)
+    lines = outputs.summary_lines(c)
+    assert any(line.startswith("only in the candidate: augment: ") for line in lines), lines
+    assert any(line.startswith("only in the baseline: r02: ") for line in lines), lines
+    assert c.verdict[c.names.index("augment")] == "inconclusive"

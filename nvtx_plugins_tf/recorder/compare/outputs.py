@@ -72,6 +72,10 @@ def _effect(c: Comparison, i: int) -> str:
     return f"x{e.ratio[i]:.3f} [{e.low[i]:.3f}, {e.high[i]:.3f}]"
 
 
+def _q(q: float) -> str:
+    return "-" if not np.isfinite(q) else f"{q:.2g}" if q > 0 else "<1e-300"
+
+
 def _share(x: float) -> str:
     return f"{x:+.0%}" if np.isfinite(x) else "-"
 
@@ -92,10 +96,15 @@ def summary_lines(c: Comparison, limit: int = 20) -> list[str]:
     for i in changed[:limit]:
         lines.append(
             f"{c.verdict[i]:<8} {printable(c.names[i])}: {_ms(c.effects.baseline[i])} -> "
-            f"{_ms(c.effects.candidate[i])} {_effect(c, i)} q={c.q[i]:.2g} share {_share(c.share[i])}"
+            f"{_ms(c.effects.candidate[i])} {_effect(c, i)} q={_q(c.q[i])} share {_share(c.share[i])}"
         )
     if len(changed) > limit:
         lines.append(f"... and {len(changed) - limit} more ranges changed (compare.csv)")
+    e = c.effects
+    for side, here, there in (("candidate", e.candidate, e.baseline), ("baseline", e.baseline, e.candidate)):
+        only = [i for i in c.order() if here[i] > 0 and not there[i] > 0]
+        for i in only[:limit]:
+            lines.append(f"only in the {side}: {printable(c.names[i])}: {_ms(here[i])} a step (inconclusive)")
     counts = {v: c.verdict[1:].count(v) for v in dict.fromkeys(c.verdict[1:])}
     lines.append(f"ranges: {', '.join(f'{n} {v}' for v, n in counts.items()) or 'none'}")
     return lines
@@ -118,7 +127,7 @@ def md_table(c: Comparison, limit: int = MD_LIMIT) -> str:
     order = [i for i in order if c.verdict[i] != "equivalent"] + [i for i in order if c.verdict[i] == "equivalent"]
     rows = []
     for i in [0, *order]:
-        q = f"{c.q[i]:.2g}" if np.isfinite(c.q[i]) else "-"
+        q = _q(c.q[i])
         rows.append(
             f"| {_md_cell(c.names[i])} | {_ms(c.effects.baseline[i])} | {_ms(c.effects.candidate[i])} | "
             f"{_effect(c, i)} | {q} | {c.verdict[i]} | {_share(c.share[i])} |"
