@@ -212,6 +212,10 @@ def effects(
         z = stdtrit(df, 1 - alpha / 2)
         low, high = np.exp(d - z * se), np.exp(d + z * se)
         p = np.where(se > 0, 2 * stdtr(df, -np.abs(d) / np.where(se > 0, se, 1.0)), np.where(d == 0, 1.0, 0.0))
+    # (a side of one step in all has nothing to resample: no interval, no test)
+    replicated = min(sum(r.n_steps for r in side) for side in (baseline, candidate)) >= 2
+    known &= replicated
+    low, high = np.where(known, low, np.nan), np.where(known, high, np.nan)
     p = np.where(known, p, np.nan)
     return Effects(b, c, ratio, low, high, p, level, se, df)
 

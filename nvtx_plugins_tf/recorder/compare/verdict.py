@@ -98,6 +98,7 @@ def _attributed(runs: list[Run]) -> np.ndarray:
         work = run.work.mean(axis=0).astype(np.float64)  # (steps, ranges)
         low, high = np.percentile(total, [10, 90])
         kept = (total >= low) & (total <= high)
+        kept |= not kept.any()  # (two steps: neither lies between the percentiles; all kept)
         total, work = total[kept], work[kept]
         rows.append(np.concatenate([[total.mean()], work.mean(axis=0), [(total - work.sum(axis=1)).mean()]]))
     return np.mean(rows, axis=0)
