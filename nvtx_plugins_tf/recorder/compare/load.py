@@ -6,6 +6,7 @@ rank's step durations and the exclusive time of each range in each step (``step_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,11 +67,12 @@ def load_runs(
     step: str | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
-    progress=None,
+    progress: Callable[[int, int, int], None] | None = None,
 ) -> Loaded:
     """The runs named by the command-line values ``baseline`` and ``candidate`` (each value one
     run). Raises :class:`InputError` (a run names nothing readable, or an input on both sides),
-    :class:`NothingToAnalyze` (no ranges), :class:`StepNotFound` (a run without steps)."""
+    :class:`NothingToAnalyze` (no ranges), :class:`StepNotFound` (a run without steps).
+    ``progress(done, inputs, events)``: called as each input is mapped (analyze's progress line)."""
     notes: list[str] = []
     values = [*baseline, *candidate]
     per_run = [expand_inputs([v], notes) for v in values]

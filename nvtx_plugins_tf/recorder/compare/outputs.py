@@ -5,13 +5,18 @@ forest plot: each row's ratio and interval; with Pillow), all into OUTDIR at onc
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..._printable import printable
 from ..analysis.outdir import OutdirError, staged
 from .verdict import FASTER, SLOWER, UNCOVERED, Comparison
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["COLUMNS", "MD_LIMIT", "OUTPUTS", "md_table", "summary_lines", "table", "write_outputs"]
 
@@ -30,7 +35,7 @@ def _rows(c: Comparison) -> list[int]:
     return [0, *c.order()]
 
 
-def table(c: Comparison):
+def table(c: Comparison) -> pa.Table:
     """The pyarrow table: the step's row, the ranges' (largest change first), and
     :data:`~.verdict.UNCOVERED`'s (its share of the step's change only). Times in ns."""
     import pyarrow as pa
@@ -161,7 +166,7 @@ def _forest(c: Comparison, output: Path) -> bool:
     return True
 
 
-def write_outputs(c: Comparison, outdir) -> list[Path]:
+def write_outputs(c: Comparison, outdir: str | os.PathLike) -> list[Path]:
     """compare.{parquet,csv,md,png} into ``outdir`` at once (an error, a full disk or a signal
     leaves it as it was); returns the files written. Raises :class:`OutdirError`."""
     import pyarrow.csv as pacsv
