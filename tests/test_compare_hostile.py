@@ -103,6 +103,10 @@ SIGNAL_POINTS = {
     "while committing (held back: delivered once the outputs are in)": ANALYZE_POINTS[
         "while committing (held back: delivered once the outputs are in)"
     ],
+    # (compare ends its process at once as analyze does: a signal as it returns is still 128 + N)
+    "as the command returns, the signal reaching another thread": ANALYZE_POINTS[
+        "as the command returns, the signal reaching another thread"
+    ],
 }
 
 
@@ -114,9 +118,15 @@ def test_a_signal_leaves_outdir_whole(corpus, tmp_path, sig, point):
     script = KILL.format(sig=sig) + textwrap.dedent(SIGNAL_POINTS[point])
     proc = patched(script, "compare", corpus / "base", "--vs", corpus / "new", "-o", out)
     assert proc.returncode == 128 + getattr(signal, sig), proc.stdout + proc.stderr
-    assert one_error(proc).startswith(f"nvtx-tf: error: {'interrupted' if sig == 'SIGINT' else 'terminated'}")
+    words = f"nvtx-tf: error: {'interrupted' if sig == 'SIGINT' else 'terminated'}"
+    if "returns" in point:  # (after the command's own line: the regression it found)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 2 and lines[0].startswith("nvtx-tf: error: regression:"), proc.stderr
+        assert lines[1].startswith(words) and "as the command ended" in lines[1], proc.stderr
+    else:
+        assert one_error(proc).startswith(words)
     after = snapshot(out)
-    if "commit" in point:  # this run's outputs, whole: new/ is slower
+    if "commit" in point or "returns" in point:  # this run's outputs, whole: new/ is slower
         assert sorted(after) == OUTPUTS
         verdicts = {r["Range"]: r["Verdict"] for r in pq.read_table(out / "compare.parquet").to_pylist()}
         assert verdicts["data"] == "slower", verdicts

@@ -17,6 +17,7 @@ import os
 import re
 
 from .._printable import printable
+from . import _quick_exit
 from ._common import (
     EXIT_DAMAGED,
     EXIT_INCONCLUSIVE,
@@ -86,6 +87,8 @@ def _compare(args) -> int:
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _check_flags(args)
+    if args.workers is None and args.scheduler is None:
+        _quick_exit.ask()  # (as analyze: the embedded engine's threads are daemons; nothing else to close)
     try:
         import scipy.special  # noqa: F401
     except ImportError as exc:
