@@ -10,6 +10,8 @@ interleaved rounds (the order rotated every round; medians and quartiles over th
   parquetdirs: every output (all_stats, rank_stats, pace, stragglers, heatmap.png); on both
   also with ``NVTX_TF_ANALYZE_NATIVE=0`` (the numpy mapper, the reference, instead of the
   native one: parquetdirs streamed into it in batches, nsys_inputs/batches.py);
+* ``compare`` (issue 46) of the recordings against their packed copies (two sides of n ranks,
+  an A/A pair): its time against analyze's on the recordings (criterion 7: at most 2x);
 * analyze on the recordings packed as `record` leaves them (recording/packed.py): read frame
   by frame, and with ``NVTX_TF_UNPACK_IN_PLACE=0`` unpacked into a copy first (as before);
 * analyze on a dask.distributed LocalCluster of 2 worker processes (``--workers 2``), on the
@@ -338,6 +340,12 @@ def main() -> int:
                     dict(env, NVTX_TF_UNPACK_IN_PLACE="0"),
                 ),
                 "analyze, embedded, parquetdirs": ([*nvtx_tf, str(pqt), "-o", str(out)], env),
+                # issue 46: two sides of n ranks each (the recordings against their packed copies:
+                # an A/A pair), at most 2x analyze's time on one side, its peak under 1 GiB
+                "compare, embedded, recordings vs packed recordings": (
+                    [*nvtx_tf[:-1], "compare", str(rec), "--vs", str(packed), "-o", str(out), "--seed", "1"],
+                    env,
+                ),
                 "analyze, embedded, parquetdirs, NVTX_TF_ANALYZE_NATIVE=0": (
                     [*nvtx_tf, str(pqt), "-o", str(out)],
                     dict(env, NVTX_TF_ANALYZE_NATIVE="0"),
@@ -392,6 +400,7 @@ def main() -> int:
                     made = out / "rank_stats.parquet"  # (what each makes: the recipes' own files)
                     made = out / "pace_duration.parquet" if "nvtx_pace" in name else made
                     made = Path(sys.executable) if name.startswith("DuckDB") else made
+                    made = out / "compare.parquet" if name.startswith("compare") else made
                     result = measure(*engines[name], made)
                     if r >= args.warmup:  # the first rounds warm the page cache and imports
                         times[name].append(result)

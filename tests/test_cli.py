@@ -209,6 +209,9 @@ def test_every_exit_code_is_its_documented_number():
         "EXIT_OUTPUT_BUSY": 13,
         "EXIT_OUTPUT_EXISTS": 14,
         "EXIT_DASK_UNAVAILABLE": 15,
+        "EXIT_REGRESSION": 16,
+        "EXIT_INCONCLUSIVE": 17,
+        "EXIT_STATS_UNAVAILABLE": 18,
         "EXIT_WATCH_VIEW_UNAVAILABLE": 19,
     }
     # the package's names are the same numbers

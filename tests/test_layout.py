@@ -118,6 +118,7 @@ RECORDER_LAYERS = {
     "reports": 3,
     "timeline": 4,
     "analysis": 4,
+    "compare": 5,  # two sides' runs compared: read by analysis's mappers, written by its staging
     "outputs": 5,
     "merge": 5,
     "watch": 5,  # (live steps, read through analysis's mapper)

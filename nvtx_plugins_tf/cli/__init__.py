@@ -1,9 +1,9 @@
 """``nvtx-tf`` / ``python -m nvtx_plugins_tf``: record NVTX ranges and report on them.
 
-One module per subcommand (``record``, ``report``, ``export``, ``analyze``, ``merge``, ``pack``, ``view``, ``watch``;
-``doctor`` and ``build`` live in :mod:`nvtx_plugins_tf.doctor`), each with ``register(subparsers)`` listed in
-:data:`REGISTRARS`; each sets ``func`` (``args -> int``) on its parser. This package must
-not import TensorFlow.
+One module per subcommand (``record``, ``report``, ``export``, ``analyze``, ``compare``, ``merge``,
+``pack``, ``view``, ``watch``; ``doctor`` and ``build`` live in :mod:`nvtx_plugins_tf.doctor`), each with
+``register(subparsers)`` listed in :data:`REGISTRARS`; each sets ``func`` (``args -> int``) on its
+parser. This package must not import TensorFlow.
 
 Exit codes: see the ``EXIT_*`` constants. A failure prints one line
 ``nvtx-tf: error: ...`` on stderr, never a traceback.
@@ -15,7 +15,7 @@ import argparse
 import signal
 import sys
 
-from . import _quick_exit, analyze, export, merge, pack, record, report, view, watch
+from . import _quick_exit, analyze, compare, export, merge, pack, record, report, view, watch
 from ._common import (
     EXIT_COMMAND_NOT_FOUND,
     EXIT_DAMAGED,
@@ -72,6 +72,7 @@ REGISTRARS = [
     report.register,
     export.register,
     analyze.register,
+    compare.register,
     merge.register,
     pack.register,
     view.register,

@@ -1,4 +1,4 @@
-"""Ending the process at once when a command is done (``analyze``): Python's teardown of the
+"""Ending the process at once when a command is done (``analyze``, ``compare``): Python's teardown of the
 modules a command imported (numpy, pyarrow, matplotlib: 0.1-0.2 s of a core, more on a busy
 machine) is a tenth of analyzing 8 ranks, and has nothing left to do once the outputs are
 written and the streams flushed. Only from the command line itself (:func:`.main` without

@@ -37,21 +37,47 @@ def _workers(value: str) -> int:
     return int(value)
 
 
-def _check_flags(args) -> None:
-    """The usage errors (exit 2), before anything is read or made."""
+def check_engine_flags(args) -> None:
+    """The usage errors (exit 2) of ``--workers``, ``--scheduler`` and ``--step`` (analyze's and
+    compare's), before anything is read or made."""
     from ..recorder.analysis import check_scheduler_address
 
     if args.workers is not None and args.scheduler is not None:
         raise CliError("--workers starts a local cluster, --scheduler uses a running one: give one", EXIT_USAGE)
     if args.step is not None and not args.step.partition("@")[0].strip():
         raise CliError(f"--step {args.step!r}: give the step range's name, NAME or NAME@DOMAIN", EXIT_USAGE)
-    if not args.output or os.path.abspath(args.output) == "/":
-        raise CliError(f"-o {args.output!r}: OUTDIR must name a folder for the tables, e.g. -o analysis", EXIT_USAGE)
     if args.scheduler is not None:
         try:
             check_scheduler_address(args.scheduler)
         except ValueError as exc:
             raise CliError(f"--scheduler {exc}", EXIT_USAGE) from None
+
+
+def _check_flags(args) -> None:
+    """The usage errors (exit 2), before anything is read or made."""
+    if not args.output or os.path.abspath(args.output) == "/":
+        raise CliError(f"-o {args.output!r}: OUTDIR must name a folder for the tables, e.g. -o analysis", EXIT_USAGE)
+    check_engine_flags(args)
+
+
+def analysis_errors() -> tuple[type, ...]:
+    """The errors of the analysis that :func:`as_cli_error` words (imported when one is raised)."""
+    from ..recorder.analysis import EngineUnavailable, InputError, NothingToAnalyze, OutdirError, StepNotFound
+
+    return (InputError, EngineUnavailable, NothingToAnalyze, StepNotFound, OutdirError)
+
+
+def as_cli_error(exc: Exception) -> CliError:
+    """An error of the analysis (analyze's or compare's) as its one line and exit code: a bad
+    input 7, no Dask 15, no ranges 5, no steps 2, OUTDIR not writable 3."""
+    from ..recorder.analysis import EngineUnavailable, InputError, NothingToAnalyze, StepNotFound
+
+    codes = (
+        (InputError, EXIT_INPUT_NOT_FOUND), (EngineUnavailable, EXIT_DASK_UNAVAILABLE),
+        (NothingToAnalyze, EXIT_NO_EVENTS), (StepNotFound, EXIT_USAGE),
+    )  # fmt: skip
+    code = next((c for kind, c in codes if isinstance(exc, kind)), EXIT_OUTPUT_NOT_WRITABLE)
+    return CliError(str(exc), code)
 
 
 def cmd_analyze(args) -> int:
@@ -83,16 +109,7 @@ def _analyze(args, embedded: bool) -> int:
         from ..recorder.analysis import painter
 
         painter.start()
-    from ..recorder.analysis import (
-        EngineUnavailable,
-        InputError,
-        NothingToAnalyze,
-        OutdirError,
-        StepNotFound,
-        check_outdir,
-        compute,
-        terminal_progress,
-    )
+    from ..recorder.analysis import check_outdir, compute, terminal_progress
 
     _check_flags(args)
     if embedded:
@@ -109,16 +126,8 @@ def _analyze(args, embedded: bool) -> int:
             warn(line)
         analysis.check()
         analysis.write(outdir)
-    except InputError as exc:
-        raise CliError(str(exc), EXIT_INPUT_NOT_FOUND) from exc
-    except EngineUnavailable as exc:
-        raise CliError(str(exc), EXIT_DASK_UNAVAILABLE) from exc
-    except NothingToAnalyze as exc:
-        raise CliError(str(exc), EXIT_NO_EVENTS) from exc
-    except StepNotFound as exc:
-        raise CliError(str(exc), EXIT_USAGE) from exc
-    except OutdirError as exc:
-        raise CliError(str(exc), EXIT_OUTPUT_NOT_WRITABLE) from exc
+    except analysis_errors() as exc:
+        raise as_cli_error(exc) from exc
     for line in analysis.summary:
         print(printable(line))
     shown = [str(p) for p in analysis.written if p.suffix in (".parquet", ".png")]

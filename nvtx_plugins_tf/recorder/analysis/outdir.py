@@ -109,8 +109,9 @@ def remove_stale(outdir: Path) -> None:
 
 
 class _Staging:
-    def __init__(self, outdir: Path):
+    def __init__(self, outdir: Path, outputs: tuple[str, ...] = OUTPUTS):
         self.outdir = outdir
+        self.outputs = outputs
         self.made: list[Path] = []  # OUTDIR's parents made for it, outermost first
         self.folder: Path | None = None
         self.lock: int | None = None  # (an fd of the folder holding its lock)
@@ -142,7 +143,7 @@ class _Staging:
             else:
                 for name in names:
                     os.replace(self.folder / name, self.outdir / name)
-                for stale in set(OUTPUTS) - set(names):
+                for stale in set(self.outputs) - set(names):
                     with contextlib.suppress(FileNotFoundError):
                         (self.outdir / stale).unlink()
                 os.rmdir(self.folder)
@@ -164,12 +165,13 @@ class _Staging:
 
 
 @contextlib.contextmanager
-def staged(outdir) -> Iterator[tuple[Path, Callable[[list[str]], None]]]:
+def staged(outdir, outputs: tuple[str, ...] = OUTPUTS) -> Iterator[tuple[Path, Callable[[list[str]], None]]]:
     """``(folder, commit)``: write the outputs into ``folder``, then ``commit(names)`` moves
-    them into OUTDIR at once (and removes the other :data:`OUTPUTS` of an earlier run there).
+    them into OUTDIR at once (and removes the other ``outputs`` of an earlier run there:
+    analyze's :data:`OUTPUTS` by default; compare names its own).
     Leaving without a commit (an error, a signal) removes the folder and what was made for it.
     Raises :class:`OutdirError` when the folder cannot be made."""
-    staging = _Staging(Path(outdir))
+    staging = _Staging(Path(outdir), outputs)
     try:
         yield staging.open(), staging.commit
     finally:

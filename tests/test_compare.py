@@ -1,0 +1,212 @@
+"""`nvtx-tf compare` (issue 46) on real recordings and through its command line.
+
+* Criterion 6: the project's recorder, a sleep-based step loop of 4 ranks x 80 steps, 2 runs a
+  side: 'compute' 10 % slower in the candidate -> exit 16, that range "slower", its ratio within
+  [1.06, 1.14]; the same program as candidate -> exit 0, nothing slower or faster.
+* The outputs: compare.parquet/.csv with the issue's columns, compare.md (at most 65,536
+  characters at 1,000 ranges), compare.png; the same --seed, the same bytes.
+* Flags: --fail-on inconclusive (exit 17), --threshold/--alpha/--warmup checked (exit 2),
+  no scipy (exit 18 and the install hint).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from conftest import _child_env
+
+pytest.importorskip("scipy")
+
+from nvtx_plugins_tf import cli  # noqa: E402
+from nvtx_plugins_tf.recorder.compare import outputs  # noqa: E402
+from nvtx_plugins_tf.recorder.compare.synthetic import make_runs  # noqa: E402
+from nvtx_plugins_tf.recorder.compare.verdict import compare_runs  # noqa: E402
+
+RANKS, STEPS = 4, 80
+WORKLOAD = """
+import sys, time, nvtx
+slow = float(sys.argv[1])
+for i in range({steps}):
+    with nvtx.annotate(f"step {{i}}", domain="train"):
+        with nvtx.annotate("data", domain="train"):
+            time.sleep(0.004)
+        with nvtx.annotate("compute", domain="train"):
+            time.sleep(0.006 * slow)
+        with nvtx.annotate("optimizer", domain="train"):
+            time.sleep(0.002)
+""".format(steps=STEPS)
+
+
+def nvtx_tf(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nvtx_plugins_tf", *map(str, args)],
+        env=_child_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def _record_run(folder: Path, slow: float) -> Path:
+    """One run: RANKS processes recorded at once (rankK.nvtxrec in ``folder``)."""
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "nvtx_plugins_tf",
+                "record",
+                "-o",
+                folder / f"rank{r}",
+                "--",
+                sys.executable,
+                "-c",
+                WORKLOAD,
+                str(slow),
+            ],
+            env=_child_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for r in range(RANKS)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+    return folder
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, list[Path]]:
+    root = tmp_path_factory.mktemp("runs")
+    runs: dict[str, list[Path]] = {"base": [], "slow": [], "same": []}
+    for k in range(2):  # (interleaved, as a user would: a change in the machine's load falls on every side)
+        for side, slow in (("base", 1.0), ("same", 1.0), ("slow", 1.1)):
+            runs[side].append(_record_run(root / f"{side}{k}", slow))
+    return runs
+
+
+def test_criterion_6_a_ten_percent_slower_range_is_exit_16(runs, tmp_path):
+    proc = nvtx_tf("compare", *runs["base"], "--vs", *runs["slow"], "-o", tmp_path / "out")
+    assert proc.returncode == 16, proc.stdout + proc.stderr
+    assert "nvtx-tf: error: regression:" in proc.stderr and "compute@train" in proc.stderr
+    rows = {r["Range"]: r for r in pq.read_table(tmp_path / "out" / "compare.parquet").to_pylist()}
+    assert rows["compute@train"]["Verdict"] == "slower", rows
+    assert 1.06 <= rows["compute@train"]["Ratio"] <= 1.14, rows["compute@train"]
+    assert rows["compute@train"]["Level"] == "ranks of two runs"
+    assert "slower   compute@train" in proc.stdout
+
+
+def test_criterion_6_the_same_program_is_exit_0_and_flags_nothing(runs, tmp_path):
+    proc = nvtx_tf("compare", *runs["base"], "--vs", *runs["same"], "-o", tmp_path / "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = pq.read_table(tmp_path / "out" / "compare.parquet").to_pylist()
+    assert not [r for r in rows if r["Verdict"] in ("slower", "faster")], rows
+    assert {r["Range"] for r in rows} == {"(step)", "data@train", "compute@train", "optimizer@train", "(uncovered)"}
+
+
+def test_the_outputs_and_the_same_seed_the_same_bytes(runs, tmp_path):
+    for out in ("a", "b"):
+        proc = nvtx_tf("compare", *runs["base"], "--vs", *runs["slow"], "-o", tmp_path / out, "--seed", "7")
+        assert proc.returncode == 16, proc.stderr
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert sorted(p.name for p in a.iterdir()) == ["compare.csv", "compare.md", "compare.parquet", "compare.png"]
+    for name in ("compare.csv", "compare.md"):
+        assert (a / name).read_bytes() == (b / name).read_bytes()
+    columns = pq.read_table(a / "compare.parquet").column_names
+    assert columns[:10] == ["Range", "Baseline", "Candidate", "Ratio", "CILow", "CIHigh", "PValue", "QValue",
+                            "Verdict", "ShareOfStepChange"]  # fmt: skip
+    assert (a / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = pq.read_table(a / "compare.parquet").to_pylist()
+    shares = sum(r["ShareOfStepChange"] for r in table if r["Range"] != "(step)")
+    assert shares == pytest.approx(1.0, abs=1e-9)
+
+
+def test_one_run_a_side_is_labelled_within_one_run(runs, tmp_path):
+    proc = nvtx_tf("compare", runs["base"][0], "--vs", runs["slow"][0])
+    assert proc.returncode == 16, proc.stderr
+    assert "within one run" in proc.stdout
+
+
+def test_fail_on_inconclusive_is_exit_17(runs, capsys):
+    # a threshold of 0.01 %: no interval fits inside it, and no change is beyond it with confidence
+    code = cli.main(["compare", str(runs["base"][0]), "--vs", str(runs["same"][0]), "--threshold", "0.0001",
+                     "--fail-on", "inconclusive", "--alpha", "1e-12"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 17, err
+    assert err.startswith("nvtx-tf: error: inconclusive:")
+
+
+def test_md_fits_a_pull_request_at_1000_ranges():
+    rng = np.random.default_rng(0)
+    kw = dict(runs=1, ranks=2, steps=60, n_ranges=1000, warmup=0, range_ns=1e4)
+    c = compare_runs(make_runs(rng, **kw), make_runs(rng, effect={3: 1.5}, **kw), resamples=50)
+    md = outputs.md_table(c)
+    assert len(md) <= 65_536 and "more rows in compare.csv" in md
+    assert md.splitlines()[4].startswith("| (step) |")
+
+
+@pytest.mark.parametrize(
+    "flag, text",
+    [
+        (["--threshold", "abc"], "--threshold: 'abc': a relative change"),
+        (["--threshold", "150%"], "a relative change"),
+        (["--alpha", "0.7"], "false discovery rate"),
+        (["--warmup", "some"], "'auto' (a change-point rule)"),
+        (["--seed", "-1"], "whole number"),
+        (["--fail-on", "x"], "invalid choice"),
+        (["--workers", "2", "--scheduler", "tcp://h:1"], "give one"),
+    ],
+)
+def test_bad_flags_are_one_line_and_exit_2(flag, text, capsys, tmp_path):
+    code = cli.main(["compare", str(tmp_path), "--vs", str(tmp_path), *flag])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and text in err, err
+
+
+def test_without_scipy_the_install_hint_and_exit_18(runs, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    monkeypatch.setitem(sys.modules, "scipy.special", None)
+    code = cli.main(["compare", str(runs["base"][0]), "--vs", str(runs["same"][0])])
+    err = capsys.readouterr().err
+    assert code == 18 and "pip install 'nvtx_plugins_tf[compare]'" in err, err
+
+
+def test_a_run_of_sqlite_exports_is_a_run(runs, tmp_path):
+    """nsys's schema (our SQLite exports, as `record` leaves them beside each recording) read
+    as a run: the same ranks as the recordings, so nothing is slower or faster."""
+    exports = tmp_path / "exports"
+    exports.mkdir()
+    for rank in sorted(runs["base"][0].glob("*.sqlite")):
+        (exports / rank.name).symlink_to(rank)
+    assert len(list(exports.iterdir())) == RANKS
+    proc = nvtx_tf("compare", runs["base"][0], "--vs", exports, "-o", tmp_path / "out")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = pq.read_table(tmp_path / "out" / "compare.parquet").to_pylist()
+    assert {r["Verdict"] for r in rows if r["Range"] != "(uncovered)"} == {"equivalent"}, rows
+    assert all(r["Ratio"] == pytest.approx(1.0, abs=1e-9) for r in rows if r["Ratio"] is not None)
+
+
+def test_workers_give_the_embedded_engines_bytes(runs, tmp_path):
+    pytest.importorskip("distributed", reason="the 'dask' extra")
+    args = [*runs["base"], "--vs", *runs["slow"], "--seed", "3"]
+    here = nvtx_tf("compare", *args, "-o", tmp_path / "here")
+    there = nvtx_tf("compare", *args, "-o", tmp_path / "there", "--workers", "2")
+    assert here.returncode == there.returncode == 16, there.stderr
+    assert (tmp_path / "here" / "compare.csv").read_bytes() == (tmp_path / "there" / "compare.csv").read_bytes()
+
+
+def test_a_range_on_one_side_only_is_named_in_the_summary():
+    rng = np.random.default_rng(1)
+    kw = dict(runs=1, ranks=2, steps=80, n_ranges=3, warmup=0)
+    baseline, candidate = make_runs(rng, **kw), make_runs(rng, **kw)
+    for run in candidate:  # (r02 renamed: gone from the candidate, a new range in its place)
+        run.ranges = ["r00", "r01", "augment"]
+    c = compare_runs(baseline, candidate, resamples=50)
+    lines = outputs.summary_lines(c)
+    assert any(line.startswith("only in the candidate: augment: ") for line in lines), lines
+    assert any(line.startswith("only in the baseline: r02: ") for line in lines), lines
+    assert c.verdict[c.names.index("augment")] == "inconclusive"
