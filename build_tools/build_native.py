@@ -146,6 +146,13 @@ def no_compiler_message(then: str = REBUILD_COMMAND) -> str:
     )
 
 
+def require_compiler() -> None:
+    """Raise :class:`CompilerMissing` (its one line says how to install one) when
+    :data:`COMPILER` is not on PATH: a look-up, before anything says a build starts."""
+    if shutil.which(COMPILER) is None:
+        raise CompilerMissing(no_compiler_message())
+
+
 def _compiler_version() -> str:
     import subprocess
 
@@ -195,8 +202,7 @@ def _compile_and_link(sources: list[Path], output: Path, cflags: list[str], ldfl
     built and how long it takes on stderr (every 10 s while it lasts)."""
     import concurrent.futures
 
-    if shutil.which(COMPILER) is None:  # said once, before anything else
-        raise CompilerMissing(no_compiler_message())
+    require_compiler()  # said once, before anything else
     output.parent.mkdir(parents=True, exist_ok=True)
     log = _build_log(output)
     started = time.monotonic()

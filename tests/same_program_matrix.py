@@ -13,6 +13,7 @@ None when everything is bit-identical. Used in-process (Keras 3) and by a subpro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -319,21 +320,24 @@ def _flat(value):
     return [np.asarray(v) for v in tf.nest.flatten(value)]
 
 
-def train(family: str, style: str | None) -> dict:
-    """Build ``family`` (plain when ``style`` is None) from SEED and fit it STEPS steps.
+def train(family: str, style: str | None, *, keras=None, strategy=None, **compile_extra) -> dict:
+    """Build ``family`` (plain when ``style`` is None) from SEED and fit it STEPS steps;
+    ``keras`` (default: the package's), in ``strategy``'s scope, ``compile_extra`` (e.g.
+    ``jit_compile``) to ``compile``. A plain run imports nothing of nvtx_plugins_tf.
 
     Returns per step the logs' values and the weights after it, the gradients of the
     trained model's outputs (eagerly, training=False) and its predictions."""
-    import nvtx_plugins_tf as nvtx_tf
-
-    keras = _keras()
+    keras = keras or _keras()
     wrap, annotate_after = STYLES[style] if style is not None else (_plain, False)
     keras.utils.set_random_seed(SEED)
-    model, compile_args, (x, y) = {**FAMILIES, **ANNOTATE_ONLY}[family](keras, wrap)
-    if annotate_after:
-        nvtx_tf.keras.annotate(model)
-    loss = compile_args.pop("loss")
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=loss, **compile_args)
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        model, compile_args, (x, y) = {**FAMILIES, **ANNOTATE_ONLY}[family](keras, wrap)
+        if annotate_after:
+            import nvtx_plugins_tf as nvtx_tf
+
+            nvtx_tf.keras.annotate(model)
+        loss = compile_args.pop("loss")
+        model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=loss, **compile_args, **compile_extra)
     names = [getattr(w, "path", None) or w.name for w in model.weights]
     steps = []
 

@@ -81,3 +81,28 @@ def test_changed_sources_are_built_again(broken, tmp_path):
     first.write_text(first.read_text() + "\n// changed\n")  # still broken, but other sources
     again = _load(broken, cache)
     assert again.stderr.count(BUILDING) == 1, again.stderr[-3000:]
+
+
+def test_no_compiler_is_one_line_per_moment_and_not_remembered(broken, tmp_path):
+    """No g++ on PATH (issue 43 row 6): no "building the op library" line (nothing is built),
+    the import's warning and the first op's ImportError are each the one line naming the fix,
+    and nothing is remembered: each process looks again (a look-up on PATH), so installing
+    the compiler is all it takes."""
+    cache = tmp_path / "cache"
+    for _ in range(2):
+        env = _child_env(XDG_CACHE_HOME=cache, TF_CPP_MIN_LOG_LEVEL=3, PATH=str(Path(sys.executable).parent))
+        env.pop("NVTX_TF_NO_AUTO_BUILD", None)
+        proc = subprocess.run(
+            [sys.executable, "-c", SCRIPT], cwd=broken, env=env, capture_output=True, text=True, timeout=900
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert BUILDING not in proc.stderr, proc.stderr[-3000:]
+        said = [line for line in proc.stdout.splitlines() if line.startswith(("WARNING", "OPS"))]
+        assert len(said) == 2, proc.stdout
+        for line in said:
+            assert line.endswith(
+                "the op library is not built: no C++ compiler: g++ was not found on PATH. Install it "
+                "(Debian/Ubuntu: apt-get install g++; Fedora: dnf install gcc-c++), then run: "
+                "python -m nvtx_plugins_tf build"
+            ), line
+        assert not list(cache.glob("nvtx_plugins_tf/*/build-failed.json"))

@@ -139,6 +139,9 @@ def build_into_cache(identity: dict | None = None, *, force: bool = False) -> Pa
             failed = None if force else failed_build(out_dir, identity)
             if failed is not None:
                 raise AutomaticBuildFailed(_failure_text(failed, before=True))
+            # no compiler: its one line (how to install one), found by a look-up on PATH, never
+            # remembered (installing it is all it takes) and never announced as a build
+            build_module().require_compiler()
             print(
                 f"nvtx_plugins_tf: building the op library for TensorFlow {identity['tf_version']} into {out_dir}",
                 file=sys.stderr,
