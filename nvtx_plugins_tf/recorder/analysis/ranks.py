@@ -40,18 +40,11 @@ def _sketch(rank: RankResult) -> tuple:
 
 def once_each(ranks: list[RankResult]) -> tuple[list[RankResult], list[str]]:
     """(``ranks`` without those equal to an earlier one, a line for each one left out)."""
-    alike: dict[tuple, list[RankResult]] = {}
-    identities: dict[int, tuple] = {}  # (by id(rank): taken once, when two ranks are alike)
-
-    def identity(rank: RankResult) -> tuple:
-        if id(rank) not in identities:
-            identities[id(rank)] = _identity(rank)
-        return identities[id(rank)]
-
+    alike: dict[tuple, list[RankResult]] = {}  # (the whole identity taken only of a rank met twice)
     kept, lines = [], []
     for rank in ranks:
         earlier = alike.setdefault(_sketch(rank), [])
-        first = next((e for e in earlier if identity(e) == identity(rank)), None)
+        first = next((e for e in earlier if _identity(e) == _identity(rank)), None)
         if first is None:
             earlier.append(rank)
             kept.append(rank)

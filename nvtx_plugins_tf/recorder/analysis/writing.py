@@ -12,6 +12,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..._paths import arrow_file
+from .engines import embedded_threads
 from .outdir import OUTPUTS, TABLES, OutdirError, staged
 from .painter import Painter
 from .reduce import Tables, heatmap_job
@@ -71,7 +72,7 @@ def _write_files(tables: Tables, folder: Path) -> list[str]:
             raise
 
     largest_first = sorted(jobs, key=lambda job: -job[1].num_rows)
-    with ThreadPoolExecutor(max_workers=max(1, min(2, len(os.sched_getaffinity(0))))) as pool:
+    with ThreadPoolExecutor(max_workers=min(2, embedded_threads())) as pool:
         for done in [pool.submit(write_one, job) for job in largest_first]:
             done.result()
     return [name for name, _, _ in jobs]
