@@ -327,6 +327,8 @@ def main() -> int:
             out = folder / f"out-{os.getpid()}"  # (its own: two runs on one --keep DIR never share it)
             engines = {
                 "analyze, embedded, recordings": ([*nvtx_tf, str(rec), "-o", str(out)], env),
+                # the tables as CSV too (the recipes write them with --csv only, as analyze now does)
+                "analyze --csv, embedded, recordings": ([*nvtx_tf, str(rec), "-o", str(out), "--csv"], env),
                 # the numpy mapper the native one replaced for recordings (the fallback)
                 "analyze, embedded, recordings, NVTX_TF_ANALYZE_NATIVE=0": (
                     [*nvtx_tf, str(rec), "-o", str(out)],

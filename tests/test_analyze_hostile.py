@@ -102,7 +102,7 @@ def corpus(tmp_path_factory) -> Path:
     SegmentWriter(pid=NO_PID + 9).thread(9).string(1, "a").segment.write(root / "empty.nvtxrec")
     (root / "plain.txt").write_text("x")
     synth_rank(root / "nosteps" / "r.nvtxrec", NO_PID + 8, steps=0, names=5)
-    proc = nvtx_tf("analyze", f"{root / 'runs'}:2", "-o", root / "earlier")
+    proc = nvtx_tf("analyze", f"{root / 'runs'}:2", "-o", root / "earlier", "--csv")
     assert proc.returncode == 0, proc.stderr
     assert (root / "earlier" / "heatmap.png").exists()
     return root
@@ -162,14 +162,15 @@ def test_bad_input_is_one_line_and_leaves_outdir_as_it_was(corpus, tmp_path, row
 
 def test_r1_r15_a_run_replaces_every_output_and_removes_a_stale_heatmap(corpus, tmp_path):
     """r15: a run without steps into the folder of a run with steps: its heatmap.png goes (it
-    would picture another run); a file of the user's there stays."""
+    would picture another run), and so do its .csv tables, this run being without --csv; a file
+    of the user's there stays."""
     out = _earlier(corpus, tmp_path)
+    assert (out / "pace.csv").is_file()
     (out / "notes.txt").write_text("mine")
     proc = nvtx_tf("analyze", corpus / "nosteps", "-o", out)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{t}.{s}" for t in ("all_stats", "rank_stats", "pace", "stragglers") for s in ("parquet", "csv")]
-        + ["notes.txt"]
+        [f"{t}.parquet" for t in ("all_stats", "rank_stats", "pace", "stragglers")] + ["notes.txt"]
     )
     assert pq.read_table(out / "pace.parquet").num_rows == 0
     assert {r["File"] for r in pq.read_table(out / "rank_stats.parquet").to_pylist()} == {
@@ -263,7 +264,7 @@ def test_r2_a_signal_leaves_outdir_as_it_was(corpus, tmp_path, sig, point):
     out = _earlier(corpus, tmp_path)
     before = snapshot(out)
     script = KILL.format(sig=sig) + textwrap.dedent(SIGNAL_POINTS[point]).replace("{sig}", sig)
-    proc = patched(script, "analyze", corpus / "runs", "-o", out)
+    proc = patched(script, "analyze", corpus / "runs", "-o", out, "--csv")
     assert proc.returncode == 128 + getattr(signal, sig), proc.stderr
     assert one_error(proc).startswith(f"nvtx-tf: error: {'interrupted' if sig == 'SIGINT' else 'terminated'}")
     after = snapshot(out)
@@ -486,8 +487,7 @@ def test_r12_an_outdir_whose_name_is_not_utf8_works(corpus, tmp_path):
                           env=_child_env(), capture_output=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert sorted(os.fsdecode(n) for n in os.listdir(out)) == sorted(
-        [f"{t}.{s}" for t in ("all_stats", "rank_stats", "pace", "stragglers") for s in ("parquet", "csv")]
-        + ["heatmap.png"]
+        [f"{t}.parquet" for t in ("all_stats", "rank_stats", "pace", "stragglers")] + ["heatmap.png"]
     )
 
 

@@ -124,7 +124,7 @@ def test_analyze_ends_the_process_at_once_its_output_whole(inputs, tmp_path):
     process once its outputs are written and its lines flushed, without Python's teardown
     (a tenth of a small job); its output, piped, is whole; another command tears down."""
     out = tmp_path / "out"
-    command = [sys.executable, "-c", _CONSOLE, "analyze", str(inputs / "rank.nvtxrec"), "-o", str(out)]
+    command = [sys.executable, "-c", _CONSOLE, "analyze", str(inputs / "rank.nvtxrec"), "-o", str(out), "--csv"]
     proc = subprocess.run(command, env=_child_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
@@ -171,7 +171,7 @@ def test_analyze_ending_at_once_with_a_broken_stdout(inputs, tmp_path, stdout):
             proc = subprocess.run(command, env=_child_env(), stdout=full, stderr=subprocess.PIPE, text=True)
         lines = proc.stderr.splitlines()
         assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("nvtx-tf: error:"), proc.stderr
-    assert len(list(out.iterdir())) == 9  # (written before the summary is printed)
+    assert len(list(out.iterdir())) == 5  # (4 tables and heatmap.png: written before the summary is printed)
 
 
 # the command line, then the number of threads numpy's OpenBLAS was set to start

@@ -72,7 +72,7 @@ t.push(10, 1).push(11, 2).pop(15).pop(20).push(30, 3).push(31, 2).pop(40).pop(50
 seg.write(folder + "/r.nvtxrec")
 export_parquetdir(folder + "/r.nvtxrec", folder + "/r_pqtdir")
 export_arrow(folder + "/r.nvtxrec", folder + "/r.arrow")
-analyze([folder + "/r.nvtxrec"], folder + "/a1")
+analyze([folder + "/r.nvtxrec"], folder + "/a1", csv=True)
 print(sorted(m for m in sys.modules if m.split(".")[0] == "pandas")[:3])
 """
 

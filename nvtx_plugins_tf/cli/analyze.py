@@ -125,13 +125,13 @@ def _analyze(args, embedded: bool) -> int:
         for line in analysis.counted_once:
             warn(line)
         analysis.check()
-        analysis.write(outdir)
+        analysis.write(outdir, csv=args.csv)
     except analysis_errors() as exc:
         raise as_cli_error(exc) from exc
     for line in analysis.summary:
         print(printable(line))
     shown = [str(p) for p in analysis.written if p.suffix in (".parquet", ".png")]
-    print(printable(f"wrote {', '.join(shown)} (and the tables as .csv)"), flush=True)
+    print(printable(f"wrote {', '.join(shown)}" + (" (and the tables as .csv)" if args.csv else "")), flush=True)
     # an input that counts only in part, or not at all: the outputs of the rest are written, exit 6
     problems = [f"damaged recording {line}; the tables count its intact events" for line in analysis.damaged]
     problems += [f"left out: {line}; the tables count the other inputs" for line in analysis.tables.left_out]
@@ -153,8 +153,8 @@ def register(subparsers) -> None:
             "in it (DIR:n: the first n), a recording standing for its exports next to it (PREFIX.sqlite, "
             "PREFIX_pqtdir); a rank given twice (two paths, a recording and its export) counts once. Writes into "
             "the folder OUTDIR: all_stats, rank_stats (the nvtx_sum recipe's columns), pace (the steps of every "
-            "rank on one clock) and stragglers (per step, the rank the others waited for), each as .parquet and "
-            ".csv, and heatmap.png (ranks x steps; with Pillow), all at once or none; prints a summary naming "
+            "rank on one clock) and stragglers (per step, the rank the others waited for) as .parquet (and "
+            ".csv with --csv), and heatmap.png (ranks x steps; with Pillow), all at once or none; prints a summary naming "
             "the slowest rank. Runs in this process by default; --workers N or --scheduler ADDRESS run one task "
             "per input on Dask (the 'dask' extra). A damaged recording counts with its intact events: exit 6."
         ),
@@ -171,6 +171,11 @@ def register(subparsers) -> None:
         "--step",
         metavar="NAME[@DOMAIN]",
         help="the step ranges: message NAME or 'NAME N' (default: the Keras callback's 'batch N', else 'step N')",
+    )
+    p.add_argument(
+        "--csv",
+        action="store_true",
+        help="write the tables as .csv too, beside the .parquet files (as the nsys recipes' --csv)",
     )
     p.add_argument("--workers", type=_workers, metavar="N", help="run on a local Dask cluster of N worker processes")
     p.add_argument(

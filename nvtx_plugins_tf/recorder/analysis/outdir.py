@@ -25,7 +25,7 @@ from ..._signals import held
 
 __all__ = ["TABLES", "OUTPUTS", "OutdirError", "check_outdir", "staged"]
 
-#: The tables ``analyze`` writes, each as .parquet and .csv.
+#: The tables ``analyze`` writes, each as .parquet (and .csv, asked for).
 TABLES = ("all_stats", "rank_stats", "pace", "stragglers")
 #: Every file ``analyze`` may write into OUTDIR (the only ones it replaces or removes there).
 OUTPUTS = (*(f"{table}.{suffix}" for table in TABLES for suffix in ("parquet", "csv")), "heatmap.png")

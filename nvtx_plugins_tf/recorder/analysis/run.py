@@ -52,9 +52,10 @@ class Analysis:
         if self.step is not None and not any(r.n_steps for r in ranks):
             raise StepNotFound(f"--step {str(self.step)!r}: {step_candidates(self.step, ranks)}")
 
-    def write(self, outdir) -> list[Path]:
-        """The tables and heatmap.png into ``outdir``, all at once (:func:`.writing.write_tables`)."""
-        self.written = write_tables(self.tables, outdir, self.painter)
+    def write(self, outdir, *, csv: bool = False) -> list[Path]:
+        """The tables (as .parquet, and .csv with ``csv``) and heatmap.png into ``outdir``, all
+        at once (:func:`.writing.write_tables`)."""
+        self.written = write_tables(self.tables, outdir, self.painter, csv=csv)
         return self.written
 
 
@@ -104,10 +105,12 @@ def analyze(
     workers: int | None = None,
     scheduler: str | None = None,
     progress=None,
+    csv: bool = False,
 ) -> Analysis:
     """:func:`compute`, :meth:`Analysis.check`, then the outputs written into ``outdir`` all
-    at once (:meth:`Analysis.write`): nothing is written when an error is raised."""
+    at once (:meth:`Analysis.write`; the tables as .csv too with ``csv``): nothing is written
+    when an error is raised."""
     analysis = compute(inputs, step=step, workers=workers, scheduler=scheduler, progress=progress)
     analysis.check()
-    analysis.write(outdir)
+    analysis.write(outdir, csv=csv)
     return analysis
