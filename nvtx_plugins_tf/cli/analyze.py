@@ -154,9 +154,10 @@ def register(subparsers) -> None:
             "PREFIX_pqtdir); a rank given twice (two paths, a recording and its export) counts once. Writes into "
             "the folder OUTDIR: all_stats, rank_stats (the nvtx_sum recipe's columns), pace (the steps of every "
             "rank on one clock) and stragglers (per step, the rank the others waited for) as .parquet (and "
-            ".csv with --csv), and heatmap.png (ranks x steps; with Pillow), all at once or none; prints a summary naming "
-            "the slowest rank. Runs in this process by default; --workers N or --scheduler ADDRESS run one task "
-            "per input on Dask (the 'dask' extra). A damaged recording counts with its intact events: exit 6."
+            ".csv with --csv), and heatmap.png (ranks x steps; with Pillow), all at once or none; prints a "
+            "summary naming the slowest rank. Runs in this process by default; --workers N or --scheduler "
+            "ADDRESS run one task per input on Dask (the 'dask' extra). A damaged recording counts with its "
+            "intact events: exit 6."
         ),
     )
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="recordings, exports, or directories of them")
