@@ -29,6 +29,7 @@ tables, column by column: ``rank_stats`` and ``all_stats`` (:mod:`.stats`), ``pa
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -58,9 +59,13 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
     ranks = _in_order(ranks)
     # every rank's rows, and each row's range across the ranks (its first appearance's order)
     names = name_ids(ranks)
-    rs, al = stats_columns(ranks, names)
-    pc = pace_columns(ranks, names)
-    named = named_steps(ranks, names.gid, names.keys)
+    # the stragglers' numpy passes over [rank, step, name] (they leave the GIL free) in a
+    # thread beside the statistics and the pace: the reduce is the run's one serial part
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvtx-tf-stragglers") as pool:
+        stragglers = pool.submit(named_steps, ranks, names.gid, names.keys)
+        rs, al = stats_columns(ranks, names)
+        pc = pace_columns(ranks, names)
+        named = stragglers.result()
     st = straggler_columns(ranks, named)
     ints = {"Count", "Min", "Max", "Sum", "Rank", "Step", "Start", "End", "Duration", "Gap", "StartEpochNs"}
     ints |= {"Ranks", "StepDuration", "MedianStepDuration", "Excess"}

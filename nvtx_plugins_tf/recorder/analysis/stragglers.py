@@ -25,6 +25,15 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
 
 
+def _median0(values: np.ndarray) -> np.ndarray:
+    """``np.median(values, axis=0)``, equal to it (the middle value, or the mean of the two
+    middle ones, as float64), by a sort along the ranks: half the time of numpy's copy and
+    partition on [rank, step, name] (a handful of ranks, a million lanes)."""
+    ordered = np.sort(values, axis=0)
+    half = len(ordered) // 2
+    return (ordered[half - 1] + ordered[half]) / 2 if len(ordered) % 2 == 0 else ordered[half].astype(np.float64)
+
+
 #: The stragglers table's columns.
 STRAGGLER_COLUMNS = ("Step", "Ranks", "Rank", "RankName", "StepDuration", "MedianStepDuration", "Excess", "TopRanges")
 
@@ -81,7 +90,7 @@ def named_steps(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
             continue  # (a step fewer than two ranks have: no row)
         whole = len(present) == len(ranks) and len(at) == steps
         w = work if whole else work[present][:, at, :]  # [rank, step, name] (no copy of the whole)
-        above = w - np.median(w, axis=0)
+        above = w - _median0(w)
         excess = np.maximum(above, 0).sum(axis=2)
         best = np.argmax(excess, axis=0)
         most = excess[best, np.arange(len(at))]
@@ -93,7 +102,7 @@ def named_steps(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
         index = present[best]
         parts.append((
             at, np.full(len(at), len(present)), np.where(named, index, -1), durations[index, at],
-            np.median(durations[present][:, at], axis=0).astype(np.int64), most, order, top_ns,
+            _median0(durations[present][:, at]).astype(np.int64), most, order, top_ns,
         ))  # fmt: skip
     cols = [np.concatenate(c) for c in zip(*parts)] if parts else [_I64] * 6 + [np.zeros((0, 3), np.int64)] * 2
     by_step = np.argsort(cols[0], kind="stable")
