@@ -1,13 +1,15 @@
-"""analysis/stragglers.py's ``_distinct``: ``np.unique`` of the stragglers' range names without
-its import of numpy.ma (10 ms of the serial reduce; tests/test_analyze_imports.py checks
-that ``analyze`` imports no numpy.ma)."""
+"""analysis/stragglers.py's shortcuts, each equal to what it replaces: ``_distinct``
+(``np.unique`` of the stragglers' range names without its import of numpy.ma: 10 ms of the
+serial reduce; tests/test_analyze_imports.py checks that ``analyze`` imports no numpy.ma),
+``_median0`` (``np.median`` over the ranks) and ``_top_ranges``' two ways of writing the text
+(numpy's ``U`` arrays for a small job, Arrow's string kernels from ARROW_TEXT_ROWS rows)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nvtx_plugins_tf.recorder.analysis.stragglers import _distinct
+from nvtx_plugins_tf.recorder.analysis.stragglers import Named, _distinct, _median0, _top_ranges
 
 
 @pytest.mark.parametrize(
@@ -18,3 +20,27 @@ from nvtx_plugins_tf.recorder.analysis.stragglers import _distinct
 def test_distinct_is_np_unique(values):
     ours, theirs = _distinct(values), np.unique(values)
     assert ours.dtype == theirs.dtype and ours.tolist() == theirs.tolist()
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (2, 7), (7, 30, 4), (8, 1000, 12), (9, 3)])
+def test_median0_is_np_median(shape):
+    rng = np.random.default_rng(sum(shape))
+    values = rng.integers(0, 2**40, shape)
+    values[-1] = values[0]  # (ties)
+    ours, theirs = _median0(values), np.median(values, axis=0)
+    assert ours.dtype == theirs.dtype == np.float64 and np.array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_top_ranges_numpy_and_arrow_write_the_same_text(seed):
+    rng = np.random.default_rng(seed)
+    rows, names = int(rng.integers(1, 400)), int(rng.integers(1, 6))
+    top_ns = -np.sort(-rng.integers(-5, 10**9, (rows, min(3, names))) * (rng.random((rows, 1)) < 0.9), axis=1)
+    top = rng.integers(0, names, (rows, min(3, names)))
+    rank = np.where(rng.random(rows) < 0.2, -1, rng.integers(0, 8, rows))
+    labels = [f"r{i} \u00e9;+{i}" for i in range(names)]
+    s = Named(*(np.zeros(rows, np.int64),) * 2, rank, *(np.zeros(rows, np.int64),) * 3, top, top_ns, labels)
+    in_numpy = _top_ranges(s, rank < 0, arrow_from=rows + 1).to_pylist()
+    in_arrow = _top_ranges(s, rank < 0, arrow_from=0).to_pylist()
+    assert in_numpy == in_arrow
+    assert all(t == "" for t, r in zip(in_numpy, rank) if r < 0) and any(in_numpy)
