@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_nvtx.h"
+
 static long long now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -26,15 +28,6 @@ static void sleep_ns(long long ns) {
   struct timespec ts = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
   while (nanosleep(&ts, &ts) != 0) {
   }
-}
-
-static void push(nvtxDomainHandle_t domain, const char* message) {
-  nvtxEventAttributes_t attr = {0};
-  attr.version = NVTX_VERSION;
-  attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-  attr.messageType = NVTX_MESSAGE_TYPE_ASCII;
-  attr.message.ascii = message;
-  nvtxDomainRangePushEx(domain, &attr);
 }
 
 int main(int argc, char** argv) {
