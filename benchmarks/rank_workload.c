@@ -13,19 +13,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_nvtx.h"
+
 static long now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
-static void push(nvtxDomainHandle_t domain, const char* message) {
-  nvtxEventAttributes_t attr = {0};
-  attr.version = NVTX_VERSION;
-  attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-  attr.messageType = NVTX_MESSAGE_TYPE_ASCII;
-  attr.message.ascii = message;
-  nvtxDomainRangePushEx(domain, &attr);
 }
 
 int main(int argc, char** argv) {

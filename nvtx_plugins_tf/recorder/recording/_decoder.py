@@ -364,7 +364,10 @@ class Decoder:
         total = self._lib.nvtxr_string_count(self._ctx)
         while len(self._strings) < total:
             want = min(65536, total - len(self._strings))
-            size = 1 << 22
+            # (a buffer for the texts; one too small for the first string grows: the native
+            # call copies as many whole strings as fit. Small first: a 4 MiB buffer zeroed at
+            # every read of a live recording was most of a small read's cost, watch's)
+            size = 1 << 16
             while True:
                 buf = ctypes.create_string_buffer(size)
                 lengths = np.empty(want, dtype=np.uint32)

@@ -78,6 +78,7 @@ class Board:
         self.ranks: dict[str, _Rank] = {}
         self.lines: deque = deque(maxlen=LINES)
         self._named: dict[str, dict] = {}  # rank -> its straggler object
+        self._keys: dict[str, list] = {}  # rank -> its sort key (_natural), made once
         self.newest = -1  #: the highest step number met
 
     def add(self, obj: dict) -> None:
@@ -129,31 +130,38 @@ class Board:
             cells.append(SHADES[min(max(level, 0), len(SHADES) - 1)])
         return "".join(cells)
 
-    def typical(self) -> float:
-        """The median of the ranks' median step times (ns; 0 before any step)."""
-        medians = [_quantile(list(r.durations), 0.5) for r in self.ranks.values() if r.durations]
-        return _quantile(medians, 0.5) if medians else 0.0
+    def _medians(self) -> dict[str, float]:
+        """Each rank's median step time (ns) over its last :data:`WINDOW` steps, ranks with a step."""
+        return {name: _quantile(list(r.durations), 0.5) for name, r in self.ranks.items() if r.durations}
+
+    def typical(self, medians: dict[str, float] | None = None) -> float:
+        """The median of the ranks' median step times (ns; 0 before any step); ``medians``:
+        :meth:`_medians`, when the caller has them."""
+        values = list((self._medians() if medians is None else medians).values())
+        return _quantile(values, 0.5) if values else 0.0
 
     def rows(self, limit: int = ROWS) -> list[tuple[str, ...]]:
         """The table's rows: rank, step, last, median, p95 (ms), slowest range, state, its row
         of the rolling heatmap (:meth:`heat`); by name
         (``rank2`` before ``rank10``), or with more than ``limit`` ranks, the ``limit`` that
         matter most (stale, named, then the slowest by median)."""
-        ranks = sorted(self.ranks.items(), key=lambda item: _natural(item[0]))
+        for name in self.ranks.keys() - self._keys.keys():
+            self._keys[name] = _natural(name)
+        ranks = sorted(self.ranks.items(), key=lambda item: self._keys[item[0]])
+        medians = self._medians()  # (once a frame: a sort of each rank's window)
         if len(ranks) > limit:
 
             def weight(item):
                 name, r = item
-                median = _quantile(list(r.durations), 0.5) if r.durations else 0
-                return (r.state != "stale", name not in self._named, -median)
+                return (r.state != "stale", name not in self._named, -medians.get(name, 0))
 
             ranks = sorted(ranks, key=weight)[:limit]
-        typical = self.typical()
+        typical = self.typical(medians)
         out = []
         for name, r in ranks:
             d = list(r.durations)
             if d:
-                cells = (str(r.step), _ms(d[-1]), _ms(_quantile(d, 0.5)), _ms(_quantile(d, 0.95)))
+                cells = (str(r.step), _ms(d[-1]), _ms(medians[name]), _ms(_quantile(d, 0.95)))
             else:
                 cells = ("-", "-", "-", "-")
             top = f"{r.top[0]} {_ms(r.top[1])} ms" if r.top[0] else "-"
