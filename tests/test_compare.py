@@ -3,6 +3,8 @@
 * Criterion 6: the project's recorder, a sleep-based step loop of 4 ranks x 80 steps, 2 runs a
   side: 'compute' 10 % slower in the candidate -> exit 16, that range "slower", its ratio within
   [1.06, 1.14]; the same program as candidate -> exit 0, nothing slower or faster.
+* Exclusive and inclusive time: 'compute' is nested in 'model' (with 'backward' and 2 ms of
+  model's own): compute's slowdown is in model's inclusive time ("slower"), not its exclusive.
 * The outputs: compare.parquet/.csv with the issue's columns, compare.md (at most 65,536
   characters at 1,000 ranges), compare.png; the same --seed, the same bytes.
 * Flags: --fail-on inconclusive (exit 17), --threshold/--alpha/--warmup checked (exit 2),
@@ -35,8 +37,12 @@ for i in range({steps}):
     with nvtx.annotate(f"step {{i}}", domain="train"):
         with nvtx.annotate("data", domain="train"):
             time.sleep(0.004)
-        with nvtx.annotate("compute", domain="train"):
-            time.sleep(0.006 * slow)
+        with nvtx.annotate("model", domain="train"):
+            time.sleep(0.002)
+            with nvtx.annotate("compute", domain="train"):
+                time.sleep(0.006 * slow)
+            with nvtx.annotate("backward", domain="train"):
+                time.sleep(0.002)
         with nvtx.annotate("optimizer", domain="train"):
             time.sleep(0.002)
 """.format(steps=STEPS)
@@ -100,12 +106,30 @@ def test_criterion_6_a_ten_percent_slower_range_is_exit_16(runs, tmp_path):
     assert "slower   compute@train" in proc.stdout
 
 
+def test_a_nested_ranges_slowdown_is_in_its_parents_inclusive_time(runs, tmp_path):
+    """compute (6 ms, +10 %) inside model (2 ms of its own, backward's 2 ms): model's inclusive
+    time about +6 %, "slower"; its exclusive time not slower; the leaves' inclusive columns
+    repeat their exclusive ones."""
+    proc = nvtx_tf("compare", *runs["base"], "--vs", *runs["slow"], "-o", tmp_path / "out")
+    assert proc.returncode == 16, proc.stdout + proc.stderr
+    rows = {r["Range"]: r for r in pq.read_table(tmp_path / "out" / "compare.parquet").to_pylist()}
+    model, compute = rows["model@train"], rows["compute@train"]
+    assert model["Nested"] and not compute["Nested"], rows
+    assert model["InclVerdict"] == "slower" and 1.03 <= model["InclRatio"] <= 1.09, model
+    assert model["Verdict"] != "slower" and model["Ratio"] < 1.02, model
+    assert model["InclBaseline"] > model["Baseline"] + 7e6  # (its children's 8 ms)
+    assert (compute["InclRatio"], compute["InclVerdict"]) == (compute["Ratio"], compute["Verdict"])
+    assert "inclusive slower" in proc.stdout and "| model@train |" in (tmp_path / "out" / "compare.md").read_text()
+
+
 def test_criterion_6_the_same_program_is_exit_0_and_flags_nothing(runs, tmp_path):
     proc = nvtx_tf("compare", *runs["base"], "--vs", *runs["same"], "-o", tmp_path / "out")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = pq.read_table(tmp_path / "out" / "compare.parquet").to_pylist()
-    assert not [r for r in rows if r["Verdict"] in ("slower", "faster")], rows
-    assert {r["Range"] for r in rows} == {"(step)", "data@train", "compute@train", "optimizer@train", "(uncovered)"}
+    assert not [r for r in rows if {r["Verdict"], r["InclVerdict"]} & {"slower", "faster"}], rows
+    assert {r["Range"] for r in rows} == {
+        "(step)", "data@train", "model@train", "compute@train", "backward@train", "optimizer@train", "(uncovered)"
+    }  # fmt: skip
 
 
 def test_the_outputs_and_the_same_seed_the_same_bytes(runs, tmp_path):
@@ -117,8 +141,10 @@ def test_the_outputs_and_the_same_seed_the_same_bytes(runs, tmp_path):
     for name in ("compare.csv", "compare.md"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     columns = pq.read_table(a / "compare.parquet").column_names
-    assert columns[:10] == ["Range", "Baseline", "Candidate", "Ratio", "CILow", "CIHigh", "PValue", "QValue",
-                            "Verdict", "ShareOfStepChange"]  # fmt: skip
+    assert columns == list(outputs.COLUMNS) and columns[:9] == [
+        "Range", "Baseline", "Candidate", "Ratio", "CILow", "CIHigh", "PValue", "QValue", "Verdict"
+    ]  # fmt: skip
+    assert {"InclRatio", "InclCILow", "InclCIHigh", "InclQValue", "InclVerdict", "ShareOfStepChange"} <= set(columns)
     assert (a / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = pq.read_table(a / "compare.parquet").to_pylist()
     shares = sum(r["ShareOfStepChange"] for r in table if r["Range"] != "(step)")
@@ -146,7 +172,7 @@ def test_md_fits_a_pull_request_at_1000_ranges():
     c = compare_runs(make_runs(rng, **kw), make_runs(rng, effect={3: 1.5}, **kw), resamples=50)
     md = outputs.md_table(c)
     assert len(md) <= 65_536 and "more rows in compare.csv" in md
-    assert md.splitlines()[4].startswith("| (step) |")
+    assert md.splitlines()[6].startswith("| (step) |")
 
 
 @pytest.mark.parametrize(
@@ -186,8 +212,13 @@ def test_a_run_of_sqlite_exports_is_a_run(runs, tmp_path):
     proc = nvtx_tf("compare", runs["base"][0], "--vs", exports, "-o", tmp_path / "out")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = pq.read_table(tmp_path / "out" / "compare.parquet").to_pylist()
-    assert {r["Verdict"] for r in rows if r["Range"] != "(uncovered)"} == {"equivalent"}, rows
+    # (the same ranges' times: every ratio 1, exclusive and inclusive, nothing slower or faster;
+    # "equivalent" where the steps' noise leaves the interval inside the threshold)
+    assert not {r[v] for r in rows for v in ("Verdict", "InclVerdict")} & {"slower", "faster"}, rows
     assert all(r["Ratio"] == pytest.approx(1.0, abs=1e-9) for r in rows if r["Ratio"] is not None)
+    assert all(r["InclRatio"] == pytest.approx(1.0, abs=1e-9) for r in rows if r["InclRatio"] is not None)
+    assert all(r["CILow"] <= 1 <= r["CIHigh"] for r in rows if r["CILow"] is not None)
+    assert next(r for r in rows if r["Range"] == "model@train")["Nested"]  # (the exports' nesting too)
 
 
 def test_workers_give_the_embedded_engines_bytes(runs, tmp_path):
