@@ -117,14 +117,19 @@ def test_criterion_4_a_change_inside_the_threshold_is_equivalent():
 
 def test_criterion_4_at_a_two_percent_rank_speed():
     """The same at the 2 % rank speed of criterion 1: "equivalent" most of the time, "slower"
-    at most once in 30 (an estimate 3 standard errors off: a 0.3 % chance a seed)."""
+    at most once in 30 (an estimate 3 standard errors off: a 0.3 % chance a seed). Why not 90 %
+    (docs/compare.md, "How small a change can be called equivalent"): the estimate's standard
+    error is 0.73 points, above the 0.54 that 90 % needs; its spread across the seeds shows it."""
     equivalent = slower = 0
+    logs = []
     for seed in range(30):
         b, c = _pair(3000 + seed, 1.01)
         r = compare_runs(b, c, threshold=0.03, seed=seed, resamples=RESAMPLES)
         equivalent += r.verdict[1 + INJECTED] == EQUIVALENT
         slower += r.regression()
+        logs.append(np.log(r.effects.ratio[1 + INJECTED]))
     assert equivalent >= 15 and slower <= 1, (equivalent, slower)
+    assert 0.0054 < np.std(logs, ddof=1) < 0.0105, np.std(logs, ddof=1)  # (0.73 points, 30 seeds: +-13 %)
 
 
 def test_criterion_5_the_injected_range_first_and_shares_add_up(five_percent):
