@@ -25,7 +25,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import _child_env
-from test_analyze_hostile import EPOCH, KILL, NO_PID, PY, nvtx_tf, one_error, patched, snapshot, synth_rank
+from test_analyze_hostile import (
+    EPOCH,
+    KILL,
+    NO_PID,
+    PY,
+    _mount_tmpfs,
+    nvtx_tf,
+    one_error,
+    patched,
+    snapshot,
+    synth_rank,
+)
 from test_analyze_hostile import SIGNAL_POINTS as ANALYZE_POINTS
 
 from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
@@ -210,13 +221,6 @@ def test_control_characters_in_range_names_are_escaped(tmp_path):
     assert "evil\\\\x1b[2J\\|row\\\\nnext\\\\u202e" in md
     rows = {r["Range"] for r in pq.read_table(tmp_path / "out" / "compare.parquet").to_pylist()}
     assert name in rows  # (the table keeps the name as recorded)
-
-
-def _mount_tmpfs(folder: Path, size: str) -> None:
-    folder.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs (root needed): {proc.stderr.decode().strip()}")
 
 
 @pytest.mark.parametrize("outdir", ["new", "earlier"])
