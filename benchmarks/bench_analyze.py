@@ -10,8 +10,9 @@ interleaved rounds (the order rotated every round; medians and quartiles over th
   parquetdirs: every output (all_stats, rank_stats, pace, stragglers, heatmap.png); on both
   also with ``NVTX_TF_ANALYZE_NATIVE=0`` (the numpy mapper, the reference, instead of the
   native one: parquetdirs streamed into it in batches, nsys_inputs/batches.py);
-* ``compare`` (issue 46) of the recordings against their packed copies (two sides of n ranks,
-  an A/A pair): its time against analyze's on the recordings (criterion 7: at most 2x);
+* ``compare`` (issue 46) of the recordings against a copy of them (copy/rankK.nvtxrec: two
+  sides of n ranks of one kind, an A/A pair), and against their packed copies: its time against
+  analyze's on the recordings (criterion 7: at most 2x);
 * analyze on the recordings packed as `record` leaves them (recording/packed.py): read frame
   by frame, and with ``NVTX_TF_UNPACK_IN_PLACE=0`` unpacked into a copy first (as before);
 * analyze on a dask.distributed LocalCluster of 2 worker processes (``--workers 2``), on the
@@ -181,6 +182,14 @@ def make_packed(folder: Path, ranks: int) -> None:
         pack_recording(folder / "packed" / name)
 
 
+def make_copies(folder: Path, ranks: int) -> None:
+    """copy/rankK.nvtxrec: the recordings copied (compare's second side, of the same kind)."""
+    for k in range(ranks):
+        name = f"rank{k:03d}.nvtxrec"
+        shutil.rmtree(folder / "copy" / name, ignore_errors=True)
+        shutil.copytree(folder / name, folder / "copy" / name)
+
+
 def subset(folder: Path, kind: str, ranks: int) -> Path:
     """A directory of links to the first ``ranks`` inputs of one kind (recordings, parquetdirs
     with their stand-in reports; ``nsys-RELEASE``: nsys's parquetdirs with its reports,
@@ -189,9 +198,9 @@ def subset(folder: Path, kind: str, ranks: int) -> Path:
     if out.exists():
         return out
     out.mkdir()
-    home = {"packed": "packed", "rec": "", "pqt": ""}.get(kind, kind.replace("sqlite-", "nsys-"))
+    home = {"packed": "packed", "copy": "copy", "rec": "", "pqt": ""}.get(kind, kind.replace("sqlite-", "nsys-"))
     for k in range(ranks):
-        if kind in ("rec", "packed"):
+        if kind in ("rec", "packed", "copy"):
             names = [f"rank{k:03d}.nvtxrec"]
         elif kind.startswith("sqlite-"):
             names = [f"rank{k:03d}.sqlite"]  # (run_nsys's export of the report)
@@ -288,6 +297,8 @@ def main() -> int:
                 print(f"made {max(counts)} ranks x {args.ranges:,} ranges, {steps:,} steps a rank, in {took:.0f} s")
             if not (home / "packed" / f"rank{max(counts) - 1:03d}.nvtxrec").is_dir():
                 make_packed(home, max(counts))
+            if not (home / "copy" / f"rank{max(counts) - 1:03d}.nvtxrec").is_dir():
+                make_copies(home, max(counts))
             for release in args.nsys_exports:
                 t = time.perf_counter()
                 make_nsys_ranks(home, max(counts), args.ranges, steps, release)
@@ -324,6 +335,7 @@ def main() -> int:
         for steps, n in ((steps, n) for steps in step_counts for n in counts):
             home = homes[steps]
             rec, pqt, packed = subset(home, "rec", n), subset(home, "pqt", n), subset(home, "packed", n)
+            copy = subset(home, "copy", n)
             out = folder / f"out-{os.getpid()}"  # (its own: two runs on one --keep DIR never share it)
             engines = {
                 "analyze, embedded, recordings": ([*nvtx_tf, str(rec), "-o", str(out)], env),
@@ -342,8 +354,13 @@ def main() -> int:
                     dict(env, NVTX_TF_UNPACK_IN_PLACE="0"),
                 ),
                 "analyze, embedded, parquetdirs": ([*nvtx_tf, str(pqt), "-o", str(out)], env),
-                # issue 46: two sides of n ranks each (the recordings against their packed copies:
-                # an A/A pair), at most 2x analyze's time on one side, its peak under 1 GiB
+                # issue 46: two sides of n ranks each (the recordings against a copy of them, and
+                # against their packed copies: A/A pairs), at most 2x analyze's time on one side
+                # (like for like: the copy's row), its peak under 1 GiB
+                "compare, embedded, recordings vs a copy": (
+                    [*nvtx_tf[:-1], "compare", str(rec), "--vs", str(copy), "-o", str(out), "--seed", "1"],
+                    env,
+                ),
                 "compare, embedded, recordings vs packed recordings": (
                     [*nvtx_tf[:-1], "compare", str(rec), "--vs", str(packed), "-o", str(out), "--seed", "1"],
                     env,

@@ -331,7 +331,8 @@ def test_step_work_is_each_ranges_overlap_with_each_step(seed):
     r_start[:3], r_end[:3] = -1000, 20_000  # around every step (not work inside any)
     r_start[3], r_end[3] = 500, 9_000  # longer than every step, inside the run
     names = rng.integers(0, 6, 3000)
-    used, matrix = _step_work(starts, ends, r_start, r_end, names, 6)
+    used, matrix, incl = _step_work(starts, ends, r_start, r_end, names, 6)
+    assert (incl == matrix).all()  # (no parents given: nothing nested, inclusive = exclusive)
     work = [{("d", f"m{n}"): int(v) for n, v in zip(used.tolist(), row) if v} for row in matrix.tolist()]
     longest = int((ends - starts).max())
     for k, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
@@ -438,15 +439,17 @@ def test_parents_at_equal_times():
 
 def test_step_work_is_exclusive_of_the_children():
     """compute [10, 90) holds forward [20, 50) and [60, 80): compute's own work is 30 ns,
-    forward's 50, not compute's 80 counted on top of its children's."""
+    forward's 50, not compute's 80 counted on top of its children's; its inclusive time is
+    80. wrap [95, 99) is all its child data's: exclusive 0, inclusive 4, still a column."""
     from nvtx_plugins_tf.recorder.analysis.mapper import _parents, _step_work
 
-    start, end = np.array([10, 20, 60, 95]), np.array([90, 50, 80, 99])
-    names = np.array([0, 1, 1, 2])  # compute, forward, forward, data
-    parent = _parents(start, end, np.zeros(4, dtype=np.int64), np.ones(4, dtype=bool))
-    assert parent.tolist() == [-1, 0, 0, -1]
-    used, work = _step_work(np.array([0]), np.array([100]), start, end, names, 3, parent)
-    assert dict(zip(used.tolist(), work[0].tolist())) == {0: 30, 1: 50, 2: 4}
+    start, end = np.array([10, 20, 60, 95, 95]), np.array([90, 50, 80, 99, 99])
+    names = np.array([0, 1, 1, 3, 2])  # compute, forward, forward, wrap, data
+    parent = _parents(start, end, np.zeros(5, dtype=np.int64), np.ones(5, dtype=bool))
+    assert parent.tolist() == [-1, 0, 0, -1, 3]
+    used, work, incl = _step_work(np.array([0]), np.array([100]), start, end, names, 4, parent)
+    assert dict(zip(used.tolist(), work[0].tolist())) == {0: 30, 1: 50, 2: 4, 3: 0}
+    assert dict(zip(used.tolist(), incl[0].tolist())) == {0: 80, 1: 50, 2: 4, 3: 4}
 
 
 def _stragglers_step_by_step(ranks, gid, keys) -> dict[str, list]:

@@ -8,8 +8,10 @@
   or this run's, whole, never a mix.
 * An OUTDIR that holds analyze's outputs and other files: only compare's are replaced.
 * A damaged (cut) recording: compared with its intact events, one line, exit 6.
-* A non-UTF-8 OUTDIR; control characters and '|' in range names: escaped on the terminal and
-  in compare.md.
+* A non-UTF-8 OUTDIR, non-UTF-8 runs (read; a missing one named escaped, exit 7); control
+  characters and '|' in range names: escaped on the terminal and in compare.md.
+* A real full tmpfs (root only): exit 3, OUTDIR as it was, the disk as free as before.
+* A foreign file among a run's recordings: left out and named, the rest compared, exit 6.
 """
 
 from __future__ import annotations
@@ -23,7 +25,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import _child_env
-from test_analyze_hostile import EPOCH, KILL, NO_PID, PY, nvtx_tf, one_error, patched, snapshot, synth_rank
+from test_analyze_hostile import (
+    EPOCH,
+    KILL,
+    NO_PID,
+    PY,
+    _mount_tmpfs,
+    nvtx_tf,
+    one_error,
+    patched,
+    snapshot,
+    synth_rank,
+)
 from test_analyze_hostile import SIGNAL_POINTS as ANALYZE_POINTS
 
 from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
@@ -208,3 +221,69 @@ def test_control_characters_in_range_names_are_escaped(tmp_path):
     assert "evil\\\\x1b[2J\\|row\\\\nnext\\\\u202e" in md
     rows = {r["Range"] for r in pq.read_table(tmp_path / "out" / "compare.parquet").to_pylist()}
     assert name in rows  # (the table keeps the name as recorded)
+
+
+@pytest.mark.parametrize("outdir", ["new", "earlier"])
+def test_a_full_disk_is_exit_3_and_leaves_nothing_partial(corpus, tmp_path, outdir):
+    """A real tmpfs filled but for 8 KB (compare's outputs need more: the parquet table and the
+    forest plot): exit 3, one line naming the output and the disk full, OUTDIR as it was (an
+    earlier run's outputs byte for byte, or none), the disk as free as before."""
+    full = tmp_path / "full"
+    _mount_tmpfs(full, "1m")
+    try:
+        out = full / "cmp"
+        if outdir == "earlier":
+            import shutil
+
+            shutil.copytree(corpus / "earlier", out)
+        stat = os.statvfs(full)
+        (full / "filler").write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 8192))
+        before, free = snapshot(out), os.statvfs(full).f_bfree
+        proc = nvtx_tf("compare", corpus / "base", "--vs", corpus / "new", "-o", out)
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        line = one_error(proc)
+        assert f"cannot write {out}/compare." in line and "No space left on device" in line, line
+        assert "Traceback" not in proc.stderr
+        assert snapshot(out) == before and os.statvfs(full).f_bfree == free
+        assert sorted(p.name for p in full.iterdir()) == (["filler"] if outdir == "new" else ["cmp", "filler"])
+    finally:
+        subprocess.run(["umount", str(full)], check=True)
+
+
+def test_runs_whose_paths_are_not_utf8_are_compared(corpus, tmp_path):
+    """A baseline folder and a candidate recording named with a byte that is not UTF-8: read,
+    compared (exit 16: new/ is slower) and named escaped on the terminal; a missing one of
+    such a name is exit 7, its name escaped in the one line."""
+    import shutil
+
+    base, cand = os.fsencode(tmp_path) + b"/base_\xff", os.fsencode(tmp_path) + b"/new_\xfe"
+    shutil.copytree(corpus / "base", os.fsdecode(base))
+    shutil.copytree(corpus / "new", os.fsdecode(cand))
+    argv = [PY, "-m", "nvtx_plugins_tf", "compare", base, b"--vs", cand, b"-o", os.fsencode(tmp_path) + b"/out"]
+    proc = subprocess.run(argv, env=_child_env(PYTHONIOENCODING="utf-8:strict"), capture_output=True, timeout=300)
+    assert proc.returncode == 16, proc.stderr
+    assert b"Traceback" not in proc.stderr and b"regression:" in proc.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == OUTPUTS
+    missing = os.fsencode(tmp_path) + b"/gone_\xfd"
+    argv = [PY, "-m", "nvtx_plugins_tf", "compare", base, b"--vs", missing]
+    proc = subprocess.run(argv, env=_child_env(PYTHONIOENCODING="utf-8:strict"), capture_output=True, timeout=300)
+    assert proc.returncode == 7, proc.stderr
+    lines = proc.stderr.decode("utf-8").strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nvtx-tf: error:") and "gone_\\udcfd" in lines[0], lines
+
+
+def test_a_foreign_file_among_a_runs_recordings_is_left_out_exit_6(corpus, tmp_path):
+    """A run's folder holding, beside its ranks, a 'recording' whose segment is foreign bytes:
+    that input left out and named (one line), the others compared, the outputs written, exit 6."""
+    import shutil
+
+    run = Path(shutil.copytree(corpus / "base2", tmp_path / "run"))
+    junk = run / "rank9.nvtxrec"
+    junk.mkdir()
+    (junk / "123-456.nvtxseg").write_bytes(os.urandom(4096))
+    proc = nvtx_tf("compare", corpus / "base", "--vs", run, "-o", tmp_path / "out")
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    line = one_error(proc)
+    assert str(junk) in line and ("left out" in line or "damaged" in line), line
+    assert "Traceback" not in proc.stderr
+    assert sorted(os.listdir(tmp_path / "out")) == OUTPUTS

@@ -27,6 +27,7 @@
 //   rank_stats_api.cc      ABI 10: its C API (below); ABI 11: an nsys export's rows as input
 //   sqlite_ranges.{h,cc}   ABI 11: an SQLite export's range rows read natively into the columns
 //   sqlite_pages.{h,cc}    ABI 13: an SQLite table read straight from the file's pages (sqlite_ranges' fast way)
+//   step_work.h            ABI 14: each step's inclusive work per name besides the exclusive (compare's)
 //   sqlite_api.{h,cc}      SQLite through dlopen, for sqlite_insert (the SQLite export) and sqlite_ranges
 //   packed_segment.{h,cc}  ABI 12: a packed segment read frame by frame (Zstandard through dlopen)
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
@@ -245,6 +246,7 @@ enum NvtxrRankField {
   kNvtxrRankStepEnd,
   kNvtxrRankWorkRows,
   kNvtxrRankStepWork,  // steps x work rows, row-major
+  kNvtxrRankStepIncl,  // ABI 14: the same, inclusive of the children's time
 };
 NVTXR_API void* nvtxr_ranges_new(void);
 NVTXR_API void nvtxr_ranges_free(void* ranges);

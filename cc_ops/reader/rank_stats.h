@@ -1,8 +1,8 @@
 // The mapper of `nvtx-tf analyze` (nvtx_plugins_tf/recorder/analysis/mapper.py) over one
 // input's range columns (range_columns.h), in one native pass per process: per range name
 // the closed ranges' count, sum, min, max, m2, exact quartiles and quantile-sketch buckets;
-// each thread's push/pop nesting (parents); the steps and each step's exclusive work per
-// name. The rules are mapper.py's numpy code's (its _range_stats, _parents, _step_work),
+// each thread's push/pop nesting (parents); the steps and each step's exclusive and
+// inclusive work per name. The rules are mapper.py's numpy code's (its _range_stats, _parents, _step_work),
 // ties and all; tests/test_analyze_native.py compares the two value for value.
 #ifndef NVTX_PLUGINS_TF_READER_RANK_STATS_H_
 #define NVTX_PLUGINS_TF_READER_RANK_STATS_H_
@@ -40,7 +40,8 @@ struct RankStats {
   std::vector<int64_t> sketch_row, sketch_key, sketch_count;
   std::vector<int64_t> step_row, step_start, step_end;  // the recording's clock
   std::vector<int64_t> work_rows;
-  std::vector<int64_t> step_work;  // steps x work_rows, row-major
+  std::vector<int64_t> step_work;  // steps x work_rows, row-major: exclusive ns
+  std::vector<int64_t> step_incl;  // the same, inclusive of the children's
 };
 
 // Memory of ComputeRankStats kept from one input to the next (pages the kernel need not

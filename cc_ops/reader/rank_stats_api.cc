@@ -71,6 +71,8 @@ const void* Field(const RankStats& r, int field, int64_t* size) {
       return of(r.work_rows);
     case kNvtxrRankStepWork:
       return of(r.step_work);
+    case kNvtxrRankStepIncl:
+      return of(r.step_incl);
     default:
       *size = -1;
       return nullptr;

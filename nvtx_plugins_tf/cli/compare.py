@@ -130,14 +130,18 @@ def _compare(args) -> int:
     if problems:
         return EXIT_DAMAGED
     if args.fail_on == "inconclusive" and comparison.inconclusive():
-        n = comparison.verdict.count("inconclusive")
+        n = sum("inconclusive" in comparison.verdicts(i) for i in range(len(comparison.names)))
         raise CliError(f"inconclusive: {n} of the step and ranges (--fail-on inconclusive)", EXIT_INCONCLUSIVE)
     return 0
 
 
 def _slower(comparison) -> str:
-    names = [comparison.names[i] for i in [0, *comparison.order()] if comparison.verdict[i] == "slower"]
-    shown = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    names = [
+        repr(comparison.names[i]) + ("" if comparison.verdict[i] == "slower" else " (inclusive time)")
+        for i in [0, *comparison.order()]
+        if "slower" in comparison.verdicts(i)
+    ]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return f"{shown} slower"
 
 
@@ -150,11 +154,13 @@ def register(subparsers) -> None:
             "export, or a folder of a run's ranks). Per range: its exclusive time per step on every rank, the "
             "warm-up cut (--warmup), the ratio candidate / baseline with an interval resampled at the level the "
             "runs allow (runs with 3 or more a side; the ranks of two runs; blocks of steps within one run), "
-            "q-values across the ranges (Benjamini-Hochberg) and a verdict: slower, faster, equivalent (inside "
-            "+-threshold) or inconclusive; the same for the step (the slowest rank's), and the step's change "
+            "the same for its inclusive time where ranges are nested in it, q-values across the ranges "
+            "(Benjamini-Hochberg) and a verdict on each: slower, faster, equivalent (inside +-threshold) or "
+            "inconclusive; the same for the step (the slowest rank's), and the step's change "
             "split into the ranges' and what no range covers. Prints the ranges that changed; with -o, writes "
             "compare.parquet/.csv, compare.md (a table for a pull request) and compare.png (a forest plot) at "
-            "once. Exit 16 on a regression, 17 with --fail-on inconclusive. Needs the 'compare' extra (scipy)."
+            "once. Exit 16 on a regression (exclusive or inclusive), 17 with --fail-on inconclusive. Needs the "
+            "'compare' extra (scipy)."
         ),
     )
     p.add_argument("baseline", nargs="+", metavar="BASELINE", help="the baseline's runs")

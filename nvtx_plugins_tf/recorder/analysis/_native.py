@@ -40,6 +40,7 @@ FIELDS = {
     "step_end": np.int64,
     "work_rows": np.int64,
     "step_work": np.int64,
+    "step_incl": np.int64,
 }
 
 
@@ -206,7 +207,7 @@ class NativeRanges:
 
     def rank_stats(self, is_step: np.ndarray | None, n_names: int) -> list[dict]:
         """Every process's results (by pid ascending): dicts of ``pid``, ``events``,
-        ``open_ranges`` and the :data:`FIELDS` (``step_work``: steps x work rows);
+        ``open_ranges`` and the :data:`FIELDS` (``step_work``, ``step_incl``: steps x work rows);
         ``is_step`` None: no step chosen."""
         flags = np.zeros(max(n_names, 1), dtype=np.uint8)
         if is_step is not None:
@@ -228,6 +229,7 @@ class NativeRanges:
                 self._lib.nvtxr_rank_stats_copy(self._ptr, p, field, values.ctypes.data)
                 result[name] = values
             steps = len(result["step_start"])
-            result["step_work"] = result["step_work"].reshape(steps, len(result["work_rows"]) if steps else 0)
+            for name in ("step_work", "step_incl"):
+                result[name] = result[name].reshape(steps, len(result["work_rows"]) if steps else 0)
             out.append(result)
         return out

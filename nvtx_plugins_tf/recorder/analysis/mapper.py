@@ -122,7 +122,7 @@ def map_ranges(path: Path, ranges: Ranges, step: StepSpec | None = None) -> list
             at = np.full(len(ranges), -1, dtype=np.int64)
             at[inner] = np.arange(len(inner))
             parent = parents[inner]
-            work_names, result.step_work = _step_work(
+            work_names, result.step_work, result.step_incl = _step_work(
                 starts, ends, ranges.start[inner], ranges.end[inner], ranges.name[inner], len(ranges.names),
                 np.where(parent >= 0, at[np.maximum(parent, 0)], -1),
             )  # fmt: skip
@@ -187,17 +187,19 @@ def _parents(start, end, thread, nested) -> np.ndarray:
 
 def _step_work(
     starts, ends, inner_start, inner_end, inner_name, n_names: int, inner_parent=None
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(the names that cover any step, ``work[step, j]``: the ns of step ``step`` (``starts``/
     ``ends``, in start order) that the ranges named ``names[j]`` cover, exclusive of their
-    children's: ``inner_parent``, each range's parent among them, -1 for none). A range
+    children's: ``inner_parent``, each range's parent among them, -1 for none; ``incl[step,
+    j]``: the same inclusive of the children's). A range
     longer than every step that covers a whole step (the epoch's) is not work inside it (nor
     is its time less its children's)."""
     n_steps = len(starts)
     if not n_steps:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int64), np.zeros((0, 0), dtype=np.int64)
     longest_step = int((ends - starts).max())
     covered = np.zeros(n_steps * n_names, dtype=np.int64)  # step * n_names + name -> ns
+    inclusive = np.zeros(n_steps * n_names, dtype=np.int64)  # (the children's time kept)
     long = (inner_end - inner_start) > longest_step
     if inner_parent is None:
         inner_parent = np.full(len(inner_start), -1, dtype=np.int64)
@@ -217,6 +219,8 @@ def _step_work(
                                 step_index[up] * n_names + parent_name[range_index][up]])  # fmt: skip
         ns = np.concatenate([cover[keep], -cover[up]]).astype(np.float64)  # (exact below 2**53 ns)
         covered[:] += np.rint(np.bincount(cells, weights=ns, minlength=len(covered))).astype(np.int64)
+        own = cells[: int(keep.sum())]
+        inclusive[:] += np.rint(np.bincount(own, weights=ns[: len(own)], minlength=len(covered))).astype(np.int64)
 
     # the few ranges longer than any step (the epoch around them ...): against every step
     for r in np.flatnonzero(long).tolist():
@@ -239,6 +243,6 @@ def _step_work(
             if len(rows):
                 add(k, rows, False)
             k = k + direction
-    work = covered.reshape(n_steps, n_names)
-    used = np.flatnonzero(work.any(axis=0))
-    return used, work[:, used]
+    work, incl = covered.reshape(n_steps, n_names), inclusive.reshape(n_steps, n_names)
+    used = np.flatnonzero(incl.any(axis=0))  # (a name's exclusive time is 0 where its inclusive is)
+    return used, work[:, used], incl[:, used]

@@ -107,7 +107,7 @@ def _rank_results(
             result.step_name = str(chosen)
             result.step_row = p["step_row"]
             result.step_start, result.step_end = p["step_start"] + base, p["step_end"] + base
-            result.work_rows, result.step_work = p["work_rows"], p["step_work"]
+            result.work_rows, result.step_work, result.step_incl = p["work_rows"], p["step_work"], p["step_incl"]
         out.append(result)
     return out
 

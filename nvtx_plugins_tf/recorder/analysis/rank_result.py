@@ -74,7 +74,10 @@ class RankResult:
     start, and without an anchor), and ``step_work[step, j]``: the ns of the step that
     the ranges named ``names[work_rows[j]]`` cover on this rank, any thread (their overlap
     with the step: a read that began before the step counts for the part the step waited;
-    the step ranges and the ranges around the whole step, as the epoch's, left out)."""
+    the step ranges and the ranges around the whole step, as the epoch's, left out), exclusive
+    of their children's time (push/pop ranges nested in them on their thread), and
+    ``step_incl``: the same, inclusive of it (a name nested in itself counted at each level,
+    as a sum of durations does)."""
 
     name: str
     file: str
@@ -101,6 +104,7 @@ class RankResult:
     step_end: np.ndarray = field(default_factory=lambda: _I64)
     work_rows: np.ndarray = field(default_factory=lambda: _I64)
     step_work: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    step_incl: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     damage: str = ""  #: the input's damage (a recording's reader's description), "" when intact
 
     @property

@@ -14,13 +14,19 @@ __all__ = ["Run", "Side", "align"]
 class Run:
     """One run: ``step[rank, step]``, each rank's step durations (ns), and
     ``work[rank, step, j]``: the ns of that step that the ranges named ``ranges[j]`` cover on
-    that rank, exclusive of their children's (analyze's ``step_work``). Every rank has the
-    same steps (the first ``n_steps`` of each)."""
+    that rank, exclusive of their children's (analyze's ``step_work``); ``incl``: the same
+    inclusive of them (``step_incl``; None: ``work``'s, no range nested in another). Every
+    rank has the same steps (the first ``n_steps`` of each)."""
 
     name: str
     step: np.ndarray
     work: np.ndarray
     ranges: list[str]
+    incl: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.incl is None:
+            self.incl = self.work
 
     @property
     def n_ranks(self) -> int:
@@ -32,7 +38,7 @@ class Run:
 
     def cut(self, first: int) -> "Run":
         """This run without its first ``first`` steps (the warm-up)."""
-        return Run(self.name, self.step[:, first:], self.work[:, first:, :], self.ranges)
+        return Run(self.name, self.step[:, first:], self.work[:, first:, :], self.ranges, self.incl[:, first:, :])
 
     def slowest(self) -> np.ndarray:
         """The step time: per step, the slowest rank's (the others wait for it)."""
@@ -55,8 +61,13 @@ def align(baseline: list[Run], candidate: list[Run]) -> tuple[list[str], Side, S
     def on_list(run: Run) -> Run:
         if run.ranges == names:
             return run
+        columns = [where[n] for n in run.ranges]
         work = np.zeros((run.n_ranks, run.n_steps, len(names)), dtype=run.work.dtype)
-        work[:, :, [where[n] for n in run.ranges]] = run.work
-        return Run(run.name, run.step, work, names)
+        work[:, :, columns] = run.work
+        if run.incl is run.work:
+            return Run(run.name, run.step, work, names)
+        incl = np.zeros_like(work)
+        incl[:, :, columns] = run.incl
+        return Run(run.name, run.step, work, names, incl)
 
     return names, Side([on_list(r) for r in baseline]), Side([on_list(r) for r in candidate])

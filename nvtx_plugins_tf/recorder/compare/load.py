@@ -2,7 +2,8 @@
 ``analyze`` takes: a recording, an export, a folder of them) is expanded and mapped by
 ``analyze``'s own code (:func:`..analysis.engines.run_mappers`: in this process, or on Dask with
 ``workers``/``scheduler``), all runs' inputs in one pass, and made a :class:`~.data.Run`: each
-rank's step durations and the exclusive time of each range in each step (``step_work``)."""
+rank's step durations and the exclusive and inclusive time of each range in each step
+(``step_work``, ``step_incl``)."""
 
 from __future__ import annotations
 
@@ -52,12 +53,14 @@ def _run(name: str, ranks: list[RankResult], notes: list[str]) -> Run:
     where = {label: j for j, label in enumerate(labels)}
     step = np.empty((len(stepped), n), dtype=np.int64)
     work = np.zeros((len(stepped), n, len(labels)), dtype=np.float64)
+    incl = np.zeros_like(work)
     for k, r in enumerate(stepped):
         step[k] = (r.step_end - r.step_start)[:n]
         columns = [where[range_label(*r.names[i])] for i in r.work_rows.tolist()]
         if columns:
             np.add.at(work[k], (slice(None), columns), r.step_work[:n].astype(np.float64))
-    return Run(name, step, work, labels)
+            np.add.at(incl[k], (slice(None), columns), r.step_incl[:n].astype(np.float64))
+    return Run(name, step, work, labels, incl)
 
 
 def load_runs(

@@ -20,10 +20,11 @@ if TYPE_CHECKING:
 
 __all__ = ["COLUMNS", "MD_LIMIT", "OUTPUTS", "md_table", "summary_lines", "table", "write_outputs"]
 
-#: the table's columns, in order
+#: the table's columns, in order: the exclusive time's (the issue's names), then the inclusive's
 COLUMNS = (
     "Range", "Baseline", "Candidate", "Ratio", "CILow", "CIHigh", "PValue", "QValue", "Verdict",
-    "ShareOfStepChange", "Level",
+    "InclBaseline", "InclCandidate", "InclRatio", "InclCILow", "InclCIHigh", "InclPValue", "InclQValue",
+    "InclVerdict", "Nested", "ShareOfStepChange", "Level",
 )  # fmt: skip
 #: every file compare may write into OUTDIR
 OUTPUTS = ("compare.parquet", "compare.csv", "compare.md", "compare.png")
@@ -37,26 +38,40 @@ def _rows(c: Comparison) -> list[int]:
 
 def table(c: Comparison) -> pa.Table:
     """The pyarrow table: the step's row, the ranges' (largest change first), and
-    :data:`~.verdict.UNCOVERED`'s (its share of the step's change only). Times in ns."""
+    :data:`~.verdict.UNCOVERED`'s (its share of the step's change only). Times in ns; the
+    ``Incl`` columns the inclusive time's (``Nested``: a range is nested in this one, else they
+    repeat the exclusive time's)."""
     import pyarrow as pa
 
-    e, rows = c.effects, _rows(c)
+    e, n, rows = c.effects, c.inclusive or c.effects, _rows(c)
+    nested = c.nested if c.nested is not None else np.zeros(len(c.names), dtype=bool)
 
     def col(values, extra=None):
-        return [None if not np.isfinite(values[i]) else float(values[i]) for i in rows] + [extra]
+        return pa.array(
+            [None if not np.isfinite(values[i]) else float(values[i]) for i in rows] + [extra], pa.float64()
+        )
 
     return pa.table(
         {
             "Range": [c.names[i] for i in rows] + [UNCOVERED],
-            "Baseline": pa.array(col(e.baseline), pa.float64()),
-            "Candidate": pa.array(col(e.candidate), pa.float64()),
-            "Ratio": pa.array(col(e.ratio), pa.float64()),
-            "CILow": pa.array(col(e.low), pa.float64()),
-            "CIHigh": pa.array(col(e.high), pa.float64()),
-            "PValue": pa.array(col(e.p), pa.float64()),
-            "QValue": pa.array(col(c.q), pa.float64()),
+            "Baseline": col(e.baseline),
+            "Candidate": col(e.candidate),
+            "Ratio": col(e.ratio),
+            "CILow": col(e.low),
+            "CIHigh": col(e.high),
+            "PValue": col(e.p),
+            "QValue": col(c.q),
             "Verdict": [c.verdict[i] for i in rows] + [None],
-            "ShareOfStepChange": pa.array(col(c.share, _finite(c.uncovered_share)), pa.float64()),
+            "InclBaseline": col(n.baseline),
+            "InclCandidate": col(n.candidate),
+            "InclRatio": col(n.ratio),
+            "InclCILow": col(n.low),
+            "InclCIHigh": col(n.high),
+            "InclPValue": col(n.p),
+            "InclQValue": col(c.q if c.q_incl is None else c.q_incl),
+            "InclVerdict": [c.verdicts(i)[1] for i in rows] + [None],
+            "Nested": [bool(nested[i]) for i in rows] + [None],
+            "ShareOfStepChange": col(c.share, _finite(c.uncovered_share)),
             "Level": [c.level] * (len(rows) + 1),
         }
     )
@@ -70,8 +85,8 @@ def _ms(ns: float) -> str:
     return "-" if not np.isfinite(ns) else f"{ns / 1e6:.3f} ms"
 
 
-def _effect(c: Comparison, i: int) -> str:
-    e = c.effects
+def _effect(c: Comparison, i: int, inclusive: bool = False) -> str:
+    e = c.inclusive if inclusive and c.inclusive is not None else c.effects
     if not np.isfinite(e.ratio[i]) or not np.isfinite(e.low[i]):
         return "x-"
     return f"x{e.ratio[i]:.3f} [{e.low[i]:.3f}, {e.high[i]:.3f}]"
@@ -90,18 +105,37 @@ def _where(c: Comparison) -> str:
     return f"{c.level}; warm-up steps cut: {cuts}; {1 - c.alpha:.0%} intervals, threshold {c.threshold:.1%}"
 
 
+def _nested(c: Comparison, i: int) -> bool:
+    return c.nested is not None and bool(c.nested[i])
+
+
+def _inclusive_words(c: Comparison, i: int) -> str:
+    """The summary's words on a row's inclusive time: "" where no range is nested in it."""
+    if not _nested(c, i) or c.inclusive is None or c.q_incl is None:
+        return ""
+    n = c.inclusive
+    return (
+        f"; inclusive {c.verdicts(i)[1]}: {_ms(n.baseline[i])} -> {_ms(n.candidate[i])} {_effect(c, i, True)} "
+        f"q={_q(c.q_incl[i])}"
+    )
+
+
 def summary_lines(c: Comparison, limit: int = 20) -> list[str]:
-    """The terminal's summary: the step, then the ranges found slower or faster (largest change
-    first, at most ``limit``), then the counts of each verdict. Names escaped (:func:`printable`)."""
-    changed = [i for i in c.order() if c.verdict[i] in (SLOWER, FASTER)]
+    """The terminal's summary: the step, then the ranges found slower or faster on their
+    exclusive or inclusive time (largest change first, at most ``limit``; "exclusive" and
+    "inclusive" said of a range with ranges nested in it), then the counts of each verdict.
+    Names escaped (:func:`printable`)."""
+    changed = [i for i in c.order() if {*c.verdicts(i)} & {SLOWER, FASTER}]
     lines = [
         f"step: {_ms(c.effects.baseline[0])} -> {_ms(c.effects.candidate[0])} {_effect(c, 0)} {c.verdict[0]}",
         f"  ({_where(c)})",
     ]
     for i in changed[:limit]:
+        word = "exclusive " if _nested(c, i) else ""
         lines.append(
-            f"{c.verdict[i]:<8} {printable(c.names[i])}: {_ms(c.effects.baseline[i])} -> "
+            f"{c.verdict[i]:<8} {printable(c.names[i])}: {word}{_ms(c.effects.baseline[i])} -> "
             f"{_ms(c.effects.candidate[i])} {_effect(c, i)} q={_q(c.q[i])} share {_share(c.share[i])}"
+            f"{_inclusive_words(c, i)}"
         )
     if len(changed) > limit:
         lines.append(f"... and {len(changed) - limit} more ranges changed (compare.csv)")
@@ -112,6 +146,12 @@ def summary_lines(c: Comparison, limit: int = 20) -> list[str]:
             lines.append(f"only in the {side}: {printable(c.names[i])}: {_ms(here[i])} a step (inconclusive)")
     counts = {v: c.verdict[1:].count(v) for v in dict.fromkeys(c.verdict[1:])}
     lines.append(f"ranges: {', '.join(f'{n} {v}' for v, n in counts.items()) or 'none'}")
+    nested = (np.flatnonzero(c.nested[1:]) + 1).tolist() if c.nested is not None else []
+    if nested:
+        inclusive = [c.verdicts(i)[1] for i in nested]
+        counts = {v: inclusive.count(v) for v in dict.fromkeys(inclusive)}
+        said = ", ".join(f"{n} {v}" for v, n in counts.items())
+        lines.append(f"inclusive time of the {len(nested)} with ranges inside: {said}")
     return lines
 
 
@@ -120,24 +160,31 @@ def _md_cell(text: str) -> str:
 
 
 def md_table(c: Comparison, limit: int = MD_LIMIT) -> str:
-    """compare.md: the verdict, then a row per range that is not equivalent (largest change
-    first), then the equivalent ones, as many as fit in ``limit`` characters; the rest counted."""
+    """compare.md: the verdict, then a row per range that is not equivalent on both measures
+    (largest change first), then the equivalent ones, as many as fit in ``limit`` characters;
+    the rest counted. Times are exclusive; the inclusive time's ratio and verdict follow where
+    a range is nested in the row's ("=" where none is: the same as the exclusive)."""
     head = [
         f"**nvtx-tf compare**: step {c.verdict[0]}, {_effect(c, 0)}; {_where(c)}",
         "",
-        "| Range | Baseline | Candidate | Ratio [CI] | q | Verdict | Share of step change |",
-        "| --- | ---: | ---: | ---: | ---: | --- | ---: |",
+        "Exclusive time: a range's own, less the ranges nested in it; inclusive: with them (= where none is).",
+        "",
+        "| Range | Baseline | Candidate | Ratio [CI] | q | Verdict | Inclusive ratio [CI] | Inclusive verdict "
+        "| Share of step change |",
+        "| --- | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: |",
     ]
     order = c.order()
-    order = [i for i in order if c.verdict[i] != "equivalent"] + [i for i in order if c.verdict[i] == "equivalent"]
+    settled = [i for i in order if set(c.verdicts(i)) == {"equivalent"}]
+    order = [i for i in order if set(c.verdicts(i)) != {"equivalent"}] + settled
     rows = []
     for i in [0, *order]:
         q = _q(c.q[i])
+        inclusive = f"{_effect(c, i, True)} | {c.verdicts(i)[1]}" if _nested(c, i) else "= | ="
         rows.append(
             f"| {_md_cell(c.names[i])} | {_ms(c.effects.baseline[i])} | {_ms(c.effects.candidate[i])} | "
-            f"{_effect(c, i)} | {q} | {c.verdict[i]} | {_share(c.share[i])} |"
+            f"{_effect(c, i)} | {q} | {c.verdict[i]} | {inclusive} | {_share(c.share[i])} |"
         )
-    rows.append(f"| {UNCOVERED} | | | | | | {_share(c.uncovered_share)} |")
+    rows.append(f"| {UNCOVERED} | | | | | | | | {_share(c.uncovered_share)} |")
     text = "\n".join(head)
     for n, row in enumerate(rows):
         tail = f"\n\n{len(rows) - n} more rows in compare.csv\n"

@@ -101,7 +101,8 @@ def _median_reps(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     for a in range(0, values.shape[1], cols):
         part = values[:, a : a + cols]
         for b in range(0, size, rows):
-            out[b : b + rows, a : a + cols] = np.median(part[idx[b : b + rows]], axis=1)
+            # (the gathered copy is ours: partitioned in place, not copied again)
+            out[b : b + rows, a : a + cols] = np.median(part[idx[b : b + rows]], axis=1, overwrite_input=True)
     return out
 
 
@@ -113,7 +114,8 @@ def _slowest_reps(rng: np.random.Generator, step: np.ndarray, idx: np.ndarray) -
     rows = max(1, min(size, _PIECE // max(1, n * idx.shape[1])))
     for a in range(0, size, rows):
         ranks = rng.integers(n, size=(min(rows, size - a), n))
-        out[a : a + rows, 0] = np.median(step[ranks[:, :, None], idx[a : a + rows, None, :]].max(axis=1), axis=1)
+        slowest = step[ranks[:, :, None], idx[a : a + rows, None, :]].max(axis=1)
+        out[a : a + rows, 0] = np.median(slowest, axis=1, overwrite_input=True)
     return out
 
 

@@ -1,7 +1,8 @@
 """A seeded generator of runs (:class:`~.data.Run`) with known truth, for the statistics'
 acceptance tests and benchmarks: lognormal noise per rank and step with AR(1) correlation
 along the steps, a per-rank speed of each run, an optional drift between runs, a warm-up at
-a multiple of the step's time, and chosen ranges made slower in the candidate."""
+a multiple of the step's time, chosen ranges made slower in the candidate, and chosen ranges
+nested in others (their parents' inclusive time holds theirs)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def make_runs(
     warmup_factor: float = 3.0,
     uncovered_ns: float = 2e6,
     effect: dict[int, float] | None = None,
+    nested: dict[int, int] | None = None,
     name: str = "run",
 ) -> list[Run]:
     """``runs`` runs of ``ranks`` ranks x ``steps`` steps over ``n_ranges`` ranges named
@@ -35,7 +37,9 @@ def make_runs(
     exp(AR(1) noise of sd ``sigma``, correlation ``rho`` between steps), by the rank's speed in
     that run exp(N(0, ``run_sigma``)), and by the run's drift exp(N(0, ``drift_sigma``)) (the
     whole run); the first ``warmup`` steps take ``warmup_factor`` times as long. ``effect``:
-    {range index: factor} (1.05: 5 % slower). A step is its ranges plus ``uncovered_ns``."""
+    {range index: factor} (1.05: 5 % slower). A step is its ranges plus ``uncovered_ns``.
+    ``nested``: {range index: its parent's index} (one level): the times above are the
+    exclusive ones; a parent's inclusive time adds its children's."""
     effect = effect or {}
     factors = np.ones(n_ranges)
     for j, f in effect.items():
@@ -55,5 +59,10 @@ def make_runs(
         gap = uncovered_ns * np.exp(0.5 * noise[:, :, 0] + rank_speed[:, :, 0] + drift)
         gap[:, :warmup] *= warmup_factor
         step = work.sum(axis=2) + gap
-        out.append(Run(f"{name}{k}", step, work, [f"r{j:02d}" for j in range(n_ranges)]))
+        incl = None
+        if nested:
+            incl = work.copy()
+            for child, parent in nested.items():
+                incl[:, :, parent] += work[:, :, child]
+        out.append(Run(f"{name}{k}", step, work, [f"r{j:02d}" for j in range(n_ranges)], incl))
     return out

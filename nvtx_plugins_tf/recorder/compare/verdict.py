@@ -9,6 +9,13 @@ Per range and for the step, with ``threshold`` t and ``alpha``:
 * **inconclusive**: anything else (a range on one side only, too few steps, an interval wider
   than the threshold allows).
 
+Each range is judged on two measures: its exclusive time (``work``: less the ranges nested in
+it, so a slowdown shows in the range that has it) and its inclusive time (``incl``: with them,
+the time a reader of a profile calls the range's). Where no range is nested in it, on any
+run, they are one measure: judged once, the inclusive row a copy. The q-values adjust the
+ranges' exclusive tests and the nested ranges' inclusive tests together (one family). A range
+slower on either measure is a regression.
+
 Attribution: per step and rank, the step's time is the sum of its ranges' exclusive times plus
 what no range covers (under synchronous training: the wait for the slowest rank too); averaged
 over the ranks, the steps (the central 80 % by step time) and the runs of each side, the step's
@@ -37,10 +44,13 @@ UNCOVERED = "(uncovered)"  #: the attribution's row of the step time no range co
 
 @dataclass
 class Comparison:
-    """The rows (``names``: :data:`STEP`, then the ranges), their :class:`~.stats.Effects`,
-    ``q`` (the ranges' Benjamini-Hochberg q-values; the step's is its p-value), ``verdict``,
-    ``share`` (of the step's change, :data:`UNCOVERED`'s in ``uncovered_share``), and the
-    steps cut as warm-up per run (``warmup``: {"baseline": [...], "candidate": [...]})."""
+    """The rows (``names``: :data:`STEP`, then the ranges), their :class:`~.stats.Effects` on
+    the exclusive time, ``q`` (the ranges' Benjamini-Hochberg q-values; the step's is its
+    p-value), ``verdict``; the same on the inclusive time (``inclusive``, ``q_incl``,
+    ``verdict_incl``; ``nested``: the rows with a range nested in them, the others' inclusive
+    values copies of the exclusive; the step's row the step's); ``share`` (of the step's
+    change, by the exclusive times, :data:`UNCOVERED`'s in ``uncovered_share``), and the steps
+    cut as warm-up per run (``warmup``: {"baseline": [...], "candidate": [...]})."""
 
     names: list[str]
     effects: Effects
@@ -52,6 +62,10 @@ class Comparison:
     threshold: float
     alpha: float
     warmup: dict[str, list[int]] = field(default_factory=dict)
+    inclusive: Effects | None = None
+    q_incl: np.ndarray | None = None
+    verdict_incl: list[str] = field(default_factory=list)
+    nested: np.ndarray | None = None
 
     @property
     def level(self) -> str:
@@ -63,11 +77,16 @@ class Comparison:
         change = np.nan_to_num(np.abs(e.candidate - e.baseline), nan=0.0)
         return sorted(range(1, len(self.names)), key=lambda i: (-change[i], self.names[i]))
 
+    def verdicts(self, i: int) -> tuple[str, str]:
+        """Row ``i``'s verdicts: (exclusive, inclusive)."""
+        return self.verdict[i], (self.verdict_incl[i] if self.verdict_incl else self.verdict[i])
+
     def regression(self) -> bool:
-        return SLOWER in self.verdict
+        """A row slower, on either measure."""
+        return SLOWER in self.verdict or SLOWER in self.verdict_incl
 
     def inconclusive(self) -> bool:
-        return INCONCLUSIVE in self.verdict
+        return INCONCLUSIVE in self.verdict or INCONCLUSIVE in self.verdict_incl
 
 
 def _verdicts(e: Effects, q: np.ndarray, threshold: float, alpha: float) -> list[str]:
@@ -86,6 +105,37 @@ def _verdicts(e: Effects, q: np.ndarray, threshold: float, alpha: float) -> list
         else:
             out.append(INCONCLUSIVE)
     return out
+
+
+def _measured(runs: list[Run], nested: np.ndarray) -> list[Run]:
+    """The runs with the ``nested`` ranges' inclusive times as columns after the exclusive ones
+    (one resampling for both: the same ranks, steps and runs drawn)."""
+    return [
+        Run(
+            r.name,
+            r.step,
+            np.concatenate([r.work, r.incl[:, :, nested]], axis=2),
+            [*r.ranges, *np.array(r.ranges)[nested]],
+        )
+        for r in runs
+    ]
+
+
+def _split(e: Effects, q: np.ndarray, nested: np.ndarray) -> tuple[Effects, Effects, np.ndarray, np.ndarray]:
+    """The effects of the measured columns (:func:`_measured`: the step, the ranges' exclusive,
+    the nested ranges' inclusive) as (exclusive rows, inclusive rows, their q-values): an
+    inclusive row without a range nested in it is the exclusive one's copy."""
+    m = 1 + len(nested)
+    source = np.arange(m)
+    source[1:][nested] = m + np.arange(int(nested.sum()))
+
+    def rows(index):
+        return Effects(
+            e.baseline[index], e.candidate[index], e.ratio[index], e.low[index], e.high[index], e.p[index], e.level,
+            e.se[index], e.df[index],
+        )  # fmt: skip
+
+    return rows(np.arange(m)), rows(source), q[:m], q[source]
 
 
 def _attributed(runs: list[Run]) -> np.ndarray:
@@ -127,8 +177,16 @@ def compare_runs(
             cuts[label].append(cut)
             runs.append(run.cut(cut))
         sides.append(runs)
-    e = effects(sides[0], sides[1], alpha=alpha, resamples=resamples, seed=seed)
-    q = np.concatenate([e.p[:1], bh(e.p[1:])])
+    # the ranges with a range nested in them, on any run: their inclusive time is another measure
+    nested = np.zeros(len(names), dtype=bool)
+    for run in (*sides[0], *sides[1]):
+        if run.incl is not run.work:
+            nested |= (run.incl != run.work).any(axis=(0, 1))
+    both = effects(
+        _measured(sides[0], nested), _measured(sides[1], nested), alpha=alpha, resamples=resamples, seed=seed
+    )
+    q_all = np.concatenate([both.p[:1], bh(both.p[1:])])
+    e, incl, q, q_incl = _split(both, q_all, nested)
     b, c = _attributed(sides[0]), _attributed(sides[1])
     change = c - b
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -136,4 +194,5 @@ def compare_runs(
     return Comparison(
         [STEP, *names], e, q, _verdicts(e, q, threshold, alpha),
         np.concatenate([[1.0], share[1:-1]]), float(share[-1]), float(change[0]), threshold, alpha, cuts,
+        incl, q_incl, _verdicts(incl, q_incl, threshold, alpha), np.concatenate([[False], nested]),
     )  # fmt: skip

@@ -10,7 +10,7 @@ import numpy as np
 from ..._native_libs import native_library
 from ..._paths import native_path
 
-ABI_VERSION = 13
+ABI_VERSION = 14
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
