@@ -3,7 +3,8 @@ values are rows of tests/test_cli_hostile.py's table. Here what needs a socket o
 process: a port in use (exit 11), a host that is not this machine's or does not resolve
 (exit 2), each one line; SIGINT and SIGTERM end a serving watch (130, 143: one line, the port
 free again); without bokeh, one line naming the extra (exit 19); with ``--json`` the lines go
-to stdout and the URL to stderr.
+to stdout and the URL to stderr; a foreign segment beside a good recording, in a folder whose
+name is no UTF-8: the good one's steps, one warning, exit 6, the page's lines unharmed.
 """
 
 from __future__ import annotations
@@ -95,8 +96,10 @@ def test_a_signal_ends_the_server_cleanly(rec, child_env, signo):
     words = "interrupted (SIGINT)" if signo == signal.SIGINT else "terminated by SIGTERM"
     assert err.splitlines() == [f"nvtx-tf: error: {words}; stopped watching"], err
     assert out == ""
-    with socket.socket() as again:  # (its socket closed: the port is free)
+    with socket.socket() as again:  # (no listener left: the port is free; SO_REUSEADDR: past TIME_WAIT)
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         again.bind(("127.0.0.1", port))
+        again.listen()
 
 
 def test_until_done_ends_the_page_with_the_job(rec, child_env):
@@ -115,3 +118,24 @@ def test_without_bokeh_one_line_names_the_extra(rec, tmp_path, child_env):
     proc = subprocess.run(_argv("watch", rec, "--web", "0"), env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == cli._common.EXIT_WATCH_VIEW_UNAVAILABLE == 19, proc.stderr
     assert _one_line(proc) == "nvtx-tf: error: watch --web needs bokeh: pip install 'nvtx_plugins_tf[web]'"
+
+
+def test_a_foreign_segment_in_a_folder_not_named_in_utf8(rec, tmp_path, child_env):
+    import os
+    import shutil
+
+    odd = os.fsencode(str(tmp_path)) + b"/runs\xff\x1b[31m"
+    os.mkdir(odd)
+    shutil.copytree(rec, os.fsdecode(odd + b"/rank0.nvtxrec"))
+    os.mkdir(odd + b"/evil.nvtxrec")
+    with open(odd + b"/evil.nvtxrec/1-2.nvtxseg", "wb") as f:
+        f.write(b"NVTXREC1" + b"\xff" * 40)
+    argv = [sys.executable, "-m", "nvtx_plugins_tf", "watch", odd, "--web", "0", "--json", "--until-done"]
+    proc = subprocess.run(argv, env=child_env(), capture_output=True, timeout=300)
+    assert proc.returncode == cli.EXIT_DAMAGED, proc.stderr
+    assert [json.loads(line)["step"] for line in proc.stdout.splitlines()] == [0, 1, 2]
+    lines = proc.stderr.decode(errors="replace").splitlines()
+    assert lines[0].startswith("nvtx-tf watch --web: http://127.0.0.1:") and lines[1].startswith("from another")
+    assert len(lines) == 4 and "left out: " in lines[2] and "evil.nvtxrec" in lines[2], lines
+    assert lines[3].startswith("nvtx-tf: error: 1 recording(s) damaged or left out"), lines
+    assert b"Traceback" not in proc.stderr
