@@ -17,7 +17,7 @@ all: test
 $(INSTALLED): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[tf,tf-keras,test,plot,view,watch,dask,compare,docs,lint]'
+	$(PY) -m pip install -q -e '.[tf,tf-keras,test,plot,view,watch,web,dask,compare,docs,lint]'
 	touch $@
 
 $(NATIVE): $(INSTALLED) $(NATIVE_SOURCES)

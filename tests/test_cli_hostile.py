@@ -129,6 +129,13 @@ def _rows(good: Path, out: Path, marker: Path):
         ("watch --stale-after negative", ["watch", "--stale-after", "-1", rec], usage, "--stale-after"),
         ("watch --step empty", ["watch", "--step", "", rec], usage, "--step"),
         ("watch --step @domain", ["watch", "--step", "@train", rec], usage, "--step"),
+        # watch --web (tests/test_watch_web_hostile.py: a port in use, hosts, signals)
+        ("watch --web word", ["watch", "--web", "web", rec], usage, "--web"),
+        ("watch --web too large", ["watch", "--web", "70000", rec], usage, "--web"),
+        ("watch --web negative", ["watch", "--web", "127.0.0.1:-1", rec], usage, "--web"),
+        ("watch --web no port", ["watch", "--web", "127.0.0.1:", rec], usage, "--web"),
+        ("watch --web empty host", ["watch", "--web", ":8080", rec], usage, "--web"),
+        ("watch --web control host", ["watch", "--web", "a\x1bb:8080", rec], usage, "--web"),
         # the CLI itself
         ("unknown command", ["bogus"], usage, "bogus"),
     ]

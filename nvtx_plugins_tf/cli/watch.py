@@ -26,6 +26,8 @@ from ._common import (
 
 #: what to install for the terminal view
 WATCH_EXTRA = "nvtx_plugins_tf[watch]"
+#: what to install for --web
+WEB_EXTRA = "nvtx_plugins_tf[web]"
 
 
 def _within(low: float, high: float, what: str = "seconds"):
@@ -45,6 +47,26 @@ def _within(low: float, high: float, what: str = "seconds"):
     return parse
 
 
+def _web_address(text: str) -> tuple[str, int]:
+    """argparse type of ``--web``: ``[HOST:]PORT`` (``[::1]:PORT`` for an IPv6 address) as
+    ``(host, port)``; 127.0.0.1 when no HOST is given."""
+    import argparse
+
+    host, colon, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not colon:
+        host = "127.0.0.1"
+    try:
+        number = int(port) if port.isdigit() else -1
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535 or not host.strip() or not host.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give [HOST:]PORT, a PORT from 0 to 65535 (0: any free port), HOST a name or address"
+        )
+    return host, number
+
+
 def cmd_watch(args) -> int:
     try:
         return _watch(args)
@@ -58,7 +80,12 @@ def _watch(args) -> int:
 
     if args.step is not None and not args.step.partition("@")[0].strip():
         raise CliError(f"--step {args.step!r}: give the step range's name, NAME or NAME@DOMAIN", EXIT_USAGE)
-    if not args.json:
+    if args.web is not None:
+        from ..recorder.watch.web import bokeh_available
+
+        if not bokeh_available():
+            raise CliError(f"watch --web needs bokeh: pip install '{WEB_EXTRA}'", EXIT_WATCH_VIEW_UNAVAILABLE)
+    elif not args.json:
         from ..recorder.watch.view import rich_available
 
         if not rich_available():
@@ -70,7 +97,19 @@ def _watch(args) -> int:
         watch = Watch(args.inputs, step=args.step, stale_after=args.stale_after)
     except WatchInputError as exc:
         raise CliError(str(exc), EXIT_INPUT_NOT_FOUND) from exc
-    if args.json:
+    if args.web is not None:
+        from ._watch_web import serve
+
+        with serve(args, watch) as state:
+
+            def feed(objects: list[dict]) -> None:
+                if args.json:
+                    _print_json(objects)
+                state.add(objects)
+                state.done(_ended(watch))
+
+            _loop(watch, args, feed)
+    elif args.json:
         _loop(watch, args, _print_json)
     else:
         from ..recorder.watch.view import Board, live
@@ -81,9 +120,7 @@ def _watch(args) -> int:
             def show(objects: list[dict]) -> None:
                 for obj in objects:
                     board.add(obj)
-                ended = [s for s in watch.tailer.sources.values() if s.state == "ended"]
-                names = [watch.steps.name_of(r) for s in ended for r in s.results]
-                if [board.done(name) for name in names].count(True) or objects:
+                if [board.done(name) for name in _ended(watch)].count(True) or objects:
                     screen.update()
 
             _loop(watch, args, show)
@@ -93,6 +130,12 @@ def _watch(args) -> int:
             EXIT_DAMAGED,
         )
     return 0
+
+
+def _ended(watch) -> list[str]:
+    """The ranks whose writers ended."""
+    ended = [s for s in watch.tailer.sources.values() if s.state == "ended"]
+    return [watch.steps.name_of(r) for s in ended for r in s.results]
 
 
 def _print_json(objects: list[dict]) -> None:
@@ -144,6 +187,14 @@ def register(subparsers) -> None:
         "--interval", type=_within(0.05, 60), default=0.5, metavar="SECONDS", help="time between reads (0.5)"
     )
     p.add_argument("--json", action="store_true", help="one JSON object a line (docs/watch.md), no table")
+    p.add_argument(
+        "--web",
+        type=_web_address,
+        metavar="[HOST:]PORT",
+        help="serve the view as a page instead (a Bokeh server: the 'web' extra) on HOST (127.0.0.1 by default) "
+        "and PORT (0: any free port); click a heatmap cell for that rank-step's ranges. With --json, the lines "
+        "go on to stdout and the URL to stderr",
+    )
     p.add_argument("--until-done", action="store_true", help="end once every rank's writer has ended")
     p.add_argument(
         "--cpu-budget",

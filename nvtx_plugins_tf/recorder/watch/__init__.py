@@ -2,7 +2,9 @@
 while they are written (no code inside the job). One concern a module: the ranks tailed
 (:mod:`.tail`), their steps on one clock (:mod:`.steps`), the chronic-lag rule
 (:mod:`.detect`), one poll of them all (:mod:`.session`), the ``--json`` contract
-(:mod:`.jsonl`) and the terminal view (:mod:`.view`, with ``rich``: the ``watch`` extra).
+(:mod:`.jsonl`), the terminal view (:mod:`.view`, with ``rich``: the ``watch`` extra) and the
+web page (:mod:`.webstate`, what it shows, and :mod:`.web`, its Bokeh server: the ``web``
+extra).
 
 The top layer of the recorder with ``outputs`` and ``merge``: it reads through ``analysis``'s
 mapper, so that its steps are ``analyze``'s to the ns.
