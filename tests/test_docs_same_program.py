@@ -89,6 +89,12 @@ def _recorder(recording: Path) -> dict:
     return recorder.environment(str(recording) + ".nvtxrec")
 
 
+def _unwrapped(weights: dict) -> dict:
+    """Weights by path, the scope of an NVTXRange around their layer left out (Keras 3's
+    paths name it: ``sequential/nvtx_range_dense_3/dense_3/kernel``)."""
+    return {re.sub(r"(^|/)nvtx_range_[^/]*/", r"\1", name): value for name, value in weights.items()}
+
+
 def _first_difference(plain: dict, annotated: dict) -> str | None:
     if len(plain["fits"]) != len(annotated["fits"]):
         return f"{len(plain['fits'])} fits plain, {len(annotated['fits'])} annotated"
@@ -96,6 +102,7 @@ def _first_difference(plain: dict, annotated: dict) -> str | None:
         if len(p) != len(a):
             return f"fit {n}: {len(p)} batches plain, {len(a)} annotated"
         for batch, ((logs_p, w_p), (logs_a, w_a)) in enumerate(zip(p, a), start=1):
+            w_a = _unwrapped(w_a)
             if logs_p != logs_a:
                 return f"fit {n}, batch {batch}: logs {logs_p} plain, {logs_a} annotated"
             if sorted(w_p) != sorted(w_a):
