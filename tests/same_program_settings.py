@@ -22,6 +22,9 @@ tests/test_same_program_matrix.py, beside the families of same_program_matrix.py
 * ``--no-arithmetic``: the Transformer block with Grappler's arithmetic optimizer off, the
   control of the documented exception (the plain graph's residual sums reassociated by
   ``AddOpsRewrite`` across the attention's edge, docs/keras.md).
+* ``--application``: a Keras Applications model (MobileNetV2, annotate() only): the whole
+  comparison; on tf_keras also the training alone (losses, weights after every step,
+  gradients) and the whole comparison again with Grappler's remapper off (docs/keras.md).
 """
 
 from __future__ import annotations
@@ -80,6 +83,23 @@ def no_arithmetic(family="transformer_block", styles=tuple(spm.STYLES)) -> dict:
         return {f"{family}/{style}/no_arithmetic": _cell(family, plain, style) for style in styles}
     finally:
         tf.config.optimizer.set_experimental_options({"arithmetic_optimization": True})
+
+
+def application(family="mobilenet_v2", controls=True) -> dict:
+    """{"family/annotate": ...}; with ``controls`` (tf_keras's) also "family/annotate/training"
+    (the same without predict) and "family/annotate/no_remapping" (the whole comparison with
+    Grappler's remapper off)."""
+    plain, annotated = spm.train(family, None), spm.train(family, "annotate")
+    results = {f"{family}/annotate": spm.compare(family, plain, annotated)}
+    if not controls:
+        return results
+    results[f"{family}/annotate/training"] = spm.compare(family, plain, {**annotated, "predict": plain["predict"]})
+    tf.config.optimizer.set_experimental_options({"remapping": False})
+    try:
+        results[f"{family}/annotate/no_remapping"] = _cell(family, spm.train(family, None), "annotate")
+    finally:
+        tf.config.optimizer.set_experimental_options({"remapping": True})
+    return results
 
 
 def _cell(family, plain, style, **train_args):
@@ -149,7 +169,7 @@ def unmodified(path: str) -> None:
 
 if __name__ == "__main__":
     # python same_program_settings.py --unmodified OUT
-    #   | [--matrix] [--saturated] [--mirrored] [--jit] [--loop] [--no-arithmetic]: one JSON line
+    #   | [--matrix] [--saturated] [--mirrored] [--jit] [--loop] [--no-arithmetic] [--application]: one JSON line
     args = sys.argv[1:]
     if args[:1] == ["--unmodified"]:
         unmodified(args[1])
@@ -164,4 +184,6 @@ if __name__ == "__main__":
             results.update(run())
     if "--no-arithmetic" in args:
         results.update(no_arithmetic())
+    if "--application" in args:
+        results.update(application(controls=spm._keras().__name__.startswith("tf_keras")))
     print("RESULT " + json.dumps(results))

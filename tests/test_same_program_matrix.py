@@ -15,8 +15,9 @@ first tensor that differ.
 Settings (tests/same_program_settings.py): ``compile(jit_compile=True)``, MirroredStrategy on
 two logical CPUs, a custom training loop with ``ops.start``/``end``, and ``nvtx-tf record
 --keras-layers`` on an unmodified script; and the control of the Transformer block's xfail
-(identical with Grappler's arithmetic optimizer off). Cells that need another process run one
-process at a time beside the Keras 3 cells (``_Jobs``).
+(identical with Grappler's arithmetic optimizer off); tf_keras's MobileNetV2, its training,
+and its control (identical with Grappler's remapper off). Cells that need another process run
+beside the Keras 3 cells, in two lanes of one process at a time (``_Jobs``).
 
 Before issue 43 the softmax and sigmoid heads failed at step 1 (the crossentropy lost the
 logits Keras keeps on the output tensor), the masked RNN could not be annotated (its boolean
@@ -74,21 +75,23 @@ def _cells(kind):
 
 
 class _Jobs:
-    """The cells that run in other processes, one process at a time beside the Keras 3 cells
-    of this one (2 cores): tf_keras's matrix and settings, MirroredStrategy (two logical
-    CPUs, a fresh process each), and the unmodified script run plainly and under
-    ``nvtx-tf record --keras-layers``, each Keras."""
+    """The cells that run in other processes, beside the Keras 3 cells of this one, in two
+    lanes of one process at a time (LANES): tf_keras's matrix and settings in one; in the
+    other MirroredStrategy (two logical CPUs, a fresh process each), the unmodified script
+    run plainly and under ``nvtx-tf record --keras-layers``, each Keras, and MobileNetV2,
+    each Keras. (One lane left a core idle once the Keras 3 cells were done.)"""
 
     def __init__(self, tmp: Path):
         self.tmp = tmp
         self.done: dict = {}
         self.events = {name: threading.Event() for name in JOBS}
-        self.proc = None
+        self.procs: list = []
         self.stopped = False
-        self.thread = threading.Thread(target=self._run_all, daemon=True)
+        self.threads = [threading.Thread(target=self._run_lane, args=(lane,), daemon=True) for lane in LANES]
 
-    def _run_all(self):
-        for name, (legacy, args) in JOBS.items():
+    def _run_lane(self, lane):
+        for name in lane:
+            legacy, args = JOBS[name]
             try:
                 self.done[name] = self._run(name, legacy, args)
             except Exception as exc:  # noqa: BLE001 - reported by the tests that wait for it
@@ -107,9 +110,10 @@ class _Jobs:
             record = ["record", "--keras-layers", "-o", str(self.recording(name)), "--"]
             script = [sys.executable, "-m", "nvtx_plugins_tf", *record, *script]
         pipe = subprocess.PIPE
-        self.proc = subprocess.Popen(script, env=env, cwd=HERE, stdout=pipe, stderr=pipe, text=True)
-        stdout, stderr = self.proc.communicate(timeout=900)
-        assert self.proc.returncode == 0, f"{name}: exit {self.proc.returncode}: {stderr[-3000:]}"
+        proc = subprocess.Popen(script, env=env, cwd=HERE, stdout=pipe, stderr=pipe, text=True)
+        self.procs.append(proc)
+        stdout, stderr = proc.communicate(timeout=3600)  # a loaded machine: minutes, not an hour
+        assert proc.returncode == 0, f"{name}: exit {proc.returncode}: {stderr[-3000:]}"
         if args[0] == "--unmodified":
             with open(out, "rb") as f:
                 return pickle.load(f)
@@ -121,14 +125,14 @@ class _Jobs:
         return self.tmp / name.replace(" ", "_")
 
     def result(self, name):
-        assert self.events[name].wait(timeout=1800), f"{name}: not done in 30 minutes"
+        assert self.events[name].wait(timeout=3600), f"{name}: not done in an hour"
         value = self.done[name]
         if isinstance(value, Exception):
             raise value
         return value
 
 
-#: job -> (tf_keras, arguments of same_program_settings.py), in the order they run
+#: job -> (tf_keras, arguments of same_program_settings.py), in the order each lane runs them
 JOBS = {
     "tf_keras": (True, ["--matrix", "--saturated", "--jit", "--loop", "--no-arithmetic"]),
     "tf_keras mirrored": (True, ["--mirrored"]),
@@ -137,7 +141,15 @@ JOBS = {
     "keras3 recorded": (False, ["--unmodified"]),
     "tf_keras plain": (True, ["--unmodified"]),
     "tf_keras recorded": (True, ["--unmodified"]),
+    "tf_keras application": (True, ["--application"]),
+    "keras3 application": (False, ["--application"]),
 }
+#: two lanes of jobs, each one process at a time: the longest job alone in one, Keras 3's
+#: MobileNetV2 first in the other (moved out of this process: 2 min off the critical path)
+LANES = (
+    ("tf_keras",),
+    ("keras3 application", *(name for name in JOBS if name not in ("tf_keras", "keras3 application"))),
+)
 
 _jobs: list = []
 
@@ -148,11 +160,13 @@ def other_processes(tmp_path_factory):
     pytest.importorskip("tf_keras")
     jobs = _Jobs(tmp_path_factory.mktemp("same_program"))
     _jobs.append(jobs)
-    jobs.thread.start()
+    for thread in jobs.threads:
+        thread.start()
     yield
     jobs.stopped = True
-    if jobs.proc is not None and jobs.proc.poll() is None:
-        jobs.proc.kill()
+    for proc in jobs.procs:
+        if proc.poll() is None:
+            proc.kill()
     _jobs.clear()
 
 
@@ -208,7 +222,7 @@ def test_keras3_custom_loop_with_ops_start_end(family):
     assert difference is None, difference
 
 
-# The longest in-process cell (2-2.5 min), last of them.
+# Keras 3's MobileNetV2 (2 min, the longest Keras 3 cell): a job of the second lane, first in it.
 _MOBILENET = (
     "Grappler's arithmetic optimizer (AddOpsRewrite) folds each plain residual Add of MobileNetV2 into the "
     "previous BatchNormalization's last Add (20 rewritten nodes plain, none annotated: the NvtxEnd at the "
@@ -217,12 +231,10 @@ _MOBILENET = (
 )
 
 
-@pytest.mark.filterwarnings("ignore")
 @pytest.mark.xfail(strict=True, reason=_MOBILENET)
-@pytest.mark.parametrize("family", sorted(spm.ANNOTATE_ONLY))
-def test_keras3_annotated_application_trains_bit_identically(family):
+def test_keras3_annotated_application_trains_bit_identically():
     """MobileNetV2 (alpha 0.35, 32x32, no weights): 150 layers annotated by annotate(model)."""
-    difference = spm.compare(family, spm.train(family, None), spm.train(family, "annotate"))
+    difference = _jobs[0].result("keras3 application")["mobilenet_v2/annotate"]
     assert difference is None, difference
 
 
@@ -286,3 +298,29 @@ def test_record_keras_layers_on_an_unmodified_script(kind):
     for family in sps.UNMODIFIED_FAMILIES:
         difference = spm.compare(family, plain[family], recorded[family])
         assert difference is None, difference
+
+
+# tf_keras's MobileNetV2 (alpha 0.35, 32x32, no weights; annotate() only), last of the jobs.
+_TF_KERAS_MOBILENET = (
+    "tf_keras MobileNetV2: training is bit-identical (losses, weights after each of 20 steps, gradients: the cell "
+    "below), but predict's outputs differ by up to 1.5e-8: Grappler's remapper rewrites the plain inference graph "
+    "otherwise than the annotated one (identical with remapping off, tested below)"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=_TF_KERAS_MOBILENET)
+def test_tf_keras_annotated_application_trains_bit_identically():
+    difference = _jobs[0].result("tf_keras application")["mobilenet_v2/annotate"]
+    assert difference is None, difference
+
+
+def test_tf_keras_annotated_application_training_is_bit_identical():
+    """Losses, weights after every step and gradients (predict aside: the xfail above)."""
+    difference = _jobs[0].result("tf_keras application")["mobilenet_v2/annotate/training"]
+    assert difference is None, difference
+
+
+def test_tf_keras_application_identical_without_the_remapper():
+    """The control of the xfail above: with Grappler's remapper off, predict included."""
+    difference = _jobs[0].result("tf_keras application")["mobilenet_v2/annotate/no_remapping"]
+    assert difference is None, difference
