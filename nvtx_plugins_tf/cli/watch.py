@@ -15,6 +15,7 @@ import time
 
 from ._common import (
     EXIT_DAMAGED,
+    EXIT_DASK_UNAVAILABLE,
     EXIT_INPUT_NOT_FOUND,
     EXIT_USAGE,
     EXIT_WATCH_VIEW_UNAVAILABLE,
@@ -76,6 +77,38 @@ def cmd_watch(args) -> int:
 
 
 def _watch(args) -> int:
+    import contextlib
+
+    if args.scheduler is not None:
+        from ..recorder.analysis import check_scheduler_address
+
+        try:
+            check_scheduler_address(args.scheduler)
+        except ValueError as exc:
+            raise CliError(f"--scheduler {exc}", EXIT_USAGE) from None
+    with contextlib.ExitStack() as stack:
+        return _watch_in(args, stack)
+
+
+def _tailer(args, stack):
+    """``--scheduler``: the readers on the cluster's workers (:mod:`..recorder.watch.hosts`),
+    released and the client closed when ``stack`` closes; else None (read here)."""
+    if args.scheduler is None:
+        return None
+    from ..recorder.analysis import EngineUnavailable
+    from ..recorder.analysis.engines import scheduler_client
+    from ..recorder.watch.hosts import HostsTailer
+
+    try:
+        client = stack.enter_context(scheduler_client(args.scheduler))
+    except EngineUnavailable as exc:
+        raise CliError(str(exc), EXIT_DASK_UNAVAILABLE) from None
+    tailer = HostsTailer(client, args.inputs, args.step, args.cpu_budget)
+    stack.callback(tailer.close)
+    return tailer
+
+
+def _watch_in(args, stack) -> int:
     from ..recorder.watch import Watch, WatchInputError
 
     if args.step is not None and not args.step.partition("@")[0].strip():
@@ -94,7 +127,7 @@ def _watch(args) -> int:
                 EXIT_WATCH_VIEW_UNAVAILABLE,
             )
     try:
-        watch = Watch(args.inputs, step=args.step, stale_after=args.stale_after)
+        watch = Watch(args.inputs, step=args.step, stale_after=args.stale_after, tailer=_tailer(args, stack))
     except WatchInputError as exc:
         raise CliError(str(exc), EXIT_INPUT_NOT_FOUND) from exc
     if args.web is not None:
@@ -196,6 +229,13 @@ def register(subparsers) -> None:
         "go on to stdout and the URL to stderr",
     )
     p.add_argument("--until-done", action="store_true", help="end once every rank's writer has ended")
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDR",
+        help="read the recordings on the workers of the running Dask scheduler at ADDR (tcp://HOST:PORT; one "
+        "worker a host, the 'dask' extra): each REC is a path on the workers' hosts, each host's ranks read where "
+        "they are written and sent as a small summary per rank and step (docs/watch.md)",
+    )
     p.add_argument(
         "--cpu-budget",
         type=_within(0.01, 64, "a share of one core"),

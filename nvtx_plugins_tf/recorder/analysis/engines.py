@@ -23,7 +23,7 @@ from pathlib import Path
 from ..._signals import held
 from .mapper import RankResult, StepSpec, map_input
 
-__all__ = ["EngineUnavailable", "check_scheduler_address", "run_mappers", "embedded_threads"]
+__all__ = ["EngineUnavailable", "check_scheduler_address", "embedded_threads", "run_mappers", "scheduler_client"]
 
 
 def embedded_threads() -> int:
@@ -190,6 +190,27 @@ def _wait_for_workers(client, scheduler: str) -> None:
         client.wait_for_workers(1, timeout=wait)
     except TimeoutError:
         raise EngineUnavailable(f"no workers at {scheduler} after {wait:g} s") from None
+
+
+@contextlib.contextmanager
+def scheduler_client(scheduler: str):
+    """A ``distributed.Client`` of the running Dask scheduler at ``scheduler`` that has a
+    worker, checked as ``analyze --scheduler`` checks it (ValueError: not an address;
+    :class:`EngineUnavailable`: no extra, it cannot be reached, it does not speak Dask's
+    protocol, no worker came), closed quietly on leaving (its futures released: the tasks
+    and actors it made are forgotten by the cluster)."""
+    check_scheduler_address(scheduler)
+    check_speaks_dask(scheduler)  # (before Dask's client, whose waits hold no signal)
+    client = None
+    try:
+        with held():  # (a signal while Dask is imported or connects: handled once it can be closed)
+            client, _ = _client(None, scheduler)
+        _wait_for_workers(client, scheduler)
+        yield client
+    finally:
+        if client is not None:
+            with held(), contextlib.suppress(Exception):
+                client.close(timeout=1)
 
 
 #: True while this process forks its LocalCluster's workers (their child then resets its signals)

@@ -43,11 +43,15 @@ def pause(interval: float, budget: float, wall: float, cpu: float) -> float:
 class Watch:
     """The state of one ``watch`` of the recordings named by ``values`` (recordings or folders
     of them); ``step``: ``NAME[@DOMAIN]`` of the step ranges (None: as ``analyze`` chooses);
-    ``stale_after``: seconds without a new range after which a rank still written is stale."""
+    ``stale_after``: seconds without a new range after which a rank still written is stale;
+    ``tailer``: what reads the ranks (default: a :class:`.tail.Tailer` of ``values`` here; a
+    :class:`.hosts.HostsTailer` reads them on the workers of a Dask cluster)."""
 
-    def __init__(self, values: list[str], step: str | None = None, stale_after: float = STALE_AFTER):
-        self.tailer = Tailer(values, StepSpec.parse(step) if step else None)
+    def __init__(self, values: list[str], step: str | None = None, stale_after: float = STALE_AFTER, tailer=None):
+        self.tailer = tailer if tailer is not None else Tailer(values, StepSpec.parse(step) if step else None)
         self.steps = StepAssembler()
+        take = getattr(self.tailer, "take", None)  # (a host's reader sent the steps: placed here)
+        self._new_steps = self.steps.new_steps if take is None else (lambda r: self.steps.placed(r, take(r)))
         self.detector = Detector()
         self.stale_after = stale_after
         #: lines for the user, each once: a damaged recording (its intact events count), one
@@ -56,6 +60,7 @@ class Watch:
         self._stale: set[str] = set()
         self._left: set[str] = set()
         self._noted: set[str] = set()
+        self._tailer_notes: list[str] = []
         self.steps_seen = 0
 
     @property
@@ -73,6 +78,9 @@ class Watch:
         """Read every rank again; returns the new ``step``, ``straggler`` and ``stale`` objects."""
         out: list[dict] = []
         sources = self.tailer.poll()
+        for line in getattr(self.tailer, "notes", ())[len(self._tailer_notes) :]:
+            self._tailer_notes.append(line)
+            self.notes.append(line)
         now = time.monotonic()  # (the clock of RankSource.changed_at)
         for source in sources:  # (every rank read is awaited before any step is judged)
             for rank in self._ranks_of(source) if source.results else ():
@@ -80,7 +88,7 @@ class Watch:
                     self.detector.join(rank)
         for source in sources:
             for result in source.results:
-                for record in self.steps.new_steps(result):
+                for record in self._new_steps(result):
                     self.steps_seen += 1
                     out.append(step_object(record))
                     out.extend(straggler_object(s) for s in self.detector.add(record))

@@ -56,8 +56,9 @@ class StepAssembler:
         self._names: dict[tuple[str, int], str] = {}
         self._taken: dict[str, str] = {}
 
-    def name_of(self, result: RankResult) -> str:
-        """The name the rank of ``result`` is reported by (fixed once met)."""
+    def name_of(self, result) -> str:
+        """The name the rank of ``result`` (a :class:`RankResult`, or anything with its
+        ``file``, ``pid`` and ``name``) is reported by (fixed once met)."""
         key = (result.file, result.pid)
         if key not in self._names:
             self._names[key] = _rank_name(result, self._taken)
@@ -65,12 +66,13 @@ class StepAssembler:
 
     def new_steps(self, result: RankResult) -> list[StepRecord]:
         """The steps of ``result`` not reported yet (the last poll's read of its rank)."""
+        return self.placed(result, self.raw_steps(result))
+
+    def raw_steps(self, result: RankResult) -> list[StepRecord]:
+        """The steps of ``result`` not taken yet, on its own clock (``rank`` left empty): what a
+        host's reader sends (:mod:`.hosts`), placed by the client's :meth:`placed`."""
         key = (result.file, result.pid)
-        name = self.name_of(result)
-        if key not in self._moves and result.clock_offset is not None and result.n_steps:
-            self._moves[key] = self._clocks.clock_of(result.clock_offset) - result.clock_offset
-        move = self._moves.get(key, 0)
-        # the steps after the last one reported, by time, not by count: a read of a live
+        # the steps after the last one taken, by time, not by count: a read of a live
         # recording may miss a step that a later read has (an event read before the string
         # that names it), and the steps after it are numbered as analyze will number them
         done = int(np.searchsorted(result.step_start, self._last[key], side="right")) if key in self._last else 0
@@ -85,7 +87,17 @@ class StepAssembler:
                 for label, ns in zip(labels, result.step_work[i].tolist()):
                     if ns:
                         ranges[label] = ranges.get(label, 0) + int(ns)
-            start, end = int(starts[i]) + move, int(ends[i]) + move
-            out.append(StepRecord(name, i, start, end, end - start, ranges))
+            start, end = int(starts[i]), int(ends[i])
+            out.append(StepRecord("", i, start, end, end - start, ranges))
         self._last[key] = int(starts[-1])
         return out
+
+    def placed(self, rank, records: list[StepRecord]) -> list[StepRecord]:
+        """``records`` (:meth:`raw_steps` of ``rank``: a :class:`RankResult`, or anything with
+        its ``file``, ``pid``, ``name`` and ``clock_offset``) named and on the one clock."""
+        key = (rank.file, rank.pid)
+        name = self.name_of(rank)
+        if key not in self._moves and rank.clock_offset is not None and records:
+            self._moves[key] = self._clocks.clock_of(rank.clock_offset) - rank.clock_offset
+        move = self._moves.get(key, 0)
+        return [StepRecord(name, r.step, r.start_ns + move, r.end_ns + move, r.duration_ns, r.ranges) for r in records]
