@@ -129,6 +129,18 @@ def _rows(good: Path, out: Path, marker: Path):
         ("watch --stale-after negative", ["watch", "--stale-after", "-1", rec], usage, "--stale-after"),
         ("watch --step empty", ["watch", "--step", "", rec], usage, "--step"),
         ("watch --step @domain", ["watch", "--step", "@train", rec], usage, "--step"),
+        # watch --scheduler (tests/test_watch_hosts.py: a REC no worker sees, signals; a service not Dask:
+        # tests/test_watch_hostile.py)
+        ("watch --scheduler word", ["watch", "--json", "--scheduler", "foo", rec], usage, "--scheduler 'foo'"),
+        ("watch --scheduler empty", ["watch", "--json", "--scheduler", "", rec], usage, "--scheduler ''"),
+        ("watch --scheduler port 0", ["watch", "--json", "--scheduler", "tcp://h:0", rec], usage, "PORT 1 to"),
+        ("watch --scheduler inproc", ["watch", "--json", "--scheduler", "inproc://x", rec], usage, "inproc"),
+        (
+            "watch --scheduler unreachable",
+            ["watch", "--json", "--scheduler", "tcp://127.0.0.1:9", rec],
+            cli.EXIT_DASK_UNAVAILABLE,
+            "cannot reach the Dask scheduler tcp://127.0.0.1:9",
+        ),
         # watch --web (tests/test_watch_web_hostile.py: a port in use, hosts, signals)
         ("watch --web word", ["watch", "--web", "web", rec], usage, "--web"),
         ("watch --web too large", ["watch", "--web", "70000", rec], usage, "--web"),

@@ -116,3 +116,33 @@ def test_without_rich_the_view_says_what_to_install(folder, tmp_path, child_env)
     proc = _cli(env, "record", "--watch", "-o", tmp_path / "r", "--", sys.executable, "-c", program)
     assert proc.returncode == 19 and not marker.exists() and not (tmp_path / "r.nvtxrec").exists(), proc.stderr
     assert proc.stderr.decode().count("\n") == 1 and "record --watch needs rich" in proc.stderr.decode()
+
+
+@pytest.mark.parametrize("says", [b"HTTP/1.1 400 Bad Request\r\n\r\n", b""], ids=["a web server", "closes at once"])
+def test_a_scheduler_that_is_not_dask_is_one_line(folder, child_env, says):
+    """--scheduler naming a service that does not speak Dask's protocol (a dashboard's port, a
+    web server): exit 15, one line naming the address and the fix; nothing read, nothing left."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def answer():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(says)
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        proc = _cli(child_env(), "watch", "--json", "--scheduler", f"tcp://127.0.0.1:{port}", os.fsencode(str(folder)))
+    finally:
+        server.close()
+    assert proc.returncode == cli.EXIT_DASK_UNAVAILABLE == 15, proc.stderr
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"nvtx-tf: error: tcp://127.0.0.1:{port} does not speak Dask"), lines
+    assert "8786" in lines[0] and proc.stdout == b""

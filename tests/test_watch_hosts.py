@@ -9,7 +9,10 @@ live while watched.
   within 1 ms: the ranks met in another order may be put on a clock read tens of ns apart,
   merge's rule) and ``analyze``'s pace Durations; rank2's "load" named; ``--until-done`` ends.
 * A rank SIGKILLed on one host is stale; ``--until-done`` still ends.
-* SIGINT: 130, one line, and the cluster is left clean (no task, no actor on a worker).
+* SIGINT, SIGTERM: 130, 143, one line, and the cluster is left clean (no task, no actor on a
+  worker).
+* A folder whose name is no UTF-8 (relative: each host's), ranges named with control
+  characters: the lines the local watch prints.
 * A REC no worker sees: exit 7 (as a missing REC of a local watch), one line naming it.
 
 The latency and bytes per rank-step are benchmarks/bench_watch.py's (``--scheduler``).
@@ -206,10 +209,11 @@ def test_a_rank_killed_on_one_host_is_stale(cluster, tmp_path, child_env):
     assert sum(o["rank"] == "rank0" for o in steps) == 25 and 5 <= sum(o["rank"] == "rank3" for o in steps) < 25
 
 
-def test_sigint_ends_at_once_and_leaves_the_cluster_clean(cluster, tmp_path, child_env):
+@pytest.mark.parametrize("signo", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_it_at_once_and_leaves_the_cluster_clean(cluster, tmp_path, child_env, signo):
     address, folders = cluster
     for host in HOSTS:
-        (folders[host] / "idle").mkdir()
+        (folders[host] / "idle").mkdir(exist_ok=True)
     watch = subprocess.Popen(
         _cli("watch", "idle", "--scheduler", address, "--json"),
         cwd=tmp_path, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -219,11 +223,12 @@ def test_sigint_ends_at_once_and_leaves_the_cluster_clean(cluster, tmp_path, chi
         time.sleep(0.2)
     assert _cluster_state(address)[1] == [1, 1]
     sent = time.monotonic()
-    watch.send_signal(signal.SIGINT)
+    watch.send_signal(signo)
     out, err = watch.communicate(timeout=60)
-    print(f"ended {time.monotonic() - sent:.2f} s after SIGINT")
-    assert watch.returncode == 130, err
-    assert err.strip().splitlines() == ["nvtx-tf: error: interrupted (SIGINT); stopped watching"], err
+    print(f"ended {time.monotonic() - sent:.2f} s after {signal.Signals(signo).name}")
+    assert watch.returncode == 128 + signo, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("nvtx-tf: error: ") and line.endswith("; stopped watching"), err
     assert out == ""
     while _cluster_state(address) != (0, [0, 0]) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -251,3 +256,20 @@ def test_a_recording_every_worker_sees_is_read_once(watched, cluster, tmp_path):
     _, objects, _ = watched
     first = {(o["rank"], o["step"]): o["duration_ns"] for _, o in objects if o["kind"] == "step"}
     assert len(steps) == len(first) and {(o["rank"], o["step"]): o["duration_ns"] for o in steps} == first
+
+
+def test_a_non_utf8_folder_and_hostile_names_are_the_local_watchs(cluster, tmp_path, child_env):
+    from test_watch_hostile import PROGRAM
+
+    address, folders = cluster
+    odd = b"run\xff\x1b[31m"
+    os.mkdir(os.fsencode(str(folders["hostB"])) + b"/" + odd)
+    rec = os.fsencode(str(folders["hostB"])) + b"/" + odd + b"/rank9"
+    argv = [*_cli("record", "-o"), rec, *map(str, ["--export", "json", "--", sys.executable, "-c", PROGRAM])]
+    assert subprocess.run(argv, env=child_env(), capture_output=True, timeout=300).returncode == 0
+    remote = subprocess.run([*_cli("watch", "--scheduler", address, "--json", "--until-done"), odd], cwd=tmp_path,
+                            env=child_env(), capture_output=True, timeout=300)  # fmt: skip
+    assert remote.returncode == 0, remote.stderr
+    local = subprocess.run([*_cli("watch", "--json", "--until-done"), os.path.dirname(rec)], env=child_env(),
+                           capture_output=True, timeout=300)  # fmt: skip
+    assert len(remote.stdout.splitlines()) == 4 and remote.stdout == local.stdout and remote.stdout.isascii()
