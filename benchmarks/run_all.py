@@ -21,6 +21,7 @@ BENCHMARKS = [
     "bench_analyze.py",
     "bench_watch.py",
     "bench_watch_web.py",
+    "bench_watch_hosts.py",
     "bench_scaling.py",
     "bench_ops.py",
     "bench_tf_op_ranges.py",

@@ -273,3 +273,17 @@ def test_a_non_utf8_folder_and_hostile_names_are_the_local_watchs(cluster, tmp_p
     local = subprocess.run([*_cli("watch", "--json", "--until-done"), os.path.dirname(rec)], env=child_env(),
                            capture_output=True, timeout=300)  # fmt: skip
     assert len(remote.stdout.splitlines()) == 4 and remote.stdout == local.stdout and remote.stdout.isascii()
+
+
+def test_the_terminal_view_through_the_cluster(watched, cluster, tmp_path):
+    pytest.importorskip("rich", reason="the 'watch' extra")
+    address, _ = cluster
+    env = {**os.environ, "COLUMNS": "160"}  # (not a terminal: each frame printed, as text)
+    proc = subprocess.run(_cli("watch", "job", "--scheduler", address, "--until-done"), cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    frame = proc.stdout.split("nvtx-tf watch (")[-1]
+    for rank in range(4):
+        row = next(line for line in frame.splitlines() if f" rank{rank} " in line)
+        assert f" {STEPS - 1} " in row and "done" in row, row
+    assert "straggler: rank2 train:load +" in frame
