@@ -13,6 +13,8 @@ live while watched.
   worker).
 * A folder whose name is no UTF-8 (relative: each host's), ranges named with control
   characters: the lines the local watch prints.
+* A worker that joins while the ranks run: its host's ranks are read, every step; a worker
+  SIGKILLed: its recordings left out, one warning each, ``--until-done`` ends, exit 6.
 * A REC no worker sees: exit 7 (as a missing REC of a local watch), one line naming it.
 
 The latency and bytes per rank-step are benchmarks/bench_watch.py's (``--scheduler``).
@@ -51,6 +53,33 @@ def _dask(*args) -> list[str]:
     return [str(Path(sys.executable).parent / "dask"), *args]
 
 
+def _scheduler(info: Path, env: dict) -> subprocess.Popen:
+    argv = _dask("scheduler", "--scheduler-file", str(info), "--port", "0", "--no-dashboard", "--host", "127.0.0.1")
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not info.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return proc
+
+
+def _worker(info: Path, host: str, folder: Path, env: dict) -> subprocess.Popen:
+    """A Dask worker named ``host`` whose working directory is ``folder`` (its "host")."""
+    argv = _dask("worker", "--scheduler-file", str(info), "--nworkers", "1", "--nthreads", "2", "--name", host,
+                 "--no-dashboard", "--no-nanny", "--host", "127.0.0.1")  # fmt: skip
+    return subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for proc in reversed(procs):
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """(scheduler address, {host: its folder}): a scheduler and a worker per host folder."""
@@ -59,24 +88,13 @@ def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("hosts")
     env = _child_env(DASK_LOGGING__DISTRIBUTED="critical")
     info = base / "scheduler.json"
-    procs = [
-        subprocess.Popen(
-            _dask("scheduler", "--scheduler-file", str(info), "--port", "0", "--no-dashboard", "--host", "127.0.0.1"),
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-    ]  # fmt: skip
+    procs = [_scheduler(info, env)]
     folders = {}
     try:
-        deadline = time.monotonic() + 120
-        while not info.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
         for host in HOSTS:
             folders[host] = base / host
             folders[host].mkdir()
-            argv = _dask("worker", "--scheduler-file", str(info), "--nworkers", "1", "--nthreads", "2", "--name", host,
-                         "--no-dashboard", "--no-nanny", "--host", "127.0.0.1")  # fmt: skip
-            procs.append(subprocess.Popen(argv, cwd=folders[host], env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL))  # fmt: skip
+            procs.append(_worker(info, host, folders[host], env))
         address = json.loads(info.read_text())["address"]
         from distributed import Client
 
@@ -84,13 +102,7 @@ def cluster(tmp_path_factory):
             client.wait_for_workers(len(HOSTS), timeout=120)
         yield address, folders
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _stop(procs)
 
 
 def _cluster_state(address: str) -> tuple[int, list[int]]:
@@ -287,3 +299,46 @@ def test_the_terminal_view_through_the_cluster(watched, cluster, tmp_path):
         row = next(line for line in frame.splitlines() if f" rank{rank} " in line)
         assert f" {STEPS - 1} " in row and "done" in row, row
     assert "straggler: rank2 train:load +" in frame
+
+
+def test_a_host_joining_late_is_read_and_one_leaving_is_left_out(tmp_path, child_env):
+    """A cluster of its own: hostA's worker only when watch starts, hostB's joins while the ranks
+    run (its ranks are read from then on, all their steps), then hostA's worker is SIGKILLed:
+    its recordings are left out in one warning and --until-done still ends, exit 6."""
+    env = child_env(DASK_LOGGING__DISTRIBUTED="critical")
+    info = tmp_path / "scheduler.json"
+    folders = {host: tmp_path / host for host in HOSTS}
+    for folder in folders.values():
+        (folder / "job").mkdir(parents=True)
+    procs = [_scheduler(info, env)]
+    try:
+        procs.append(_worker(info, "hostA", folders["hostA"], env))
+        address = json.loads(info.read_text())["address"]
+        script = tmp_path / "rank.py"
+        script.write_text(RANK)
+        watch = subprocess.Popen(
+            _cli("watch", "job", "--scheduler", address, "--json", "--until-done", "--interval", "0.3"),
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        reader = Lines(watch)
+        ranks = _start_ranks(folders, env, script, "job", steps=40, slow=-1)
+        deadline = time.monotonic() + 120
+        while not any('"rank0", "step": 3' in line for _, line in reader.lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        procs.append(_worker(info, "hostB", folders["hostB"], env))
+        while not any('"rank2", "step": ' in line for _, line in reader.lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        procs[1].kill()
+        assert [p.wait(timeout=300) for p in ranks] == [0, 0, 0, 0]
+        assert watch.wait(timeout=120) == 6, watch.stderr.read()
+        reader.join(timeout=10)
+        err = watch.stderr.read().splitlines()
+    finally:
+        _stop(procs)
+    steps = [json.loads(line) for _, line in reader.lines]
+    for rank in ("rank2", "rank3"):  # (hostB's: every step, though its worker came late)
+        assert [o["step"] for o in steps if o["rank"] == rank] == list(range(40))
+    assert 4 <= sum(o["rank"] == "rank0" for o in steps) < 40
+    assert len(err) == 3 and all(f"job/rank{r}.nvtxrec: its Dask worker tcp://" in err[r] for r in (0, 1)), err
+    assert all(line.startswith("nvtx-tf: warning: left out: ") and "is gone" in line for line in err[:2]), err
+    assert err[2].startswith("nvtx-tf: error: 2 recording(s) damaged or left out"), err

@@ -32,6 +32,9 @@ from .tail import Tailer, WatchInputError, expand_recordings
 
 __all__ = ["HostReader", "HostsTailer", "RemoteRank", "RemoteSource", "decode", "encode"]
 
+#: seconds a new worker has to start its reader (else it is named and not asked again)
+JOIN_WAIT_S = 30.0
+
 
 def encode(message: dict) -> bytes:
     """A reader's answer on the wire: compact ASCII JSON, zlib-compressed (level 1)."""
@@ -172,6 +175,7 @@ class HostsTailer:
         self._all: dict[tuple[str, str], RemoteSource] = {}
         self._owner: dict[tuple[str, int], str] = {}  # (file, pid) -> the worker whose copy is kept
         self.notes: list[str] = []
+        self._gone: set[str] = set()
         self.received = self.steps = 0
         self._join_workers()
         seen = [r.seen() for r in self.readers.values()]
@@ -182,15 +186,21 @@ class HostsTailer:
                 raise WatchInputError(f"no Dask worker sees {value} ({len(answers)} asked; the first: {why})")
 
     def _join_workers(self) -> None:
+        """A reader on each worker that has none (a worker gone is not asked again)."""
         workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
         for worker in workers:
-            if worker not in self.readers:
+            if worker not in self.readers and worker not in self._gone:
                 future = self.client.submit(
                     HostReader, self.values, self.step, self.budget,
                     actor=True, workers=[worker], allow_other_workers=False, pure=False,
                 )  # fmt: skip
                 self._futures.append(future)
-                self.readers[worker] = future.result()
+                try:
+                    self.readers[worker] = future.result(timeout=JOIN_WAIT_S)
+                except Exception as exc:  # noqa: BLE001 - a worker leaving meanwhile: named, not raised
+                    self._gone.add(worker)
+                    self.notes.append(f"the Dask worker {worker} could not start a reader ({type(exc).__name__})")
+                    continue
                 self._ranks[worker], self._labels[worker] = {}, {}
 
     @property
@@ -203,13 +213,18 @@ class HostsTailer:
 
     def poll(self) -> list[RemoteSource]:
         """Every reader's answer (asked at once, awaited in turn); returns the recordings kept.
-        A reader whose worker left: its recordings are left out, named in :attr:`notes`."""
+        A reader whose worker left: its recordings not done are left out (``error`` says why)."""
         self._join_workers()
-        asked = {w: r.poll() for w, r in self.readers.items()}
+        asked = {}
+        for worker, reader in list(self.readers.items()):
+            try:
+                asked[worker] = reader.poll()
+            except Exception as exc:  # noqa: BLE001 - a worker gone, its actor lost: named, not raised
+                self._lost(worker, exc)
         for worker, future in asked.items():
             try:
                 data = future.result()
-            except Exception as exc:  # noqa: BLE001 - a worker gone, its actor lost: named, not raised
+            except Exception as exc:  # noqa: BLE001 - (the same, found while it answered)
                 self._lost(worker, exc)
                 continue
             self.received += len(data)
@@ -218,10 +233,10 @@ class HostsTailer:
 
     def _lost(self, worker: str, exc: Exception) -> None:
         del self.readers[worker]
-        self.notes.append(f"the Dask worker {worker} is gone ({type(exc).__name__}): its recordings are left out")
-        for (w, _), source in self._all.items():
+        self._gone.add(worker)
+        for (w, _), source in self._all.items():  # (each named by the session, once: left out)
             if w == worker and not source.done:
-                source.left_out, source.error = True, f"its Dask worker {worker} is gone"
+                source.left_out, source.error = True, f"its Dask worker {worker} is gone ({type(exc).__name__})"
 
     def _apply(self, worker: str, message: dict) -> None:
         ranks, labels = self._ranks[worker], self._labels[worker]
