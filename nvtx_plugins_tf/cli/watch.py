@@ -4,7 +4,8 @@ flags, the loop and exit codes.
 
 Runs until interrupted (SIGINT: 130, SIGTERM: 143, after the lines already printed), or with
 ``--until-done`` until every rank's writer has ended (0; 6 when a recording was damaged, its
-intact events counted).
+intact events counted). ``--scheduler ADDR``: the recordings read on a Dask cluster's workers
+(:mod:`nvtx_plugins_tf.recorder.watch.hosts`), its address checked as ``analyze``'s (2, or 15).
 """
 
 from __future__ import annotations

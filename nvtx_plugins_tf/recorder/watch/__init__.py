@@ -4,7 +4,7 @@ while they are written (no code inside the job). One concern a module: the ranks
 (:mod:`.detect`), one poll of them all (:mod:`.session`), the ``--json`` contract
 (:mod:`.jsonl`), the terminal view (:mod:`.view`, with ``rich``: the ``watch`` extra) and the
 web page (:mod:`.webstate`, what it shows, and :mod:`.web`, its Bokeh server: the ``web``
-extra).
+extra); ``--scheduler``: each host's ranks read on its Dask worker (:mod:`.hosts`).
 
 The top layer of the recorder with ``outputs`` and ``merge``: it reads through ``analysis``'s
 mapper, so that its steps are ``analyze``'s to the ns.
