@@ -102,9 +102,9 @@ def _tailer(args, stack):
 
     try:
         client = stack.enter_context(scheduler_client(args.scheduler))
+        tailer = HostsTailer(client, args.inputs, args.step, args.cpu_budget)
     except EngineUnavailable as exc:
         raise CliError(str(exc), EXIT_DASK_UNAVAILABLE) from None
-    tailer = HostsTailer(client, args.inputs, args.step, args.cpu_budget)
     stack.callback(tailer.close)
     return tailer
 

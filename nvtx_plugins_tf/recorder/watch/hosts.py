@@ -26,6 +26,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..analysis.engines import EngineUnavailable
 from ..analysis.mapper import StepSpec
 from .steps import StepAssembler, StepRecord
 from .tail import Tailer, WatchInputError, expand_recordings
@@ -164,13 +165,14 @@ class HostsTailer:
     """The recordings named by ``values`` on every worker of the Dask ``client``'s cluster,
     read by one :class:`HostReader` a worker (workers that join later get theirs); in the
     place of a :class:`.tail.Tailer`. Raises :class:`.tail.WatchInputError` when no worker
-    sees a value. ``received``: bytes of answers received; ``steps``: rank-steps received."""
+    sees a value, :class:`..analysis.engines.EngineUnavailable` when no worker could start a
+    reader. ``received``: bytes of answers received; ``steps``: rank-steps received."""
 
     def __init__(self, client, values: list[str], step: str | None = None, budget: float = 0.15):
         self.client, self.values, self.step, self.budget = client, list(values), step, budget
         self.readers: dict[str, object] = {}
         self._futures: list = []
-        self._ranks: dict[tuple[str, int], dict[int, RemoteRank]] = {}  # (worker, reader's id) -> rank
+        self._ranks: dict[str, dict[int, RemoteRank]] = {}  # worker -> its reader's rank id -> rank
         self._labels: dict[str, dict[int, str]] = {}
         self._all: dict[tuple[str, str], RemoteSource] = {}
         self._owner: dict[tuple[str, int], str] = {}  # (file, pid) -> the worker whose copy is kept
@@ -178,8 +180,10 @@ class HostsTailer:
         self._gone: set[str] = set()
         self.received = self.steps = 0
         self._join_workers()
+        if not self.readers:
+            raise EngineUnavailable(f"no Dask worker could start a reader: {'; '.join(self.notes)}")
         seen = [r.seen() for r in self.readers.values()]
-        answers = [s.result() for s in seen]
+        answers = [s.result(timeout=JOIN_WAIT_S) for s in seen]
         for value in self.values:
             if all(a[value] for a in answers):
                 why = answers[0][value]
