@@ -24,6 +24,7 @@ from ..analysis.mapper import RankResult, StepSpec, map_input
 from ..recording.liveness import FLAG_CLOSED, liveness, segment_flags
 from ..recording.packed import is_packed, unpacked
 from ..recording.reader import segment_files
+from .unchanged import Fingerprint, fingerprint
 
 __all__ = ["RankSource", "Tailer", "WatchInputError", "expand_recordings", "writer_state", "writers_state"]
 
@@ -94,14 +95,15 @@ def writer_state(path) -> str:
     return "closed" if flags & FLAG_CLOSED else "lost"
 
 
-def writers_state(path: Path) -> str:
+def writers_state(path: Path, segments: list[Path] | None = None) -> str:
     """The state of a recording's writers: ``"starting"`` (no segment yet), ``"live"`` (one
     may still write), ``"lost"`` (none does, and one went without closing its segment: killed),
-    ``"ended"`` (all closed them)."""
-    try:
-        segments = segment_files(path)
-    except OSError:
-        return "starting"
+    ``"ended"`` (all closed them). ``segments``: its segment files, when just listed."""
+    if segments is None:
+        try:
+            segments = segment_files(path)
+        except OSError:
+            return "starting"
     if not segments:
         return "starting"
     states = set()
@@ -130,8 +132,11 @@ class RankSource:
     changed_at: float = field(default_factory=time.monotonic)
     error: str = ""
     left_out: bool = False
+    #: the reads that mapped the recording (a poll that found its bytes unchanged maps nothing)
+    maps: int = 0
     _events: int = -1
     _failed: int = 0
+    _seen: Fingerprint | None = None
 
     @property
     def done(self) -> bool:
@@ -144,10 +149,22 @@ class RankSource:
         The writers' state is taken before the read, so a rank seen ended was read whole."""
         if self.done:
             return False
-        state = writers_state(self.path)
+        try:
+            segments = segment_files(self.path)
+        except OSError:
+            segments = []
+        state = writers_state(self.path, segments)
         if state == "starting":
             return False
         try:
+            # (taken before the read, as the state: what a read after it sees is at least that)
+            seen = fingerprint(segments, self._seen)
+        except OSError:  # (packed or removed meanwhile: read, as before)
+            seen = None
+        if seen is not None and seen == self._seen and state == self.state and not self.error:
+            return False  # nothing new since the last read: its results stand
+        try:
+            self.maps += 1
             results = map_input(self.path, self.step)
         except (OSError, ValueError) as exc:  # (a segment packed or made meanwhile: next poll)
             self.error = str(exc)
@@ -157,6 +174,7 @@ class RankSource:
             return False
         self.error = ""
         self.state = state
+        self._seen = seen
         if self.step is None:  # the step chosen as analyze chooses it, then kept
             named = next((r.step_name for r in results if r.step_name), "")
             if named:
