@@ -8,13 +8,13 @@ its file size (extended chunk by chunk), and the chunks not sealed yet: a writer
 and seals it once when it leaves it (``sealed_end`` stored last); a sealed chunk's bytes are
 final. So a :class:`Fingerprint` keeps, per segment file: the file's size, the header's first
 :data:`HEADER_BYTES`, and per chunk either its seal (``sealed_end``, ``sum1``, ``sum2``: read
-once, not read again), ``None`` (not claimed: magic 0) or the CRC-32 of its bytes and the end
-of its last non-zero byte (claimed, not sealed: one per live thread, re-read at each check).
-A packed segment (``.nvtxsegz``) is written once: its size, mtime and inode.
+once, not read again), ``None`` (not claimed: magic 0) or the end of its last non-zero word
+and the CRC-32 of the bytes up to there (claimed, not sealed: one per live thread, re-read at
+each check). A packed segment (``.nvtxsegz``) is written once: its size, mtime and inode.
 
 Cost of a check: a ``listdir``, a ``stat`` and a 1.2 KB read a segment, 64 bytes a chunk not
 sealed at the last check, and the 256 KiB (``NVTX_TF_CHUNK_SIZE``) of each chunk still being
-written. A false "unchanged" needs a CRC-32 collision at an equal last non-zero byte; the next
+written. A false "unchanged" needs a CRC-32 collision at an equal last non-zero word; the next
 change (or the writers' end, which ``watch`` reads after) reads it all, so it would delay a step
 by a poll, never change one.
 """
@@ -26,6 +26,8 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from ..._paths import PACKED_SEGMENT_SUFFIX
 
@@ -55,8 +57,13 @@ class Fingerprint:
         return isinstance(other, Fingerprint) and self.segments == other.segments
 
 
-def _last_nonzero(data: bytes) -> int:
-    return len(data.rstrip(b"\0"))
+def _open_chunk(data: bytes) -> tuple:
+    """A chunk still written: the end of its last non-zero 8-byte word and the CRC-32 of the
+    bytes up to there (the zeros after it are the same whatever their count)."""
+    words = np.frombuffer(data, dtype="<u8", count=len(data) // 8)
+    nonzero = np.flatnonzero(words)
+    last = 8 * (int(nonzero[-1]) + 1) if nonzero.size else 0
+    return ("open", zlib.crc32(memoryview(data)[:last]), last)
 
 
 def _raw_segment(path: Path, before: _Segment | None) -> _Segment:
@@ -85,8 +92,7 @@ def _raw_segment(path: Path, before: _Segment | None) -> _Segment:
             if sealed_end:
                 chunks.append(("sealed", sealed_end, sum1, sum2))
                 continue
-            data = os.pread(fd, csize, off)
-            chunks.append(("open", zlib.crc32(data), _last_nonzero(data)))
+            chunks.append(_open_chunk(os.pread(fd, csize, off)))
     return _Segment(size, head, tuple(chunks))
 
 
