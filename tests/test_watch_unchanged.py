@@ -179,3 +179,21 @@ def test_what_the_fingerprint_sees(tmp_path, child_env):
     packed = copy / (raw.name + "z")
     raw.rename(packed)
     assert fingerprint([packed], fourth) != fourth
+
+
+def test_a_foreign_or_huge_file_is_read_each_poll_not_checked_chunk_by_chunk(tmp_path):
+    from nvtx_plugins_tf.recorder.watch.unchanged import fingerprint
+
+    foreign = tmp_path / "1-2.nvtxseg"
+    foreign.write_bytes(b"not a segment" * 100)
+    first = fingerprint([foreign])
+    assert fingerprint([foreign], first) == first  # (its bytes: the reader names the damage once)
+    huge = tmp_path / "3-4.nvtxseg"
+    head = bytearray(4096)
+    head[:8] = b"NVTXREC1"
+    head[12:20] = (4096).to_bytes(4, "little") + (4096).to_bytes(4, "little")
+    huge.write_bytes(bytes(head))
+    with open(huge, "r+b") as f:
+        f.truncate(4096 + 100_000 * 4096)  # (a sparse file of 100,000 empty chunks)
+    one = fingerprint([huge])
+    assert fingerprint([huge], one) != one  # (not checked: read)

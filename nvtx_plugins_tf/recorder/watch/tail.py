@@ -8,8 +8,10 @@ no cursor to resume from, so each poll maps the whole recording again with ``ana
 mapper (:func:`..analysis.mapper.map_input`, the native one-pass mapper: about 0.1 s of a core
 per million ranges). The steps, their ranges' work and their wall-clock times are then
 ``analyze``'s by construction, to the ns. A rank whose writers have all ended is read one last
-time and then no more. (docs/watch.md gives the cost; an incremental cursor is the way to
-bounded cost per poll on long runs.)
+time and then no more. A poll reads a rank only when its writers' state or its bytes changed
+since its last read (:mod:`.unchanged`: a fixed cost, whatever its size, when nothing did).
+(docs/watch.md gives the cost; an incremental cursor is the way to bounded cost per poll on
+long runs that write all along.)
 """
 
 from __future__ import annotations
@@ -145,8 +147,10 @@ class RankSource:
         return self.left_out or self.state in ("ended", "lost")
 
     def read(self) -> bool:
-        """Read the recording again (unless it is done); returns whether its ranges changed.
-        The writers' state is taken before the read, so a rank seen ended was read whole."""
+        """Read the recording again (unless it is done, or neither its writers' state nor its
+        bytes changed since its last read: :mod:`.unchanged`); returns whether its ranges
+        changed. The writers' state and the bytes' fingerprint are taken before the read, so a
+        rank seen ended was read whole, and bytes written during a read are read again."""
         if self.done:
             return False
         try:

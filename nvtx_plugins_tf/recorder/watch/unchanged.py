@@ -30,9 +30,13 @@ from pathlib import Path
 import numpy as np
 
 from ..._paths import PACKED_SEGMENT_SUFFIX
+from ..recording.liveness import segment_flags
 
-__all__ = ["Fingerprint", "HEADER_BYTES", "fingerprint"]
+__all__ = ["Fingerprint", "HEADER_BYTES", "MAX_CHUNKS", "fingerprint"]
 
+#: chunks not sealed at the last check above which a segment is not checked (read each poll):
+#: a hostile size (a sparse file of many empty chunks) costs no more than a read
+MAX_CHUNKS = 4096
 #: the header bytes compared: up to and with ``dropped_events`` (record_format.h's SegmentHeader)
 HEADER_BYTES = 1160
 _HEADER = struct.Struct("<8sIIII")  # magic, version, header_size, chunk_size, flags
@@ -57,6 +61,10 @@ class Fingerprint:
         return isinstance(other, Fingerprint) and self.segments == other.segments
 
 
+def _sealed(chunk) -> bool:
+    return isinstance(chunk, tuple) and chunk[0] == "sealed"
+
+
 def _open_chunk(data: bytes) -> tuple:
     """A chunk still written: the end of its last non-zero 8-byte word and the CRC-32 of the
     bytes up to there (the zeros after it are the same whatever their count)."""
@@ -74,13 +82,15 @@ def _raw_segment(path: Path, before: _Segment | None) -> _Segment:
         if len(head) < _HEADER.size:
             return _Segment(size, head)
         _, _, hsize, csize, _ = _HEADER.unpack_from(head)
-        if hsize < _HEADER.size or csize < _CHUNK.size or size <= hsize:
-            return _Segment(size, head)
+        if segment_flags(head) is None or hsize < _HEADER.size or csize % 4096 or not csize or size <= hsize:
+            return _Segment(size, head)  # (not a segment the writer wrote: the reader says what)
         count = (size - hsize + csize - 1) // csize
         old = before.chunks if before is not None else ()
+        if count - sum(map(_sealed, old)) > MAX_CHUNKS:
+            return _Segment(size, head, (object(),))  # (too many to check: equal to nothing, read)
         chunks = []
         for k in range(count):
-            if k < len(old) and old[k] is not None and old[k][0] == "sealed":
+            if k < len(old) and _sealed(old[k]):
                 chunks.append(old[k])  # (final: not read again)
                 continue
             off = hsize + k * csize
