@@ -267,7 +267,7 @@ void NameStats(const RangeColumns& c, const Rows& mine, int64_t n_names, const S
 }  // namespace
 
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
-                                        const SketchBuckets& buckets, RankStatsWork* work) {
+                                        bool with_incl, const SketchBuckets& buckets, RankStatsWork* work) {
   std::vector<int64_t> pids;  // (those of the columns' threads: each has a range)
   for (const RangeColumns::Thread& t : c.threads) pids.push_back(t.pid);
   std::sort(pids.begin(), pids.end());
@@ -283,8 +283,12 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
     r.pid = pids[p];
     r.events = static_cast<int64_t>(mine.size());
     NameStats(c, mine, n_names, buckets, &r, &row_of_name, work);
-    if (with_steps && narrow) StepWork(c, mine, is_step, n_names, work->parent, row_of_name, &r, &work->steps);
-    if (with_steps && !narrow) StepWork(c, mine, is_step, n_names, work->wide_parent, row_of_name, &r, &work->steps);
+    if (with_steps && narrow) {
+      StepWork(c, mine, is_step, n_names, work->parent, row_of_name, with_incl, &r, &work->steps);
+    }
+    if (with_steps && !narrow) {
+      StepWork(c, mine, is_step, n_names, work->wide_parent, row_of_name, with_incl, &r, &work->steps);
+    }
   };
   if (pids.size() == 1) {
     process(0, AllRows{static_cast<int64_t>(c.size())});

@@ -205,16 +205,17 @@ class NativeRanges:
         self._lib.nvtxr_ranges_keys(self._ptr, keys.ctypes.data)
         return keys
 
-    def rank_stats(self, is_step: np.ndarray | None, n_names: int) -> list[dict]:
+    def rank_stats(self, is_step: np.ndarray | None, n_names: int, inclusive: bool = False) -> list[dict]:
         """Every process's results (by pid ascending): dicts of ``pid``, ``events``,
         ``open_ranges`` and the :data:`FIELDS` (``step_work``, ``step_incl``: steps x work rows);
-        ``is_step`` None: no step chosen."""
+        ``is_step`` None: no step chosen; ``inclusive`` False: ``step_incl`` empty (0 x 0),
+        not computed (compare's only: analyze does not use it)."""
         flags = np.zeros(max(n_names, 1), dtype=np.uint8)
         if is_step is not None:
             flags[:n_names] = is_step[:n_names]
         bounds = sketch.bucket_bounds()
         n = self._lib.nvtxr_rank_stats(
-            self._ptr, flags.ctypes.data, n_names, int(is_step is not None), sketch.LOG_GAMMA,
+            self._ptr, flags.ctypes.data, n_names, int(is_step is not None), int(inclusive), sketch.LOG_GAMMA,
             bounds.ctypes.data, len(bounds), sketch.ZERO,
         )  # fmt: skip
         if n < 0:
@@ -229,7 +230,9 @@ class NativeRanges:
                 self._lib.nvtxr_rank_stats_copy(self._ptr, p, field, values.ctypes.data)
                 result[name] = values
             steps = len(result["step_start"])
-            for name in ("step_work", "step_incl"):
+            for name in ("step_work", "step_incl") if inclusive else ("step_work",):
                 result[name] = result[name].reshape(steps, len(result["work_rows"]) if steps else 0)
+            if not inclusive:
+                result["step_incl"] = result["step_incl"].reshape(0, 0)
             out.append(result)
         return out
