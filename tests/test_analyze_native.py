@@ -131,6 +131,29 @@ def test_inclusive_work_only_when_asked(tmp_path, monkeypatch, native):
     _assert_same(plain, asked)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_steps_without_the_name_statistics(tmp_path, monkeypatch, seed):
+    """watch's reads ask for no per-name statistics (``name_stats=False``): the native mapper
+    leaves them empty and every other field (names, open ranges, steps, their work, incl.
+    inclusive) is the full mapping's, on several processes with open ranges and an epoch."""
+    from nvtx_plugins_tf.recorder.analysis._native import NAME_STATS
+
+    rng = np.random.default_rng(seed)
+    rec = tmp_path / "rank.nvtxrec"
+    for pid in (100, 200):
+        _write_process(rec, rng, pid, 1_700_000_000 * 10**9, {1: "train"}, 3000)
+    monkeypatch.setenv("NVTX_TF_ANALYZE_NATIVE", "1")
+    full = mapper.map_input(rec, inclusive=True)
+    light = mapper.map_input(rec, inclusive=True, name_stats=False)
+    assert len(full) == 2 and all(r.n_steps and r.count.size and r.open_ranges for r in full)
+    for r, f in zip(light, full):
+        assert r.names == f.names and r.work_rows.size and r.step_work.any()
+        for name in NAME_STATS:
+            assert getattr(r, name).size == 0, name
+            setattr(r, name, getattr(f, name))
+    _assert_same(light, full)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_native_mapper_on_ranges_at_times_of_their_own(tmp_path, monkeypatch, seed):
     """Random nesting on 3 threads, every event at a time of its own but ranges of no length,

@@ -29,10 +29,13 @@ from .rank_result import (
 __all__ = ["map_recording", "map_export"]
 
 
-def map_recording(path: Path, step: StepSpec | None, inclusive: bool = False) -> list[RankResult]:
+def map_recording(
+    path: Path, step: StepSpec | None, inclusive: bool = False, name_stats: bool = True
+) -> list[RankResult]:
     """map_input of a recording: decoded and mapped in one native pass (the GIL released),
     the names, the chosen step and the clocks by the same rules as the numpy path's
-    (``inclusive``: with ``step_incl``)."""
+    (``inclusive``: with ``step_incl``; ``name_stats`` False: without the per-name statistics,
+    :data:`._native.NAME_STATS`, left empty)."""
     from ..recording.reader import reading
 
     native = _native.thread_ranges()
@@ -49,7 +52,7 @@ def map_recording(path: Path, step: StepSpec | None, inclusive: bool = False) ->
         name_domain, name_message = _key_names(keys, dom_list, strings + [""], len(strings) + 1)
         chosen = _choose_step(None, name_domain, name_message, step)
         is_step = None if chosen is None else chosen.mask(name_domain, name_message).view(np.uint8)
-        processes = native.rank_stats(is_step, len(keys), inclusive)
+        processes = native.rank_stats(is_step, len(keys), inclusive, name_stats)
         origin = reader.origin_ns
         epoch = session_start_utc(reader, origin + shift) if processes else None
         clock_shift = _clock_shifts(reader) if processes else {}
@@ -99,8 +102,9 @@ def _rank_results(
         result = RankResult(name, str(path), pid, p["events"], p["open_ranges"], damage=damage)
         rows = p["rows"].tolist()
         result.names = list(zip([name_domain[n] for n in rows], [name_message[n] for n in rows]))
-        for f in ("count", "sum", "min", "max", "m2", "q1", "median", "q3", "sketch_row", "sketch_key", "sketch_count"):
-            setattr(result, f, p[f])
+        for f in _native.NAME_STATS:
+            if f in p:  # (not without them: the defaults, empty)
+                setattr(result, f, p[f])
         if chosen is not None:
             base = base_of(pid)
             result.aligned = aligned

@@ -169,7 +169,7 @@ class RankSource:
             return False  # nothing new since the last read: its results stand
         try:
             self.maps += 1
-            results = map_input(self.path, self.step)
+            results = map_input(self.path, self.step, name_stats=False)  # (the steps only)
         except (OSError, ValueError) as exc:  # (a segment packed or made meanwhile: next poll)
             self.error = str(exc)
             if state in ("ended", "lost"):
