@@ -9,7 +9,12 @@ two readers (a :class:`RankSource` each) are brought up to date before each bloc
 it polled once (1 s of new steps) and again (nothing new), in turns (A B, B A, ...). CPU by
 ``time.process_time``; medians over BLOCKS blocks.
 
-python benchmarks/bench_watch_poll.py [--ranges 1000000] [--blocks 5]
+Then the mapping of one read (RankSource.read's map_input call) of one rank of 23k and of 1M
+ranges (raw segments, as a live rank's), with analyze's per-name statistics (as before watch
+asked for none) and without them (``name_stats=False``, watch's reads since), in turns, CPU
+median of READS reads each.
+
+python benchmarks/bench_watch_poll.py [--ranges 1000000] [--blocks 5] [--reads 15]
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranges", type=int, default=1_000_000)
     parser.add_argument("--blocks", type=int, default=5)
+    parser.add_argument("--reads", type=int, default=15)
     args = parser.parse_args()
     from nvtx_plugins_tf.recorder.watch import tail
 
@@ -109,7 +115,34 @@ def main() -> int:
         for name, c in cost.items():
             print(f"  {name}: 1 s of new steps {1000 * statistics.median(c['new']):.2f} ms, "
                   f"nothing new {1000 * statistics.median(c['none']):.3f} ms")  # fmt: skip
+        _reads(tmp, [23_000, args.ranges], args.reads)
     return 0
+
+
+def _reads(tmp: Path, sizes: list[int], reads: int) -> None:
+    """The CPU of one read's mapping of a rank of each size, with and without analyze's
+    per-name statistics, in turns (see the module docstring)."""
+    from nvtx_plugins_tf.recorder import library_path
+    from nvtx_plugins_tf.recorder.analysis.mapper import StepSpec, map_input
+
+    print(f"one read of one rank (its mapping), CPU ms, median of {reads}")
+    for size in sizes:
+        rec = tmp / f"raw{size}.nvtxrec"
+        rec.mkdir()
+        env = dict(os.environ, NVTX_INJECTION64_PATH=str(library_path()), NVTX_TF_RECORD_DIR=str(rec))
+        # (the burst only, no block: not under record, its segment stays raw)
+        subprocess.run([sys.executable, str(tmp / "rank.py"), str(tmp), str(size // 200), "0"], env=env, check=True)
+        spec = StepSpec.parse(map_input(rec, name_stats=False)[0].step_name)  # (then kept, as watch does)
+        cost: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(reads):
+            for stats in (True, False) if i % 2 == 0 else (False, True):
+                t0 = time.process_time()
+                results = map_input(rec, spec, name_stats=stats)
+                cost[stats].append(time.process_time() - t0)
+        ranges = sum(r.events for r in results)
+        full, light = (1000 * statistics.median(cost[k]) for k in (True, False))
+        print(f"  {ranges:,} ranges (load {os.getloadavg()[0]:.1f}): with the statistics {full:.2f} ms, "
+              f"without {light:.2f} ms ({light / full:.2f}x)")  # fmt: skip
 
 
 def _no_check(segments, before=None):
