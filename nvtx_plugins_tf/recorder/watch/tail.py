@@ -6,7 +6,8 @@ How a rank is read: the recorder's segments hold each thread's events in chunks 
 decoder pairs across chunks and segments in one pass (cc_ops/reader/segment_cursor.h); it has
 no cursor to resume from, so each poll maps the whole recording again with ``analyze``'s own
 mapper (:func:`..analysis.mapper.map_input`, the native one-pass mapper: about 0.1 s of a core
-per million ranges). The steps, their ranges' work and their wall-clock times are then
+per million ranges), asked for the steps only (``name_stats=False``: none of analyze's per-name
+statistics). The steps, their ranges' work and their wall-clock times are then
 ``analyze``'s by construction, to the ns. A rank whose writers have all ended is read one last
 time and then no more. A poll reads a rank only when its writers' state or its bytes changed
 since its last read (:mod:`.unchanged`: a fixed cost, whatever its size, when nothing did).
