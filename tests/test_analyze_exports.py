@@ -40,7 +40,7 @@ def _by_name(r: mapper.RankResult) -> mapper.RankResult:
 
 def _mapped(path, monkeypatch, native: bool, step=None) -> list[mapper.RankResult]:
     monkeypatch.setenv("NVTX_TF_ANALYZE_NATIVE", "1" if native else "0")
-    return [_by_name(r) for r in mapper.map_input(path, step)]
+    return [_by_name(r) for r in mapper.map_input(path, step, inclusive=True)]
 
 
 def _renamed(results, name: str) -> list[mapper.RankResult]:

@@ -189,9 +189,9 @@ SIGNAL_POINTS = {
     "while mapping": """
         from nvtx_plugins_tf.recorder.analysis import engines
         _orig = engines.map_input
-        def map_input(path, step=None):
+        def map_input(path, step=None, **kw):
             _kill()
-            return _orig(path, step)
+            return _orig(path, step, **kw)
         engines.map_input = map_input
     """,
     "after the first table": """
@@ -327,13 +327,13 @@ def test_r10_sigint_while_mapping_starts_no_queued_input_and_waits_for_none(corp
         from pathlib import Path
         from nvtx_plugins_tf.recorder.analysis import engines
         _orig = engines.map_input
-        def map_input(path, step=None):
+        def map_input(path, step=None, **kw):
             (Path({str(started)!r}) / Path(path).name).touch()
             if Path(path).name == "r0.nvtxrec":
                 os.kill(os.getpid(), signal.SIGINT)
                 threading.Event().wait()  # (a read that takes forever)
             time.sleep(0.5)
-            return _orig(path, step)
+            return _orig(path, step, **kw)
         engines.map_input = map_input
     """
     proc = patched(script, "analyze", *inputs, "-o", tmp_path / "out", timeout=60)

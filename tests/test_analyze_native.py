@@ -90,9 +90,9 @@ def _assert_same(native: list, reference: list) -> None:
 
 def _both(path, monkeypatch, step=None):
     monkeypatch.setenv("NVTX_TF_ANALYZE_NATIVE", "0")
-    reference = mapper.map_input(path, step)
+    reference = mapper.map_input(path, step, inclusive=True)
     monkeypatch.setenv("NVTX_TF_ANALYZE_NATIVE", "1")
-    return mapper.map_input(path, step), reference
+    return mapper.map_input(path, step, inclusive=True), reference
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -111,6 +111,47 @@ def test_native_mapper_is_the_numpy_mapper_on_written_recordings(tmp_path, monke
     # a step given (in a domain), and one that matches nothing
     _assert_same(*_both(rec, monkeypatch, mapper.StepSpec.parse("x@train")))
     _assert_same(*_both(rec, monkeypatch, mapper.StepSpec.parse("nothing")))
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_inclusive_work_only_when_asked(tmp_path, monkeypatch, native):
+    """analyze does not ask for the steps' inclusive work (compare does): without
+    ``inclusive`` the mappers leave ``step_incl`` empty and every other field as with it."""
+    rec = tmp_path / "rank.nvtxrec"
+    _write_process(rec, np.random.default_rng(7), 100, 1_700_000_000 * 10**9, {1: "train"}, 3000)
+    monkeypatch.setenv("NVTX_TF_ANALYZE_NATIVE", native)
+    plain, asked = mapper.map_input(rec), mapper.map_input(rec, inclusive=True)
+    assert [r.n_steps for r in plain] == [r.n_steps for r in asked] and all(r.n_steps for r in asked)
+    for r in asked:
+        assert r.step_incl.shape == r.step_work.shape and (r.step_incl >= r.step_work).all()
+        assert (r.step_incl > r.step_work).any()  # (nested ranges: a parent's time keeps its children's)
+    for r in plain:
+        assert r.step_incl.shape == (0, 0)
+        r.step_incl = next(a for a in asked if a.name == r.name).step_incl
+    _assert_same(plain, asked)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_steps_without_the_name_statistics(tmp_path, monkeypatch, seed):
+    """watch's reads ask for no per-name statistics (``name_stats=False``): the native mapper
+    leaves them empty and every other field (names, open ranges, steps, their work, incl.
+    inclusive) is the full mapping's, on several processes with open ranges and an epoch."""
+    from nvtx_plugins_tf.recorder.analysis._native import NAME_STATS
+
+    rng = np.random.default_rng(seed)
+    rec = tmp_path / "rank.nvtxrec"
+    for pid in (100, 200):
+        _write_process(rec, rng, pid, 1_700_000_000 * 10**9, {1: "train"}, 3000)
+    monkeypatch.setenv("NVTX_TF_ANALYZE_NATIVE", "1")
+    full = mapper.map_input(rec, inclusive=True)
+    light = mapper.map_input(rec, inclusive=True, name_stats=False)
+    assert len(full) == 2 and all(r.n_steps and r.count.size and r.open_ranges for r in full)
+    for r, f in zip(light, full):
+        assert r.names == f.names and r.work_rows.size and r.step_work.any()
+        for name in NAME_STATS:
+            assert getattr(r, name).size == 0, name
+            setattr(r, name, getattr(f, name))
+    _assert_same(light, full)
 
 
 @pytest.mark.parametrize("seed", range(4))

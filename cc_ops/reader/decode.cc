@@ -16,7 +16,7 @@ namespace {
 
 using nvtx_reader::Decoder;
 
-constexpr uint32_t kAbiVersion = 14;
+constexpr uint32_t kAbiVersion = 16;
 
 void SetError(char* err, uint32_t err_len, const std::string& message) {
   if (!err || err_len == 0) return;

@@ -27,7 +27,9 @@
 //   rank_stats_api.cc      ABI 10: its C API (below); ABI 11: an nsys export's rows as input
 //   sqlite_ranges.{h,cc}   ABI 11: an SQLite export's range rows read natively into the columns
 //   sqlite_pages.{h,cc}    ABI 13: an SQLite table read straight from the file's pages (sqlite_ranges' fast way)
-//   step_work.h            ABI 14: each step's inclusive work per name besides the exclusive (compare's)
+//   step_work.h            ABI 14: each step's inclusive work per name besides the exclusive (compare's);
+//                          ABI 15: only when asked (nvtxr_rank_stats' with_incl)
+//   rank_stats.{h,cc}      ABI 16: the per-name statistics only when asked (with_name_stats: watch needs none)
 //   sqlite_api.{h,cc}      SQLite through dlopen, for sqlite_insert (the SQLite export) and sqlite_ranges
 //   packed_segment.{h,cc}  ABI 12: a packed segment read frame by frame (Zstandard through dlopen)
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
@@ -228,6 +230,11 @@ NVTXR_API int nvtxr_thread_name(void* ctx, uint32_t index, NvtxrThreadName* out)
 // (is_step: n_names flags; the sketch's buckets: see rank_stats.h) and returns how many
 // processes (by pid ascending), -1 when out of memory; its columns are emptied. A result's
 // fields (NvtxrRankField) are arrays of 8-byte elements (int64; m2 and the quartiles double).
+// ABI 15: with_incl 0 leaves kNvtxrRankStepIncl empty (only compare asks for it: analyze
+// does not use it, and a worker would ship it with each rank). ABI 16: with_name_stats 0
+// leaves the per-name statistics (kNvtxrRankCount to kNvtxrRankSketchCount) empty, not
+// computed (watch's reads: only the names, the steps and their work); kNvtxrRankRows, the
+// steps and their work are the same either way.
 enum NvtxrRankField {
   kNvtxrRankRows = 0,
   kNvtxrRankCount,
@@ -259,8 +266,9 @@ NVTXR_API int64_t nvtxr_ranges_collect(void* ranges, void* ctx, int64_t capacity
 NVTXR_API void nvtxr_ranges_bounds(void* ranges, int64_t* out);
 NVTXR_API int64_t nvtxr_ranges_name(void* ranges, const int64_t* dom_map, int64_t n_dom, int64_t strings);
 NVTXR_API void nvtxr_ranges_keys(void* ranges, int64_t* out);
-NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t n_names, int with_steps,
-                                   double log_gamma, const int64_t* bounds, int64_t n_bounds, int64_t zero_key);
+NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t n_names, int with_steps, int with_incl,
+                                   int with_name_stats, double log_gamma, const int64_t* bounds, int64_t n_bounds,
+                                   int64_t zero_key);
 // out: pid, events (its ranges), open ranges
 NVTXR_API int nvtxr_rank_stats_header(void* ranges, int64_t process, int64_t* out);
 NVTXR_API int64_t nvtxr_rank_stats_size(void* ranges, int64_t process, int field);

@@ -264,10 +264,31 @@ void NameStats(const RangeColumns& c, const Rows& mine, int64_t n_names, const S
   }
 }
 
+// NameStats without the statistics: the names of the process's closed ranges (rows,
+// ascending) and its open ranges, all that the steps' work needs.
+template <class Rows>
+void NameRows(const RangeColumns& c, const Rows& mine, int64_t n_names, RankStats* out,
+              std::vector<int64_t>* row_of_name) {
+  row_of_name->assign(n_names, -1);
+  for (int64_t i : mine) {
+    if (IsClosed(c, i)) {
+      (*row_of_name)[c.name()[i]] = 0;
+    } else {
+      out->open_ranges++;
+    }
+  }
+  for (int64_t n = 0; n < n_names; ++n) {
+    if ((*row_of_name)[n] < 0) continue;
+    (*row_of_name)[n] = static_cast<int64_t>(out->rows.size());
+    out->rows.push_back(n);
+  }
+}
+
 }  // namespace
 
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
-                                        const SketchBuckets& buckets, RankStatsWork* work) {
+                                        bool with_incl, bool with_name_stats, const SketchBuckets& buckets,
+                                        RankStatsWork* work) {
   std::vector<int64_t> pids;  // (those of the columns' threads: each has a range)
   for (const RangeColumns::Thread& t : c.threads) pids.push_back(t.pid);
   std::sort(pids.begin(), pids.end());
@@ -282,9 +303,17 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
     RankStats& r = out[p];
     r.pid = pids[p];
     r.events = static_cast<int64_t>(mine.size());
-    NameStats(c, mine, n_names, buckets, &r, &row_of_name, work);
-    if (with_steps && narrow) StepWork(c, mine, is_step, n_names, work->parent, row_of_name, &r, &work->steps);
-    if (with_steps && !narrow) StepWork(c, mine, is_step, n_names, work->wide_parent, row_of_name, &r, &work->steps);
+    if (with_name_stats) {
+      NameStats(c, mine, n_names, buckets, &r, &row_of_name, work);
+    } else {
+      NameRows(c, mine, n_names, &r, &row_of_name);
+    }
+    if (with_steps && narrow) {
+      StepWork(c, mine, is_step, n_names, work->parent, row_of_name, with_incl, &r, &work->steps);
+    }
+    if (with_steps && !narrow) {
+      StepWork(c, mine, is_step, n_names, work->wide_parent, row_of_name, with_incl, &r, &work->steps);
+    }
   };
   if (pids.size() == 1) {
     process(0, AllRows{static_cast<int64_t>(c.size())});

@@ -41,7 +41,7 @@ struct RankStats {
   std::vector<int64_t> step_row, step_start, step_end;  // the recording's clock
   std::vector<int64_t> work_rows;
   std::vector<int64_t> step_work;  // steps x work_rows, row-major: exclusive ns
-  std::vector<int64_t> step_incl;  // the same, inclusive of the children's
+  std::vector<int64_t> step_incl;  // the same, inclusive of the children's (empty unless asked)
 };
 
 // Memory of ComputeRankStats kept from one input to the next (pages the kernel need not
@@ -58,9 +58,12 @@ struct RankStatsWork {
 
 // The results of every process of `c` (named: RangeColumns::Name), by pid
 // ascending. is_step[name]: the range is a step (n_names entries); with_steps false: no
-// step chosen (no step columns).
+// step chosen (no step columns); with_incl false: step_incl left empty (compare's only);
+// with_name_stats false: rows and open_ranges only, the per-name statistics (count to
+// sketch_count) left empty (watch's reads).
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
-                                        const SketchBuckets& buckets, RankStatsWork* work);
+                                        bool with_incl, bool with_name_stats, const SketchBuckets& buckets,
+                                        RankStatsWork* work);
 
 }  // namespace nvtx_reader
 

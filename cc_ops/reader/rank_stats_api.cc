@@ -1,4 +1,4 @@
-// The C API of analyze's native mapper (decode.h, ABI 10 and 11) over range_columns.h and
+// The C API of analyze's native mapper (decode.h, ABI 10, 11, 15 and 16) over range_columns.h and
 // rank_stats.h. No C++ exception crosses it.
 #include <string.h>
 
@@ -137,13 +137,15 @@ NVTXR_API void nvtxr_ranges_keys(void* ranges, int64_t* out) {
   if (ranges && out) memcpy(out, R(ranges)->keys.data(), R(ranges)->keys.size() * sizeof(int64_t));
 }
 
-NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t n_names, int with_steps,
-                                   double log_gamma, const int64_t* bounds, int64_t n_bounds, int64_t zero_key) {
+NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t n_names, int with_steps, int with_incl,
+                                   int with_name_stats, double log_gamma, const int64_t* bounds, int64_t n_bounds,
+                                   int64_t zero_key) {
   if (!ranges || !bounds || n_bounds < 1) return -1;
   try {
     Ranges* r = R(ranges);
     nvtx_reader::SketchBuckets buckets{log_gamma, bounds, n_bounds, zero_key, static_cast<float>(1.0 / log_gamma)};
-    r->results = nvtx_reader::ComputeRankStats(r->columns, is_step, n_names, with_steps != 0, buckets, &r->work);
+    r->results = nvtx_reader::ComputeRankStats(r->columns, is_step, n_names, with_steps != 0, with_incl != 0,
+                                               with_name_stats != 0, buckets, &r->work);
     r->columns.Clear();  // (the results are what is left; the room stays for the next input)
     return static_cast<int64_t>(r->results.size());
   } catch (...) {

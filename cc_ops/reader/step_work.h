@@ -37,9 +37,10 @@ struct AllRows {
 
 // The steps of one process and their exclusive and inclusive work per name (mapper._step_work):
 // a range's cover of a step counts for its name in both; in the exclusive, less for its parent's.
+// with_incl false: no inclusive work (only compare's tables use it): out->step_incl stays empty.
 template <class Rows, class P>
 void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, int64_t n_names,
-              const std::vector<P>& parent, const std::vector<int64_t>& row_of_name, RankStats* out,
+              const std::vector<P>& parent, const std::vector<int64_t>& row_of_name, bool with_incl, RankStats* out,
               std::vector<int64_t>* scratch) {
   std::vector<int64_t>& steps = *scratch;
   steps.clear();
@@ -70,8 +71,9 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
   std::vector<int64_t> reach(n_steps);  // the latest end of the steps up to each one
   for (int64_t k = 0; k < n_steps; ++k) reach[k] = k ? std::max(reach[k - 1], ends[k]) : ends[k];
   int64_t n_columns = static_cast<int64_t>(names.size());
-  std::vector<int64_t> covered(n_steps * n_columns, 0);    // step * n_columns + column -> ns
-  std::vector<int64_t> inclusive(n_steps * n_columns, 0);  // (the same, children's time kept)
+  std::vector<int64_t> covered(n_steps * n_columns, 0);                    // step * n_columns + column -> ns
+  std::vector<int64_t> inclusive(with_incl ? n_steps * n_columns : 0, 0);  // (the same, children's time kept)
+  std::vector<uint8_t> any(n_columns, 0);  // the names that cover any step (inclusive time: not 0)
   auto is_long = [&](int64_t i) { return c.end[i] - c.start[i] > longest; };
   int64_t base = -1;                  // the last step starting at or before the range
   int64_t last_p = -2, last_up = -1;  // the last range's parent and its `up` (siblings: the same)
@@ -94,7 +96,8 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
       if (around_excluded && rs <= s && re >= e) cover = 0;
       if (cover <= 0) return;
       covered[k * n_columns + name] += cover;
-      inclusive[k * n_columns + name] += cover;
+      any[name] = 1;
+      if (with_incl) inclusive[k * n_columns + name] += cover;
       if (up >= 0) covered[k * n_columns + up] -= cover;
     };
     if (around_excluded) {  // (the epoch around the steps ...): against every step
@@ -110,25 +113,22 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
     for (int64_t k = std::max<int64_t>(base, 0); k < n_steps && starts[k] < re; ++k) add(k);
     for (int64_t k = base - 1; k >= 0 && reach[k] > rs; --k) add(k);
   }
-  // the names that cover any step, ascending (as the numpy path's columns): inclusive time
-  // (a range's children never cover more of a step than it does: its exclusive time is 0 there
-  // whenever its inclusive is)
-  std::vector<uint8_t> any(n_columns, 0);
-  for (int64_t k = 0; k < n_steps; ++k) {
-    for (int64_t j = 0; j < n_columns; ++j) any[j] |= inclusive[k * n_columns + j] != 0;
-  }
+  // the names that cover any step, ascending (as the numpy path's columns: their inclusive time
+  // is not 0, a sum of positive covers; a range's children never cover more of a step than it
+  // does: its exclusive time is 0 there whenever its inclusive is)
   std::vector<int64_t> used;  // columns, by name
   for (int64_t n = 0; n < n_names; ++n) {
     if (column[n] >= 0 && any[column[n]]) used.push_back(column[n]);
   }
   for (int64_t j : used) out->work_rows.push_back(row_of_name[names[j]]);
   out->step_work.reserve(n_steps * used.size());
+  for (int64_t k = 0; k < n_steps; ++k) {
+    for (int64_t j : used) out->step_work.push_back(covered[k * n_columns + j]);
+  }
+  if (!with_incl) return;
   out->step_incl.reserve(n_steps * used.size());
   for (int64_t k = 0; k < n_steps; ++k) {
-    for (int64_t j : used) {
-      out->step_work.push_back(covered[k * n_columns + j]);
-      out->step_incl.push_back(inclusive[k * n_columns + j]);
-    }
+    for (int64_t j : used) out->step_incl.push_back(inclusive[k * n_columns + j]);
   }
 }
 

@@ -19,7 +19,7 @@ import numpy as np
 from ..recording._decoder import library
 from . import sketch
 
-__all__ = ["NativeRanges", "thread_ranges", "enabled", "sqlite_pages_enabled", "FIELDS"]
+__all__ = ["NativeRanges", "thread_ranges", "enabled", "sqlite_pages_enabled", "FIELDS", "NAME_STATS"]
 
 #: the result fields (NvtxrRankField in cc_ops/reader/decode.h), in its order, and their dtypes
 FIELDS = {
@@ -43,6 +43,9 @@ FIELDS = {
     "step_incl": np.int64,
 }
 
+
+#: the per-name statistics among them (left out of a read without them: ``name_stats`` False)
+NAME_STATS = ("count", "sum", "min", "max", "m2", "q1", "median", "q3", "sketch_row", "sketch_key", "sketch_count")
 
 _local = threading.local()
 
@@ -205,31 +208,43 @@ class NativeRanges:
         self._lib.nvtxr_ranges_keys(self._ptr, keys.ctypes.data)
         return keys
 
-    def rank_stats(self, is_step: np.ndarray | None, n_names: int) -> list[dict]:
+    def rank_stats(
+        self, is_step: np.ndarray | None, n_names: int, inclusive: bool = False, name_stats: bool = True
+    ) -> list[dict]:
         """Every process's results (by pid ascending): dicts of ``pid``, ``events``,
         ``open_ranges`` and the :data:`FIELDS` (``step_work``, ``step_incl``: steps x work rows);
-        ``is_step`` None: no step chosen."""
+        ``is_step`` None: no step chosen; ``inclusive`` False: ``step_incl`` empty (0 x 0),
+        not computed (compare's only: analyze does not use it); ``name_stats`` False: the
+        per-name statistics (:data:`NAME_STATS`) neither computed nor in the dicts (watch's
+        reads: ``rows``, the steps and their work only, the same values)."""
         flags = np.zeros(max(n_names, 1), dtype=np.uint8)
         if is_step is not None:
             flags[:n_names] = is_step[:n_names]
         bounds = sketch.bucket_bounds()
         n = self._lib.nvtxr_rank_stats(
-            self._ptr, flags.ctypes.data, n_names, int(is_step is not None), sketch.LOG_GAMMA,
-            bounds.ctypes.data, len(bounds), sketch.ZERO,
+            self._ptr, flags.ctypes.data, n_names, int(is_step is not None), int(inclusive), int(name_stats),
+            sketch.LOG_GAMMA, bounds.ctypes.data, len(bounds), sketch.ZERO,
         )  # fmt: skip
         if n < 0:
             raise MemoryError("nvtxr_rank_stats failed")
+        left_out = (() if name_stats else NAME_STATS) + (() if inclusive else ("step_incl",))
+        fields = [(i, name, dtype) for i, (name, dtype) in enumerate(FIELDS.items()) if name not in left_out]
         out = []
         header = np.zeros(3, dtype=np.int64)
+        lib, ptr = self._lib, self._ptr
         for p in range(n):
-            self._lib.nvtxr_rank_stats_header(self._ptr, p, header.ctypes.data)
-            result = {"pid": int(header[0]), "events": int(header[1]), "open_ranges": int(header[2])}
-            for field, (name, dtype) in enumerate(FIELDS.items()):
-                values = np.empty(self._lib.nvtxr_rank_stats_size(self._ptr, p, field), dtype=dtype)
-                self._lib.nvtxr_rank_stats_copy(self._ptr, p, field, values.ctypes.data)
+            lib.nvtxr_rank_stats_header(ptr, p, header.ctypes.data)
+            pid, events, open_ranges = header.tolist()
+            result = {"pid": pid, "events": events, "open_ranges": open_ranges}
+            for field, name, dtype in fields:
+                values = np.empty(lib.nvtxr_rank_stats_size(ptr, p, field), dtype=dtype)
+                if len(values):
+                    lib.nvtxr_rank_stats_copy(ptr, p, field, values.ctypes.data)
                 result[name] = values
             steps = len(result["step_start"])
-            for name in ("step_work", "step_incl"):
+            for name in ("step_work", "step_incl") if inclusive else ("step_work",):
                 result[name] = result[name].reshape(steps, len(result["work_rows"]) if steps else 0)
+            if not inclusive:
+                result["step_incl"] = np.zeros((0, 0), dtype=np.int64)
             out.append(result)
         return out

@@ -116,11 +116,11 @@ def _worker_wait() -> float:
         return WORKER_WAIT_S
 
 
-def _safe_map(path: str, step: StepSpec | None) -> tuple[list[RankResult], str | None]:
+def _safe_map(path: str, step: StepSpec | None, inclusive: bool = False) -> tuple[list[RankResult], str | None]:
     """map_input, its failure as a line instead of an exception (across processes too); on a
     Dask worker, the line names the worker (it may see other files than this host)."""
     try:
-        return map_input(path, step), None
+        return map_input(path, step, inclusive=inclusive), None
     except (OSError, ValueError, sqlite3.Error) as exc:
         text = str(exc)  # (named once: the loaders' messages often start with the path)
         named = text if text.startswith(f"{path}: ") else f"{path}: {text}"
@@ -238,16 +238,21 @@ def run_mappers(
     workers: int | None = None,
     scheduler: str | None = None,
     progress: Callable[[int, int, int], None] | None = None,
+    inclusive: bool = False,
 ) -> tuple[list[RankResult], list[str], list[str]]:
     """(every rank's results in input order, the lines of the inputs left out, the lines of
     the Dask workers that cannot see some inputs: those are read by the others). Inputs are
-    given to the workers as absolute paths."""
+    given to the workers as absolute paths. ``inclusive``: the ranks carry ``step_incl``
+    (compare's; analyze does not ask: it is neither computed nor shipped)."""
     paths = [os.path.abspath(p) for p in inputs]
     results: list[tuple[list[RankResult], str | None] | None] = [None] * len(paths)
     done = events = 0
     notes: list[str] = []
     local = workers is None and scheduler is None
-    mapped = _in_threads(paths, step) if local else _on_dask(paths, step, workers, scheduler, notes)
+    if local:
+        mapped = _in_threads(paths, step, inclusive)
+    else:
+        mapped = _on_dask(paths, step, inclusive, workers, scheduler, notes)
     for i, result in mapped:
         results[i] = result
         done += 1
@@ -259,7 +264,7 @@ def run_mappers(
     return ranks, left_out, notes
 
 
-def _in_threads(paths: list[str], step: StepSpec | None):
+def _in_threads(paths: list[str], step: StepSpec | None, inclusive: bool = False):
     """(input index, its result) as each is done, mapped by threads of this process: the
     reading (native decoder, pyarrow) and numpy's sorts release the GIL, so two cores give
     1.7x one's ranges/s (benchmarks/bench_analyze.py); memory is that of as many inputs as
@@ -279,7 +284,7 @@ def _in_threads(paths: list[str], step: StepSpec | None):
             except queue.Empty:
                 return
             try:
-                done.put((i, _safe_map(path, step), None))
+                done.put((i, _safe_map(path, step, inclusive), None))
             except BaseException as exc:  # noqa: BLE001 - raised again by the caller's thread
                 done.put((i, None, exc))
 
@@ -327,7 +332,7 @@ def _where_seen(client, paths: list[str], notes: list[str]) -> tuple[list[list[s
     return [[w for w in sorted(unseen) if i not in blind.get(w, ())] for i in range(len(paths))], sorted(unseen)
 
 
-def _retry(client, path: str, step: StepSpec | None, seen: list[str] | None):
+def _retry(client, path: str, step: StepSpec | None, inclusive: bool, seen: list[str] | None):
     """A task for ``path`` on the workers that see it and are still there, strictly, after it
     failed: the loose restriction lets a busy scheduler give it to a worker that does not see
     it. None when every worker sees it (its failure is the input's) or none of those is left."""
@@ -336,12 +341,13 @@ def _retry(client, path: str, step: StepSpec | None, seen: list[str] | None):
     present = [w for w in seen if w in client.scheduler_info(n_workers=-1)["workers"]]
     if not present:
         return None
-    return client.submit(_safe_map, path, step, workers=present, allow_other_workers=False, pure=False)
+    return client.submit(_safe_map, path, step, inclusive, workers=present, allow_other_workers=False, pure=False)
 
 
 def _on_dask(
     paths: list[str],
     step: StepSpec | None,
+    inclusive: bool,
     workers: int | None,
     scheduler: str | None,
     notes: list[str],
@@ -366,7 +372,7 @@ def _on_dask(
             _wait_for_workers(client, scheduler)
         seen_by, everyone = _where_seen(client, paths, notes) if scheduler is not None else ([None] * len(paths), [])
         if all(s is None for s in seen_by):
-            futures = client.map(_safe_map, paths, step=step, pure=False)
+            futures = client.map(_safe_map, paths, step=step, inclusive=inclusive, pure=False)
             index = {f.key: i for i, f in enumerate(futures)}
         else:
             index = {}
@@ -378,13 +384,15 @@ def _on_dask(
                 # failure names that worker, rather than waiting for ever; a busy scheduler may
                 # also give it to a blind worker: a failed task is tried once more, strictly on
                 # the workers that see it still there, _retry)
-                futures.append(client.submit(_safe_map, path, step, workers=seen, allow_other_workers=True, pure=False))
+                futures.append(
+                    client.submit(_safe_map, path, step, inclusive, workers=seen, allow_other_workers=True, pure=False)
+                )
                 index[futures[-1].key] = i
         retried: set[int] = set()
         done = as_completed(futures)
         for future in done:
             i, (results, failure) = index[future.key], future.result()
-            retry = _retry(client, paths[i], step, seen_by[i]) if failure and i not in retried else None
+            retry = _retry(client, paths[i], step, inclusive, seen_by[i]) if failure and i not in retried else None
             if retry is not None:
                 retried.add(i)
                 futures.append(retry)

@@ -48,36 +48,44 @@ def _is_export(path: Path) -> bool:
     return (path.is_file() and is_sqlite(path)) or (path.is_dir() and is_parquetdir(path))
 
 
-def map_input(path, step: StepSpec | None = None) -> list[RankResult]:
+def map_input(
+    path, step: StepSpec | None = None, *, inclusive: bool = False, name_stats: bool = True
+) -> list[RankResult]:
     """The rank results of one input (see the module docstring). Raises OSError or ValueError
     (naming the input) when it cannot be read. A recording is mapped natively
     (:mod:`.native_mapper`, unless ``NVTX_TF_ANALYZE_NATIVE=0``), an export (and a recording
-    without it) by the numpy code below: the same values."""
+    without it) by the numpy code below: the same values. ``inclusive``: with each step's
+    inclusive work (``step_incl``, compare's); else it is left empty (0 x 0). ``name_stats``
+    False (watch's reads): a recording mapped natively without the per-name statistics
+    (``count`` to ``sketch_count`` left empty; ``names``, the steps and their work the same);
+    the numpy code and an export's mapping compute them anyway."""
     path = Path(path)
-    if _is_export(path) and _native.enabled():
-        out = native_mapper.map_export(path, step)
+    export = _is_export(path)  # (once: a few stat calls and reads of the file's head)
+    if export and _native.enabled():
+        out = native_mapper.map_export(path, step, inclusive)
         if out is not None:
             return out
-    if _is_export(path):
+    if export:
         ranges = load_ranges(path, row_ids=False)
         _release_arrow_memory()
-        return map_ranges(path, ranges, step)
+        return map_ranges(path, ranges, step, inclusive)
     if _native.enabled():
-        return native_mapper.map_recording(path, step)
+        return native_mapper.map_recording(path, step, inclusive, name_stats)
     from ..recording.reader import reading
 
     with reading(path) as reader:
         ranges = load_ranges(path, reader=reader, row_ids=False)
         _check_readable(reader)
         damage = _damage(reader)
-    out = map_ranges(path, ranges, step)
+    out = map_ranges(path, ranges, step, inclusive)
     for result in out:
         result.damage = damage
     return out
 
 
-def map_ranges(path: Path, ranges: Ranges, step: StepSpec | None = None) -> list[RankResult]:
-    """The rank results of the ranges of the input ``path``, by numpy."""
+def map_ranges(path: Path, ranges: Ranges, step: StepSpec | None = None, inclusive: bool = False) -> list[RankResult]:
+    """The rank results of the ranges of the input ``path``, by numpy (``inclusive``: with
+    ``step_incl``)."""
     label_domain = [ranges.domains[d] for d in range(len(ranges.domains))]
     # per name index: its domain and message
     name_domain = [""] * len(ranges.names)
@@ -122,10 +130,12 @@ def map_ranges(path: Path, ranges: Ranges, step: StepSpec | None = None) -> list
             at = np.full(len(ranges), -1, dtype=np.int64)
             at[inner] = np.arange(len(inner))
             parent = parents[inner]
-            work_names, result.step_work, result.step_incl = _step_work(
+            work_names, result.step_work, incl = _step_work(
                 starts, ends, ranges.start[inner], ranges.end[inner], ranges.name[inner], len(ranges.names),
                 np.where(parent >= 0, at[np.maximum(parent, 0)], -1),
             )  # fmt: skip
+            if inclusive:
+                result.step_incl = incl
             result.work_rows = np.searchsorted(rows, work_names)
         out.append(result)
     return out

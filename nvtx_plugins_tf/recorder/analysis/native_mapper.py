@@ -29,9 +29,13 @@ from .rank_result import (
 __all__ = ["map_recording", "map_export"]
 
 
-def map_recording(path: Path, step: StepSpec | None) -> list[RankResult]:
+def map_recording(
+    path: Path, step: StepSpec | None, inclusive: bool = False, name_stats: bool = True
+) -> list[RankResult]:
     """map_input of a recording: decoded and mapped in one native pass (the GIL released),
-    the names, the chosen step and the clocks by the same rules as the numpy path's."""
+    the names, the chosen step and the clocks by the same rules as the numpy path's
+    (``inclusive``: with ``step_incl``; ``name_stats`` False: without the per-name statistics,
+    :data:`._native.NAME_STATS`, left empty)."""
     from ..recording.reader import reading
 
     native = _native.thread_ranges()
@@ -48,7 +52,7 @@ def map_recording(path: Path, step: StepSpec | None) -> list[RankResult]:
         name_domain, name_message = _key_names(keys, dom_list, strings + [""], len(strings) + 1)
         chosen = _choose_step(None, name_domain, name_message, step)
         is_step = None if chosen is None else chosen.mask(name_domain, name_message).view(np.uint8)
-        processes = native.rank_stats(is_step, len(keys))
+        processes = native.rank_stats(is_step, len(keys), inclusive, name_stats)
         origin = reader.origin_ns
         epoch = session_start_utc(reader, origin + shift) if processes else None
         clock_shift = _clock_shifts(reader) if processes else {}
@@ -98,8 +102,9 @@ def _rank_results(
         result = RankResult(name, str(path), pid, p["events"], p["open_ranges"], damage=damage)
         rows = p["rows"].tolist()
         result.names = list(zip([name_domain[n] for n in rows], [name_message[n] for n in rows]))
-        for f in ("count", "sum", "min", "max", "m2", "q1", "median", "q3", "sketch_row", "sketch_key", "sketch_count"):
-            setattr(result, f, p[f])
+        for f in _native.NAME_STATS:
+            if f in p:  # (not without them: the defaults, empty)
+                setattr(result, f, p[f])
         if chosen is not None:
             base = base_of(pid)
             result.aligned = aligned
@@ -112,12 +117,13 @@ def _rank_results(
     return out
 
 
-def map_export(path: Path, step: StepSpec | None) -> list[RankResult] | None:
+def map_export(path: Path, step: StepSpec | None, inclusive: bool = False) -> list[RankResult] | None:
     """map_input of an export in nsys's schema: its rows streamed into the native mapper's
     columns (nsys_inputs/batches.py), named by the numpy path's rules (the domain of a
     (domainId, pid) pair: its first creation in that process; domains, and messages, of
     equal text are one). None when two names would have the same label (a message holding
-    a domain's "domain:" prefix): the numpy path then maps the input (it merges such names)."""
+    a domain's "domain:" prefix): the numpy path then maps the input (it merges such names).
+    ``inclusive``: with ``step_incl``."""
     native = _native.thread_ranges()
     info = feed_export(
         path, native.add_export, native.reserve,
@@ -138,7 +144,7 @@ def map_export(path: Path, step: StepSpec | None) -> list[RankResult] | None:
         return None
     chosen = _choose_step(None, name_domain, name_message, step)
     is_step = None if chosen is None else chosen.mask(name_domain, name_message).view(np.uint8)
-    processes = native.rank_stats(is_step, len(keys))
+    processes = native.rank_stats(is_step, len(keys), inclusive)
     base = info.epoch_ns if info.epoch_ns is not None else 0  # (an export: one clock)
     return _rank_results(
         path, processes, name_domain, name_message, chosen, lambda _pid: base, aligned=info.epoch_ns is not None

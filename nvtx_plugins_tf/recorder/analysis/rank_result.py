@@ -77,7 +77,8 @@ class RankResult:
     the step ranges and the ranges around the whole step, as the epoch's, left out), exclusive
     of their children's time (push/pop ranges nested in them on their thread), and
     ``step_incl``: the same, inclusive of it (a name nested in itself counted at each level,
-    as a sum of durations does)."""
+    as a sum of durations does); only when the mapper is asked for it (``map_input``'s
+    ``inclusive``, compare's), else empty (0 x 0)."""
 
     name: str
     file: str

@@ -90,7 +90,9 @@ def load_runs(
             owner[str(p)] = i
     spec = StepSpec.parse(step) if step else None
     paths = [p for ps in per_run for p in ps]
-    ranks, left_out, engine_notes = run_mappers(paths, spec, workers=workers, scheduler=scheduler, progress=progress)
+    ranks, left_out, engine_notes = run_mappers(
+        paths, spec, workers=workers, scheduler=scheduler, progress=progress, inclusive=True
+    )
     notes += engine_notes
     if not any(r.events for r in ranks):
         if left_out:

@@ -10,7 +10,7 @@ import numpy as np
 from ..._native_libs import native_library
 from ..._paths import native_path
 
-ABI_VERSION = 14
+ABI_VERSION = 16
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -184,7 +184,11 @@ def library() -> ctypes.CDLL:
                 "nvtxr_ranges_bounds": (None, [vp, vp]),
                 "nvtxr_ranges_name": (i64, [vp, vp, i64, i64]),
                 "nvtxr_ranges_keys": (None, [vp, vp]),
-                "nvtxr_rank_stats": (i64, [vp, vp, i64, ctypes.c_int, ctypes.c_double, vp, i64, i64]),
+                # (ABI 15: with_incl; ABI 16: with_name_stats)
+                "nvtxr_rank_stats": (
+                    i64,
+                    [vp, vp, i64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_double, vp, i64, i64],
+                ),
                 "nvtxr_rank_stats_header": (ctypes.c_int, [vp, i64, vp]),
                 "nvtxr_rank_stats_size": (i64, [vp, i64, ctypes.c_int]),
                 "nvtxr_rank_stats_copy": (ctypes.c_int, [vp, i64, ctypes.c_int, vp]),

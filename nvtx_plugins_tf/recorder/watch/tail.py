@@ -6,10 +6,13 @@ How a rank is read: the recorder's segments hold each thread's events in chunks 
 decoder pairs across chunks and segments in one pass (cc_ops/reader/segment_cursor.h); it has
 no cursor to resume from, so each poll maps the whole recording again with ``analyze``'s own
 mapper (:func:`..analysis.mapper.map_input`, the native one-pass mapper: about 0.1 s of a core
-per million ranges). The steps, their ranges' work and their wall-clock times are then
+per million ranges), asked for the steps only (``name_stats=False``: none of analyze's per-name
+statistics). The steps, their ranges' work and their wall-clock times are then
 ``analyze``'s by construction, to the ns. A rank whose writers have all ended is read one last
-time and then no more. (docs/watch.md gives the cost; an incremental cursor is the way to
-bounded cost per poll on long runs.)
+time and then no more. A poll reads a rank only when its writers' state or its bytes changed
+since its last read (:mod:`.unchanged`: a fixed cost, whatever its size, when nothing did).
+(docs/watch.md gives the cost; an incremental cursor is the way to bounded cost per poll on
+long runs that write all along.)
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ..analysis.mapper import RankResult, StepSpec, map_input
 from ..recording.liveness import FLAG_CLOSED, liveness, segment_flags
 from ..recording.packed import is_packed, unpacked
 from ..recording.reader import segment_files
+from .unchanged import Fingerprint, fingerprint
 
 __all__ = ["RankSource", "Tailer", "WatchInputError", "expand_recordings", "writer_state", "writers_state"]
 
@@ -94,14 +98,15 @@ def writer_state(path) -> str:
     return "closed" if flags & FLAG_CLOSED else "lost"
 
 
-def writers_state(path: Path) -> str:
+def writers_state(path: Path, segments: list[Path] | None = None) -> str:
     """The state of a recording's writers: ``"starting"`` (no segment yet), ``"live"`` (one
     may still write), ``"lost"`` (none does, and one went without closing its segment: killed),
-    ``"ended"`` (all closed them)."""
-    try:
-        segments = segment_files(path)
-    except OSError:
-        return "starting"
+    ``"ended"`` (all closed them). ``segments``: its segment files, when just listed."""
+    if segments is None:
+        try:
+            segments = segment_files(path)
+        except OSError:
+            return "starting"
     if not segments:
         return "starting"
     states = set()
@@ -130,8 +135,11 @@ class RankSource:
     changed_at: float = field(default_factory=time.monotonic)
     error: str = ""
     left_out: bool = False
+    #: the reads that mapped the recording (a poll that found its bytes unchanged maps nothing)
+    maps: int = 0
     _events: int = -1
     _failed: int = 0
+    _seen: Fingerprint | None = None
 
     @property
     def done(self) -> bool:
@@ -140,15 +148,29 @@ class RankSource:
         return self.left_out or self.state in ("ended", "lost")
 
     def read(self) -> bool:
-        """Read the recording again (unless it is done); returns whether its ranges changed.
-        The writers' state is taken before the read, so a rank seen ended was read whole."""
+        """Read the recording again (unless it is done, or neither its writers' state nor its
+        bytes changed since its last read: :mod:`.unchanged`); returns whether its ranges
+        changed. The writers' state and the bytes' fingerprint are taken before the read, so a
+        rank seen ended was read whole, and bytes written during a read are read again."""
         if self.done:
             return False
-        state = writers_state(self.path)
+        try:
+            segments = segment_files(self.path)
+        except OSError:
+            segments = []
+        state = writers_state(self.path, segments)
         if state == "starting":
             return False
         try:
-            results = map_input(self.path, self.step)
+            # (taken before the read, as the state: what a read after it sees is at least that)
+            seen = fingerprint(segments, self._seen)
+        except OSError:  # (packed or removed meanwhile: read, as before)
+            seen = None
+        if seen is not None and seen == self._seen and state == self.state and not self.error:
+            return False  # nothing new since the last read: its results stand
+        try:
+            self.maps += 1
+            results = map_input(self.path, self.step, name_stats=False)  # (the steps only)
         except (OSError, ValueError) as exc:  # (a segment packed or made meanwhile: next poll)
             self.error = str(exc)
             if state in ("ended", "lost"):
@@ -157,6 +179,7 @@ class RankSource:
             return False
         self.error = ""
         self.state = state
+        self._seen = seen
         if self.step is None:  # the step chosen as analyze chooses it, then kept
             named = next((r.step_name for r in results if r.step_name), "")
             if named:
