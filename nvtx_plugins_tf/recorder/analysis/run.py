@@ -27,6 +27,7 @@ def _import_after_mapping() -> None:
     for name in _AFTER_MAPPING:
         importlib.import_module(f".{name}", __package__)
 
+
 __all__ = ["Analysis", "NothingToAnalyze", "StepNotFound", "analyze", "compute"]
 
 
@@ -99,6 +100,7 @@ def compute(
     ranks, left_out, notes = run_mappers(paths, spec, workers=workers, scheduler=scheduler, progress=progress)
     importing.join()
     from .reduce import heatmap_job, reduce_results
+
     if not ranks and left_out:
         raise InputError(f"no input could be read ({len(left_out)}); first: {left_out[0]}")
     ranks, counted_once = once_each(ranks)
