@@ -261,7 +261,16 @@ def measure(command: list[str], env: dict, made: Path) -> tuple[float, float, fl
     return float(fields[1]), int(fields[2]) / 1024, float(fields[3])
 
 
+def _unwind(signum, _frame) -> None:
+    """SIGTERM or SIGHUP as SIGINT is: an exception, so that every ``with`` unwinds (the Dask
+    cluster's processes ended, the run being timed killed by ``subprocess.run``, the
+    temporary ranks removed) and the exit status says which signal."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> int:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _unwind)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", default="8,64", help="rank counts to time (default 8,64)")
     parser.add_argument("--ranges", type=int, default=1_000_000, help="ranges per rank (default 1M)")

@@ -222,34 +222,27 @@ def test_an_input_no_worker_sees_is_left_out_in_one_line(cluster, inputs, tmp_pa
     assert not (tmp_path / "out").exists()
 
 
-def test_forked_local_workers_have_a_new_process_s_signal_handlers(tmp_path):
-    """``--workers`` forks its workers from the command (they start with its imports): they
-    get SIGINT, SIGTERM and SIGHUP as a new process has them (SIGINT: Python's, then asyncio's
-    in the worker), not the command's handlers that fork would copy (held signals, a
-    Terminated exception)."""
+def test_local_workers_are_a_cluster_in_this_process(tmp_path):
+    """``--workers N``' cluster (engines._client): a real dask.distributed cluster of N workers
+    of one thread, each running in the command's own process (a task's result handed over, not
+    pickled; docs/distributed.md), and the command's signal handlers left as they were."""
     pytest.importorskip("distributed", reason="the 'dask' extra")
     script = """
-import os, signal
+import os, signal, threading
 from nvtx_plugins_tf.recorder.analysis import engines
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def the_commands(*_):
     pass
-def handlers():
-    got = [signal.getsignal(s) for s in SIGNALS]
-    return [str(int(h)) if isinstance(h, int) else getattr(h, "__name__", type(h).__name__) for h in got]
-def main():
-    for s in SIGNALS:
-        signal.signal(s, the_commands)
-    client, cluster = engines._client(2, None)
-    try:
-        got = client.run(lambda: (handlers(), os.getppid()))
-    finally:
-        client.close()
-        cluster.close()
-    print(sorted({tuple(h) for h, _ in got.values()}), {p for _, p in got.values()} == {os.getpid()})
-if __name__ == "__main__":
-    main()
+signal.signal(signal.SIGTERM, the_commands)
+client, cluster = engines._client(3, None)
+try:
+    got = client.run(lambda: (os.getpid(), threading.current_thread() is not threading.main_thread()))
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    threads = sorted(w["nthreads"] for w in info.values())
+finally:
+    client.close()
+    cluster.close()
+print(len(got), set(got.values()) == {(os.getpid(), True)}, threads, signal.getsignal(signal.SIGTERM) is the_commands)
 """
     proc = subprocess.run([sys.executable, "-c", script], env=_child_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[('partial', '0', '0')] True", proc.stdout  # (partial: asyncio's SIGINT handler)
+    assert proc.stdout.split() == ["3", "True", "[1,", "1,", "1]", "True"], proc.stdout

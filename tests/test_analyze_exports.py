@@ -34,7 +34,9 @@ def _by_name(r: mapper.RankResult) -> mapper.RankResult:
     r.step_row = new[r.step_row]
     work = new[r.work_rows]
     by = np.argsort(work, kind="stable")
-    r.work_rows, r.step_work, r.step_incl = work[by], r.step_work[:, by], r.step_incl[:, by]
+    r.work_rows, r.step_work = work[by], r.step_work[:, by]
+    if r.step_incl.shape[1:] == (len(by),):  # (else not asked for: map_input's inclusive, empty)
+        r.step_incl = r.step_incl[:, by]
     return r
 
 

@@ -595,12 +595,12 @@ DASK_SIGNAL_POINTS = {
         distributed.Client.map = map
     """,
     "while the cluster starts its workers": """
-        import distributed.nanny
-        _orig = distributed.nanny.Nanny.start_unsafe
+        import distributed.worker
+        _orig = distributed.worker.Worker.start_unsafe
         async def start_unsafe(self):
             os.kill(os.getpid(), signal.SIGINT)
             return await _orig(self)
-        distributed.nanny.Nanny.start_unsafe = start_unsafe
+        distributed.worker.Worker.start_unsafe = start_unsafe
     """,
 }
 

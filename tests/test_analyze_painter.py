@@ -10,7 +10,6 @@ runs it), the script around it reporting the painter's pid and the parent's modu
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -134,13 +133,17 @@ def test_the_painter_ends_with_a_command_that_fails(ranks, tmp_path, case):
     assert pid is not None and _gone(pid)
 
 
-def test_dask_and_a_callers_process_start_no_painter(ranks, tmp_path):
-    """Only the embedded engine from the command line forks the painter: ``--workers`` (a
-    Dask client's process, threads of its own) and ``main(argv)`` do not."""
+def test_workers_fork_the_painter_before_dask_and_end_at_once(ranks, in_thread, tmp_path):
+    """``--workers`` (its cluster's workers are threads of this process, closed before the
+    reduce) forks the painter as the embedded engine does, before Dask is imported: the same
+    outputs, Pillow never imported here, the child gone, and the process ended at once."""
     pytest.importorskip("distributed", reason="the 'dask' extra")
-    proc, pid, _ = _run([ranks, "-o", tmp_path / "out", "--workers", "1"])
-    assert proc.returncode == 0 and pid is None and (tmp_path / "out" / "heatmap.png").is_file(), proc.stderr
-    assert os.path.isfile(tmp_path / "out" / "rank_stats.parquet")
+    after_start = 'assert "distributed" not in sys.modules'
+    proc, pid, modules = _run([ranks, "-o", tmp_path / "out", "--workers", "2"], after_start=after_start)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stdout + proc.stderr
+    assert pid is not None and "distributed" in modules and "PIL" not in modules, sorted(modules)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == in_thread
+    assert _gone(pid)
 
 
 def test_a_picture_past_the_painters_size_is_drawn_here(ranks, in_thread, tmp_path):

@@ -6,8 +6,13 @@ serial reduce; tests/test_analyze_imports.py checks that ``analyze`` imports no 
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+from conftest import _child_env
 
 from nvtx_plugins_tf.recorder.analysis.stragglers import Named, _distinct, _median0, _top_ranges
 
@@ -44,3 +49,26 @@ def test_top_ranges_numpy_and_arrow_write_the_same_text(seed):
     in_arrow = _top_ranges(s, rank < 0, arrow_from=0).to_pylist()
     assert in_numpy == in_arrow
     assert all(t == "" for t, r in zip(in_numpy, rank) if r < 0) and any(in_numpy)
+
+
+# _top_ranges by Arrow's kernels in a fresh process, then whether pandas was imported
+_ARROW_TEXT = """
+import sys
+import numpy as np
+from nvtx_plugins_tf.recorder.analysis.stragglers import Named, _top_ranges
+rows = 50
+top, top_ns, rank = np.zeros((rows, 2), np.int64), np.full((rows, 2), 7, np.int64), np.zeros(rows, np.int64)
+s = Named(*(np.zeros(rows, np.int64),) * 2, rank, *(np.zeros(rows, np.int64),) * 3, top, top_ns, ["a", "b"])
+text = _top_ranges(s, rank < 0, arrow_from=0).to_pylist()
+print(text[0], "pandas" in sys.modules)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas not installed: nothing to avoid")
+def test_top_ranges_in_arrow_imports_no_pandas():
+    """A long job's TopRanges (Arrow's kernels, from ARROW_TEXT_ROWS steps) gives its texts
+    to the kernels as Arrow scalars: a Python str would be converted by pyarrow's scalar
+    code, which imports pandas (0.3-0.5 s of CPU, the reduce's largest part at 83k steps)."""
+    proc = subprocess.run([sys.executable, "-c", _ARROW_TEXT], env=_child_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["a", "+7;", "a", "+7", "False"], proc.stdout

@@ -33,7 +33,7 @@ def _workers(value: str) -> int:
     import argparse
 
     if not value.isdigit() or not 1 <= int(value) <= 256:
-        raise argparse.ArgumentTypeError(f"{value!r}: a number of worker processes, 1 to 256")
+        raise argparse.ArgumentTypeError(f"{value!r}: a number of Dask workers, 1 to 256")
     return int(value)
 
 
@@ -81,39 +81,45 @@ def as_cli_error(exc: Exception) -> CliError:
 
 
 def cmd_analyze(args) -> int:
-    embedded = args.workers is None and args.scheduler is None
+    # this process's own engines: the embedded one, and --workers' cluster, whose workers are
+    # threads of this process, closed before the reduce (recorder/analysis/engines.py); not
+    # --scheduler's client of a cluster that lives on
+    in_process = args.scheduler is None
     collecting = gc.isenabled()
-    if embedded:
+    if in_process:
         # Python's cycle collector, run again and again by the imports' many objects, costs
         # 3-6 % of an 8-rank run's CPU and finds nothing to free: a rank's results hold no
-        # cycles. Back on when the command returns (a caller's process goes on); the Dask
-        # engines' client, which lives longer, keeps it.
+        # cycles. Back on when the command returns (a caller's process goes on); --scheduler's
+        # client keeps it.
         gc.disable()
     try:
-        return _analyze(args, embedded)
+        return _analyze(args, in_process)
     finally:
         if collecting:
             gc.enable()
 
 
-def _analyze(args, embedded: bool) -> int:
+def _analyze(args, in_process: bool) -> int:
     from pathlib import Path
 
     # numpy's OpenBLAS starts a thread per core at import and they spin a while, waiting for
     # work analyze never gives them (no BLAS call): 0.13 s of CPU, 8 % of an 8-rank run. A
-    # value the user set is kept; the env var reaches --workers' processes, forked from here.
+    # value the user set is kept.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    if embedded and _quick_exit.own_process():
-        # heatmap.png's process, forked now: it imports numpy and Pillow on the core this
-        # one's imports leave idle (recorder/analysis/painter.py)
+    if in_process and _quick_exit.own_process():
+        # heatmap.png's process, forked now (before Dask, with --workers, is imported): it
+        # imports numpy and Pillow on the core this one's imports leave idle
+        # (recorder/analysis/painter.py)
         from ..recorder.analysis import painter
 
         painter.start()
     from ..recorder.analysis import check_outdir, compute, terminal_progress
 
     _check_flags(args)
-    if embedded:
-        _quick_exit.ask()  # (the embedded engine's threads are daemons; nothing else to close)
+    if in_process:
+        # (the embedded engine's threads are daemons; --workers' cluster is closed before the
+        # reduce: nothing else to close)
+        _quick_exit.ask()
     outdir = Path(args.output)
     try:
         check_outdir(outdir)
@@ -178,7 +184,9 @@ def register(subparsers) -> None:
         action="store_true",
         help="write the tables as .csv too, beside the .parquet files (as the nsys recipes' --csv)",
     )
-    p.add_argument("--workers", type=_workers, metavar="N", help="run on a local Dask cluster of N worker processes")
+    p.add_argument(
+        "--workers", type=_workers, metavar="N", help="run on a local Dask cluster of N workers in this process"
+    )
     p.add_argument(
         "--scheduler",
         metavar="ADDRESS",

@@ -187,6 +187,8 @@ def register(subparsers) -> None:
     p.add_argument(
         "--seed", type=_seed, default=0, help="the resampling's seed (default 0): the same seed, the same output"
     )
-    p.add_argument("--workers", type=_workers, metavar="N", help="run on a local Dask cluster of N worker processes")
+    p.add_argument(
+        "--workers", type=_workers, metavar="N", help="run on a local Dask cluster of N workers in this process"
+    )
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on a running Dask cluster (tcp://HOST:PORT)")
     p.set_defaults(func=cmd_compare)

@@ -1,6 +1,7 @@
 """Where the mappers run (:mod:`.mapper`, one task per input): in this process (the default,
 no service: one thread per core), on a ``dask.distributed`` LocalCluster this process starts (``workers``), or on a
-running Dask cluster (``scheduler``), as the recipes' ``dask-futures`` mode. The results are
+running Dask cluster (``scheduler``), as the recipes' ``dask-futures`` mode. ``workers``' cluster
+is in-process (its workers are threads of this process: :func:`_client` says why). The results are
 the same on every engine: the reducer gets the same partial results, in input order.
 
 An input that cannot be read is left out with one line naming it; the others still count.
@@ -12,7 +13,6 @@ import contextlib
 import os
 import queue
 import re
-import signal
 import sqlite3
 import sys
 import threading
@@ -167,18 +167,14 @@ def _client(workers: int | None, scheduler: str | None):
             return Client(scheduler, timeout=f"{GREETING_WAIT_S:g}s"), None
         except (OSError, TimeoutError) as exc:
             raise EngineUnavailable(f"cannot reach the Dask scheduler {scheduler}: {exc}") from exc
-    import dask
-
-    # forked, not spawned: a worker starts with what this process imported (Dask, numpy, the
-    # mappers): 0.2 s for the cluster instead of 0.9 s, and 0.03 s to close it instead of 0.5
-    # (docs/benchmarks.md, Dask); its signal handlers reset in the child (_forked_child)
-    global _FORKING
-    _FORKING = True
-    try:
-        with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-    finally:
-        _FORKING = False
+    # workers in this process (threads, one each, talking over Dask's in-process transport):
+    # a task's result is handed over, not pickled, and the native mapper leaves the GIL free,
+    # so N workers map on N cores as the embedded engine's threads do; the cluster is up in
+    # 0.02 s and closed in 0.01 s, where worker processes forked from here took 0.4 s and 0.1 s
+    # and each rank's result was pickled and sent over loopback (16 MB a rank at 83k steps;
+    # docs/benchmarks.md, "Long jobs"). Still a dask.distributed cluster: a scheduler, N
+    # workers, the tasks of --scheduler's path.
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=None)
     return Client(cluster), cluster
 
 
@@ -211,24 +207,6 @@ def scheduler_client(scheduler: str):
         if client is not None:
             with held(), contextlib.suppress(Exception):
                 client.close(timeout=1)
-
-
-#: True while this process forks its LocalCluster's workers (their child then resets its signals)
-_FORKING = False
-
-
-def _forked_child() -> None:
-    """In a worker forked by :func:`_client`: SIGINT, SIGTERM and SIGHUP as a new process has
-    them (not the handlers of the command that forked it: a held signal, a Terminated)."""
-    global _FORKING
-    if _FORKING:
-        _FORKING = False
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
-
-
-os.register_at_fork(after_in_child=_forked_child)
 
 
 def run_mappers(

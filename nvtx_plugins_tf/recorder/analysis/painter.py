@@ -5,9 +5,10 @@ the inputs are mapped: the picture is drawn while the parent reduces and writes 
 renders the PNG with :func:`.heatmap.render_heatmap`, hands its bytes back and ends. The
 parent never imports Pillow, and writes the file itself, with the tables.
 
-Only from the command line and only for the embedded engine (:mod:`nvtx_plugins_tf.cli.analyze`):
-a caller's process may hold threads and locks a fork would copy; Dask's client draws the
-picture while its workers' results are reduced. Whatever goes wrong in the child (killed,
+Only from the command line and only for this process's own engines, the embedded one and
+``--workers``' in-process cluster (:mod:`nvtx_plugins_tf.cli.analyze`; forked before Dask is
+imported): a caller's process may hold threads and locks a fork would copy; ``--scheduler``'s
+client draws the picture itself. Whatever goes wrong in the child (killed,
 Pillow missing, an error drawing), the parent draws the picture itself, as without the child. The
 child writes no file, dies with the parent (PR_SET_PDEATHSIG) and with the signals of the
 parent's process group (their default actions, never a traceback), and is reaped by

@@ -4,16 +4,29 @@ what they make, :class:`Analysis`."""
 
 from __future__ import annotations
 
+import importlib
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import painter
 from .engines import run_mappers
 from .inputs import InputError, expand_inputs
 from .mapper import StepSpec
 from .ranks import distinct_names, on_one_clock, once_each, step_candidates
-from .reduce import Tables, heatmap_job, reduce_results
-from .summary import summary_lines
-from .writing import write_tables
+
+if TYPE_CHECKING:
+    from .reduce import Tables
+
+#: what the reduce and the writing import (pyarrow.parquet, the tables' modules), imported by
+#: :func:`compute` in a thread while the inputs are mapped (the mappers leave the GIL free)
+_AFTER_MAPPING = ("reduce", "summary", "writing")
+
+
+def _import_after_mapping() -> None:
+    for name in _AFTER_MAPPING:
+        importlib.import_module(f".{name}", __package__)
+
 
 __all__ = ["Analysis", "NothingToAnalyze", "StepNotFound", "analyze", "compute"]
 
@@ -40,6 +53,8 @@ class Analysis:
         self.step = step
         self.notes: list[str] = []
         self.written: list[Path] = []
+        from .summary import summary_lines
+
         self.summary = summary_lines(tables)
         self.painter: painter.Painter | None = None  #: drawing the heatmap of these tables
 
@@ -55,6 +70,8 @@ class Analysis:
     def write(self, outdir, *, csv: bool = False) -> list[Path]:
         """The tables (as .parquet, and .csv with ``csv``) and heatmap.png into ``outdir``, all
         at once (:func:`.writing.write_tables`)."""
+        from .writing import write_tables
+
         self.written = write_tables(self.tables, outdir, self.painter, csv=csv)
         return self.written
 
@@ -78,7 +95,12 @@ def compute(
     input_notes: list[str] = []
     paths = expand_inputs([str(i) for i in inputs], input_notes)
     spec = StepSpec.parse(step) if step else None
+    importing = threading.Thread(target=_import_after_mapping, name="nvtx-tf-analyze-imports", daemon=True)
+    importing.start()
     ranks, left_out, notes = run_mappers(paths, spec, workers=workers, scheduler=scheduler, progress=progress)
+    importing.join()
+    from .reduce import heatmap_job, reduce_results
+
     if not ranks and left_out:
         raise InputError(f"no input could be read ({len(left_out)}); first: {left_out[0]}")
     ranks, counted_once = once_each(ranks)

@@ -146,16 +146,19 @@ def _top_ranges(s: Named, nobody: np.ndarray, arrow_from: int = ARROW_TEXT_ROWS)
 
         # (no null among the parts: pyarrow 25.0.1's binary_join_element_wise with
         # null_handling="skip" returns fewer rows than it is given where every part is null)
+        # (the texts as Arrow scalars taken from an array: a Python str given to a kernel is
+        # converted by pyarrow's scalar code, which imports pandas: 0.3-0.5 s of CPU)
         names = unicode_strings(np.array(s.labels, dtype=str))
+        plus, semicolon, empty = unicode_strings(np.array([" +", "; ", ""], dtype=str))
         text = None
         for j in range(parts):
             ns = pc.cast(array(s.top_ns[:, j].astype(np.int64), pa.int64()), pa.string())
-            part = pc.binary_join_element_wise(pc.take(names, array(s.top[:, j], pa.int64())), ns, " +")
+            part = pc.binary_join_element_wise(pc.take(names, array(s.top[:, j], pa.int64())), ns, plus)
             kept = array(keep[j], pa.bool_())
             text = (
-                pc.if_else(kept, part, "")
+                pc.if_else(kept, part, empty)
                 if j == 0
-                else pc.if_else(kept, pc.binary_join_element_wise(text, part, "; "), text)
+                else pc.if_else(kept, pc.binary_join_element_wise(text, part, semicolon), text)
             )
         return text
     text = np.zeros(rows, dtype=str)
