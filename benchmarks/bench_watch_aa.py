@@ -130,7 +130,8 @@ def main() -> int:
         named = replay(args.replay)
         print(f"replayed {args.replay}: {len(named)} straggler lines with this tree's detector")
         for s in named:
-            print(f"  {s['rank']} {s['range']} step {s['step']} (since {s['first_step']}) +{s['excess_ns'] / 1e6:.1f} ms")
+            since, excess = s["first_step"], s["excess_ns"] / 1e6
+            print(f"  {s['rank']} {s['range']} step {s['step']} (since {since}) +{excess:.1f} ms")
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
