@@ -10,9 +10,10 @@ beside whatever else the machine does, as a real job's analysis would.
 Prints the step lines, the straggler lines (each), the load's range, and writes every line
 ``watch`` printed (with its arrival time) to OUT/lines.jsonl and the load samples to
 OUT/load.tsv. ``--replay OUT/lines.jsonl`` judges the step lines of such a run again with this
-tree's detector (nvtx_plugins_tf/recorder/watch/detect.py), in the order they arrived.
+tree's detector (nvtx_plugins_tf/recorder/watch/detect.py), in the order they arrived
+(``--threshold T``: with the CUSUM's threshold T instead of its own, e.g. an earlier one).
 
-python benchmarks/bench_watch_aa.py [--ranks 4] [--minutes 30] [--out DIR] [--replay LINES]
+python benchmarks/bench_watch_aa.py [--ranks 4] [--minutes 30] [--out DIR] [--replay LINES [--threshold T]]
 """
 
 from __future__ import annotations
@@ -39,13 +40,13 @@ def _cli(*args) -> list[str]:
     return [sys.executable, "-m", "nvtx_plugins_tf", *map(str, args)]
 
 
-def replay(lines: Path) -> list[dict]:
-    """The straggler lines this tree's detector gives for the step lines of LINES (a run's
-    lines.jsonl), fed in the order they arrived."""
-    from nvtx_plugins_tf.recorder.watch.detect import Detector
+def replay(lines: Path, threshold: float | None = None) -> list[dict]:
+    """The straggler lines this tree's detector (its CUSUM's threshold ``threshold`` if given)
+    gives for the step lines of LINES (a run's lines.jsonl), fed in the order they arrived."""
+    from nvtx_plugins_tf.recorder.watch.detect import THRESHOLD, Detector
     from nvtx_plugins_tf.recorder.watch.steps import StepRecord
 
-    detector, out = Detector(), []
+    detector, out = Detector(threshold=THRESHOLD if threshold is None else threshold), []
     for line in lines.read_text().splitlines():
         obj = json.loads(line)["object"]
         if obj["kind"] == "step":
@@ -125,10 +126,12 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--out", type=Path, help="where lines.jsonl and load.tsv go (default: a temporary folder)")
     parser.add_argument("--replay", type=Path, help="judge a run's lines.jsonl again with this tree's detector")
+    parser.add_argument("--threshold", type=float, help="with --replay: the CUSUM's threshold (default: the tree's)")
     args = parser.parse_args()
     if args.replay:
-        named = replay(args.replay)
-        print(f"replayed {args.replay}: {len(named)} straggler lines with this tree's detector")
+        named = replay(args.replay, args.threshold)
+        print(f"replayed {args.replay}: {len(named)} straggler lines with this tree's detector"
+              + (f", threshold {args.threshold:g}" if args.threshold is not None else ""))
         for s in named:
             since, excess = s["first_step"], s["excess_ns"] / 1e6
             print(f"  {s['rank']} {s['range']} step {s['step']} (since {since}) +{excess:.1f} ms")

@@ -20,6 +20,7 @@ BENCHMARKS = [
     "bench_end_to_end.py",
     "bench_analyze.py",
     "bench_watch.py",
+    "bench_watch_aa.py",
     "bench_watch_web.py",
     "bench_scaling.py",
     "bench_ops.py",

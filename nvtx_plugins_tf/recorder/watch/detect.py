@@ -7,9 +7,11 @@ steps already judged are left out). Against the median of the
 ranks at step N:
 
 * the rank's excess ``x`` is the larger of its step time above the median step time and its
-  work above the medians of the ranges' work (the ``stragglers`` table's sum, signed: under
-  synchronous data parallelism every rank's step lasts as long as the slowest one's, and only
-  the work tells the ranks apart);
+  work (its ranges' time, summed) above the median of the ranks' work (signed: under synchronous
+  data parallelism every rank's step lasts as long as the slowest one's, and only the work tells
+  the ranks apart). Not the sum of its ranges' work above each range's median (the ``stragglers``
+  table's TopRanges): those medians need not add up to any rank's, and when ranks are held up
+  in different ranges (a loaded host) each one looks slow in its own;
 * ``z = clip(x / median step time, -CAP, +CAP)``; ``S = max(0, S + z - SLACK)``;
 * the rank is named when ``S`` exceeds ``THRESHOLD``, once until ``S`` is back at 0.
 
@@ -115,10 +117,11 @@ class Detector:
             return []
         names = set().union(*(r.ranges for r in records))
         medians = {n: statistics.median(r.ranges.get(n, 0) for r in records) for n in names}
+        work = statistics.median(sum(r.ranges.values()) for r in records)
         out = []
         for r in records:
             above = {n: r.ranges.get(n, 0) - m for n, m in medians.items()}
-            excess = max(r.duration_ns - median, sum(above.values()))
+            excess = max(r.duration_ns - median, sum(r.ranges.values()) - work)
             z = min(max(excess / median, -self.cap), self.cap)
             lag = self._lag.setdefault(r.rank, _Lag())
             lag.cusum = max(0.0, lag.cusum + z - self.slack)
