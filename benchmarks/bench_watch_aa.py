@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -128,6 +129,7 @@ def main() -> int:
     parser.add_argument("--replay", type=Path, help="judge a run's lines.jsonl again with this tree's detector")
     parser.add_argument("--threshold", type=float, help="with --replay: the CUSUM's threshold (default: the tree's)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # (the temporary folder removed on the way out)
     if args.replay:
         named = replay(args.replay, args.threshold)
         print(f"replayed {args.replay}: {len(named)} straggler lines with this tree's detector"
