@@ -19,9 +19,9 @@ With SLACK 0.05, CAP 0.2 and THRESHOLD 0.32: a rank 20 % slower is named at its 
 (0.15 + 0.15 + 0.15), and so is one whose 3 steps measure 15.7 % above the median on average (a
 rank slowed 20 % whose peers' steps run a little long on a loaded host), one 10 % slower at its
 7th, one under 5 % never; one stall, however long, adds at most 0.15, and two in a row 0.3: not
-named (a third in a row is chronic). The range
-named is the one whose work above the ranks' median, added up over the steps since ``S`` left 0,
-is the largest; ``excess_ns`` is the mean step excess over those steps.
+named (a third in a row is chronic; so are two and then a step 7 % long). The range named is
+the one whose work above the ranks' median, added up over the steps since ``S`` left 0, is the
+largest; ``excess_ns`` is the mean step excess over those steps.
 """
 
 from __future__ import annotations
