@@ -21,6 +21,7 @@ BENCHMARKS = [
     "bench_analyze.py",
     "bench_watch.py",
     "bench_watch_poll.py",
+    "bench_watch_aa.py",
     "bench_watch_web.py",
     "bench_watch_hosts.py",
     "bench_scaling.py",

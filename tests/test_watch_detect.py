@@ -5,7 +5,7 @@ its terminal view and ``--json`` lines as text: no process, no clock.
 * A rank slowed 20 % in one range is named within 3 steps, with that range.
 * One stall, however long, and two in a row are not named; a third in a row is.
 * Under synchronous data parallelism (every rank's step as long as the slowest's) the work
-  names the rank.
+  names the rank; ranks held up at once in different ranges are not named.
 * The view escapes the names it shows and never reads them as rich markup.
 """
 
@@ -113,6 +113,23 @@ def test_synchronous_ranks_are_told_apart_by_their_work():
             named += detector.add(StepRecord(f"rank{r}", n, 0, 130 * MS, 130 * MS, ranges))
     assert [(s.rank, s.range) for s in named] == [("rank3", "data")]
     assert named[0].step == 2  # (its 3rd step: 0.15 a step, capped at 0.2 less the slack)
+
+
+def test_ranks_held_up_in_different_ranges_at_once_are_not_named():
+    """A loaded host (seen in benchmarks/bench_watch_aa.py's A/A job): for 3 steps three of
+    the four ranks wake late, rank0 and rank2 in "comm", rank3 in "compute", all three steps as
+    long. None of them is slower than its peers: each one's range is above that range's median,
+    but its work is the median work."""
+
+    def ranges_of(r, n, rng):
+        ranges = {"train:data": 30 * MS, "train:compute": 60 * MS, "train:comm": 30 * MS}
+        if 10 <= n < 13 and r in (0, 2):
+            ranges["train:comm"] += 280 * MS
+        if 10 <= n < 13 and r == 3:
+            ranges["train:compute"] += 280 * MS
+        return ranges, 0
+
+    assert _run(40, 4, ranges_of) == []
 
 
 def test_a_rank_gone_is_not_waited_for_and_a_late_one_holds_no_one_back():
