@@ -132,8 +132,10 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # (the temporary folder removed on the way out)
     if args.replay:
         named = replay(args.replay, args.threshold)
-        print(f"replayed {args.replay}: {len(named)} straggler lines with this tree's detector"
-              + (f", threshold {args.threshold:g}" if args.threshold is not None else ""))
+        print(
+            f"replayed {args.replay}: {len(named)} straggler lines with this tree's detector"
+            + (f", threshold {args.threshold:g}" if args.threshold is not None else "")
+        )
         for s in named:
             since, excess = s["first_step"], s["excess_ns"] / 1e6
             print(f"  {s['rank']} {s['range']} step {s['step']} (since {since}) +{excess:.1f} ms")
