@@ -1,11 +1,13 @@
 """What the recorder benchmarks share: building their C programs against NVTX's headers,
-and the quartiles they report."""
+starting ranks that say when they are up, and the quartiles they report."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -22,6 +24,17 @@ def build_program(source: str, output: Path, *flags: str) -> Path:
         check=True,
     )  # fmt: skip
     return output
+
+
+def start_ranks(commands: list[list], ready: Path) -> list[subprocess.Popen]:
+    """Each command started (its stdout dropped), then waited for until each rank has made its
+    file in ``ready`` (RuntimeError if one ends before)."""
+    procs = [subprocess.Popen(command, stdout=subprocess.DEVNULL) for command in commands]
+    while len(os.listdir(ready)) < len(commands):
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError(f"a rank ended before it started: {[p.returncode for p in procs]}")
+        time.sleep(0.05)
+    return procs
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:

@@ -1,9 +1,11 @@
-/* What the benchmarks' C ranks share (benchmarks/rank_workload.c, benchmarks/paced_rank.c):
- * opening a push/pop range of a domain by its ASCII message. */
+/* What the benchmarks' C ranks share (benchmarks/rank_workload.c, benchmarks/paced_rank.c,
+ * benchmarks/step_rank.c): opening a push/pop range of a domain by its ASCII message; the
+ * monotonic clock in ns and a sleep of ns that resumes after a signal. */
 #ifndef NVTX_PLUGINS_TF_BENCH_NVTX_H_
 #define NVTX_PLUGINS_TF_BENCH_NVTX_H_
 
 #include <nvtx3/nvToolsExt.h>
+#include <time.h>
 
 static inline void push(nvtxDomainHandle_t domain, const char* message) {
   nvtxEventAttributes_t attr = {0};
@@ -12,6 +14,18 @@ static inline void push(nvtxDomainHandle_t domain, const char* message) {
   attr.messageType = NVTX_MESSAGE_TYPE_ASCII;
   attr.message.ascii = message;
   nvtxDomainRangePushEx(domain, &attr);
+}
+
+static inline long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline void sleep_ns(long long ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
 }
 
 #endif /* NVTX_PLUGINS_TF_BENCH_NVTX_H_ */

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _programs import build_program, quartiles  # noqa: E402
+from _programs import build_program, quartiles, start_ranks  # noqa: E402
 
 BURST = """
 import sys, nvtx
@@ -111,17 +111,11 @@ def _job(folder: Path, exe: Path, ranks: int, seconds: float, watch: bool) -> di
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
         threading.Thread(target=peak, daemon=True).start()
-    procs = [
-        subprocess.Popen(
-            _cli("record", "-o", folder / f"rank{r}", "--export", "json", "--", exe, ready / str(r), go, seconds),
-            stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        for r in range(ranks)
-    ]
-    while len(os.listdir(ready)) < ranks:
-        if any(p.poll() is not None for p in procs):
-            raise RuntimeError(f"a rank ended before it started: {[p.returncode for p in procs]}")
-        time.sleep(0.05)
+    procs = start_ranks(
+        [_cli("record", "-o", folder / f"rank{r}", "--export", "json", "--", exe, ready / str(r), go, seconds)
+         for r in range(ranks)],
+        ready,
+    )  # fmt: skip
     cpu0 = _cpu_s(watcher.pid) if watcher else 0.0
     go.touch()
     t_go, go_ns = time.monotonic(), time.time_ns()

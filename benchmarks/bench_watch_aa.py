@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _programs import build_program  # noqa: E402
+from _programs import build_program, start_ranks  # noqa: E402
 
 
 def _cli(*args) -> list[str]:
@@ -76,17 +76,11 @@ def run(folder: Path, exe: Path, ranks: int, seconds: float, out: Path) -> dict:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    procs = [
-        subprocess.Popen(
-            _cli("record", "-o", folder / f"rank{r}", "--export", "arrow", "--", exe, ready / str(r), go, seconds),
-            stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        for r in range(ranks)
-    ]
-    while len(os.listdir(ready)) < ranks:
-        if any(p.poll() is not None for p in procs):
-            raise RuntimeError(f"a rank ended before it started: {[p.returncode for p in procs]}")
-        time.sleep(0.05)
+    procs = start_ranks(
+        [_cli("record", "-o", folder / f"rank{r}", "--export", "arrow", "--", exe, ready / str(r), go, seconds)
+         for r in range(ranks)],
+        ready,
+    )  # fmt: skip
     go.touch()
     t0, loads = time.monotonic(), []
     with open(out / "load.tsv", "w") as f:

@@ -15,12 +15,6 @@
 
 #include "bench_nvtx.h"
 
-static long now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
 int main(int argc, char** argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: rank_workload RANGES STEPS SLOW_NS\n");
@@ -41,7 +35,7 @@ int main(int argc, char** argv) {
     snprintf(name, sizeof(name), "step %ld", s);
     push(train, name);
     push(train, "data");
-    for (long t0 = now_ns(); slow_ns > 0 && now_ns() - t0 < slow_ns;) {
+    for (long long t0 = now_ns(); slow_ns > 0 && now_ns() - t0 < slow_ns;) {
     }
     nvtxDomainRangePop(train);
     push(train, "forward");

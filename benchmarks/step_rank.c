@@ -20,18 +20,6 @@
 
 #include "bench_nvtx.h"
 
-static long long now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static void sleep_ns(long long ns) {
-  struct timespec ts = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 int main(int argc, char** argv) {
   if (argc != 4 && argc != 7) {
     fprintf(stderr, "usage: step_rank READY GO SECONDS [RANGE FROM PERCENT]\n");
