@@ -27,13 +27,7 @@ int main(int argc, char** argv) {
   nvtxDomainHandle_t bench = nvtxDomainCreateA("bench");
   static const char* names[20] = {"r0",  "r1",  "r2",  "r3",  "r4",  "r5",  "r6",  "r7",  "r8",  "r9",
                                   "r10", "r11", "r12", "r13", "r14", "r15", "r16", "r17", "r18", "r19"};
-  FILE* ready = fopen(argv[1], "w");
-  if (!ready) {
-    perror(argv[1]);
-    return 1;
-  }
-  fclose(ready);
-  while (access(argv[2], F_OK) != 0) usleep(10000);
+  if (ready_then_go(argv[1], argv[2])) return 1;
   const long long start = now_ns(), end = start + (long long)(seconds * 1e9);
   char name[32];
   for (long s = 0; now_ns() < end; ++s) {

@@ -32,13 +32,7 @@ int main(int argc, char** argv) {
   static const char* names[3] = {"data", "compute", "comm"};
   static const long long lengths[3] = {30000000LL, 60000000LL, 30000000LL};
   nvtxDomainHandle_t train = nvtxDomainCreateA("train");
-  FILE* ready = fopen(argv[1], "w");
-  if (!ready) {
-    perror(argv[1]);
-    return 1;
-  }
-  fclose(ready);
-  while (access(argv[2], F_OK) != 0) usleep(10000);
+  if (ready_then_go(argv[1], argv[2])) return 1;
   const long long end = now_ns() + (long long)(seconds * 1e9);
   char name[32];
   for (long s = 0; now_ns() < end; ++s) {
