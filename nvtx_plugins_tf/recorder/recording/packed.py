@@ -48,6 +48,7 @@ __all__ = [
     "pack_segment",
     "raw_size",
     "remove_packed_raw",
+    "segment_sizes_ok",
     "unpack_segment",
     "unpacked",
 ]
@@ -128,7 +129,7 @@ def pack_segment(path, level: int = LEVEL, keep_raw: bool = False) -> Path | Non
         if len(head) < 24 or head[:8] != _SEGMENT_MAGIC:
             return None
         header_size, chunk_size = _SEGMENT_SIZES.unpack_from(head, 12)
-        if not _sizes_ok(header_size, chunk_size):
+        if not segment_sizes_ok(header_size, chunk_size):
             return None
         st = os.fstat(fin.fileno())
         size = st.st_size
@@ -338,8 +339,9 @@ def _scratch_file(size: int) -> int:
     return os.memfd_create("nvtxseg", os.MFD_CLOEXEC)
 
 
-def _sizes_ok(header_size: int, chunk_size: int) -> bool:
-    """Whether a header and chunk size are within the format's limits."""
+def segment_sizes_ok(header_size: int, chunk_size: int) -> bool:
+    """Whether a segment's header and chunk size are within the format's limits (a raw
+    segment's header, a pack header)."""
     return (
         _MIN_HEADER <= header_size <= _MAX_HEADER
         and _MIN_CHUNK <= chunk_size <= _MAX_CHUNK
@@ -386,7 +388,7 @@ def _unpack_into(path: Path, fd: int, header_only: bool) -> Unpacked:
             if version != VERSION or codec_id != CODEC_ZSTD:
                 out.note(path, UNKNOWN_CODEC, version, codec_id)
                 return out
-            if not _sizes_ok(header_size, chunk_size):
+            if not segment_sizes_ok(header_size, chunk_size):
                 out.note(path, HEADER_DAMAGED)  # (sizes no packer writes: nothing is sized by them)
                 return out
             file_size = os.fstat(f.fileno()).st_size

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..._paths import PACKED_SEGMENT_SUFFIX
 from ..recording.liveness import segment_flags
+from ..recording.packed import segment_sizes_ok
 
 __all__ = ["Fingerprint", "HEADER_BYTES", "MAX_CHUNKS", "fingerprint"]
 
@@ -57,9 +58,6 @@ class Fingerprint:
 
     segments: dict[str, object] = field(default_factory=dict)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Fingerprint) and self.segments == other.segments
-
 
 def _sealed(chunk) -> bool:
     return isinstance(chunk, tuple) and chunk[0] == "sealed"
@@ -82,7 +80,7 @@ def _raw_segment(path: Path, before: _Segment | None) -> _Segment:
         if len(head) < _HEADER.size:
             return _Segment(size, head)
         _, _, hsize, csize, _ = _HEADER.unpack_from(head)
-        if segment_flags(head) is None or hsize < _HEADER.size or csize % 4096 or not csize or size <= hsize:
+        if segment_flags(head) is None or not segment_sizes_ok(hsize, csize) or size <= hsize:
             return _Segment(size, head)  # (not a segment the writer wrote: the reader says what)
         count = (size - hsize + csize - 1) // csize
         old = before.chunks if before is not None else ()
