@@ -16,7 +16,7 @@ namespace {
 
 using nvtx_reader::Decoder;
 
-constexpr uint32_t kAbiVersion = 16;
+constexpr uint32_t kAbiVersion = 17;
 
 void SetError(char* err, uint32_t err_len, const std::string& message) {
   if (!err || err_len == 0) return;
@@ -97,6 +97,34 @@ NVTXR_API int nvtxr_open_segment(void* ctx, const char* path, char* err, uint32_
 NVTXR_API int nvtxr_open_packed(void* ctx, const char* path, uint64_t cache_bytes, char* err, uint32_t err_len) {
   return OpenSegment(ctx, path, /*packed=*/true, cache_bytes, err, err_len);
 }
+
+NVTXR_API int nvtxr_open_live(void* ctx, const char* path, char* err, uint32_t err_len) {
+  if (!ctx || !path) return -1;
+  try {
+    std::string error;
+    int rc = D(ctx)->OpenLive(path, &error);
+    if (rc != 0) SetError(err, err_len, error);
+    return rc;
+  } catch (...) {
+    SetError(err, err_len, "out of memory");
+    return -1;
+  }
+}
+
+NVTXR_API int nvtxr_resume(void* ctx, char* err, uint32_t err_len) {
+  if (!ctx) return -1;
+  try {
+    std::string error;
+    int rc = D(ctx)->Resume(&error);
+    if (rc != 0) SetError(err, err_len, error.empty() ? "not a live read" : error);
+    return rc;
+  } catch (...) {
+    SetError(err, err_len, "out of memory");
+    return -1;
+  }
+}
+
+NVTXR_API int nvtxr_live_failed(void* ctx) { return ctx && D(ctx)->LiveFailed() ? 1 : 0; }
 
 NVTXR_API int64_t nvtxr_unpack_damage(void* ctx, NvtxrUnpackDamage* out, int64_t capacity) {
   if (!ctx) return 0;

@@ -30,6 +30,8 @@
 //   step_work.h            ABI 14: each step's inclusive work per name besides the exclusive (compare's);
 //                          ABI 15: only when asked (nvtxr_rank_stats' with_incl)
 //   rank_stats.{h,cc}      ABI 16: the per-name statistics only when asked (with_name_stats: watch needs none)
+//   segment_live.cc        ABI 17: a live read, taken up where the last one stopped (watch's);
+//   rank_stats_api.cc      ABI 17: the steps of a window of a live read's ranges (nvtxr_rank_stats_window)
 //   sqlite_api.{h,cc}      SQLite through dlopen, for sqlite_insert (the SQLite export) and sqlite_ranges
 //   packed_segment.{h,cc}  ABI 12: a packed segment read frame by frame (Zstandard through dlopen)
 #ifndef NVTX_PLUGINS_TF_READER_DECODE_H_
@@ -205,6 +207,16 @@ NVTXR_API int64_t nvtxr_next(void* ctx, NvtxrRow* rows, int64_t capacity);
 // left open (and count the ends whose start was never seen).
 NVTXR_API void nvtxr_finish(void* ctx);
 NVTXR_API void nvtxr_close_segment(void* ctx);
+// ABI 17: a live read (watch's; segment_cursor.h, SegmentCursor::OpenLive): a raw segment
+// opened as nvtxr_open_segment does, to be read again while it is written. Read it to its
+// end (nvtxr_ranges_collect until 0), then nvtxr_resume and read what was written since, and
+// so on; never nvtxr_finish nor nvtxr_close_segment between reads. nvtxr_resume: 0, or -1
+// when the segment cannot be taken up (err says why: damage, another segment in its place;
+// read it whole). nvtxr_live_failed: 1 when the last read met damage (its rows are not to
+// be kept: read the segment whole).
+NVTXR_API int nvtxr_open_live(void* ctx, const char* path, char* err, uint32_t err_len);
+NVTXR_API int nvtxr_resume(void* ctx, char* err, uint32_t err_len);
+NVTXR_API int nvtxr_live_failed(void* ctx);
 NVTXR_API void nvtxr_stats(void* ctx, NvtxrStats* out);
 NVTXR_API uint32_t nvtxr_string_count(void* ctx);
 NVTXR_API const char* nvtxr_string(void* ctx, uint32_t index, uint32_t* length);
@@ -269,6 +281,17 @@ NVTXR_API void nvtxr_ranges_keys(void* ranges, int64_t* out);
 NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t n_names, int with_steps, int with_incl,
                                    int with_name_stats, double log_gamma, const int64_t* bounds, int64_t n_bounds,
                                    int64_t zero_key);
+// ABI 17: a live read's window (watch's): nvtxr_ranges_live marks the columns as one, kept
+// from read to read (the ranges of each read added by nvtxr_ranges_collect). After
+// nvtxr_ranges_name, nvtxr_rank_stats_window computes the results as nvtxr_rank_stats does
+// with steps, without the per-name statistics nor step_incl, the longest step at least
+// longest_floor; then, for one process, keeps only the ranges that end after the start of
+// its last step (and the open ones), and gives the columns their messages back for the next
+// read's naming. out: [0] the steps dropped, [1] the longest of them (or longest_floor), [2]
+// the latest start of one (INT64_MIN: none), [3] the ranges kept. Returns the processes.
+NVTXR_API void nvtxr_ranges_live(void* ranges);
+NVTXR_API int64_t nvtxr_rank_stats_window(void* ranges, const uint8_t* is_step, int64_t n_names, int64_t longest_floor,
+                                          int64_t* out);
 // out: pid, events (its ranges), open ranges
 NVTXR_API int nvtxr_rank_stats_header(void* ranges, int64_t process, int64_t* out);
 NVTXR_API int64_t nvtxr_rank_stats_size(void* ranges, int64_t process, int field);

@@ -10,10 +10,25 @@ namespace nvtx_reader {
 
 using namespace nvtx_record;
 
-int Decoder::Open(const char* path, bool packed, uint64_t cache_bytes, std::string* error) {
+int Decoder::OpenLive(const char* path, std::string* error) { return Open(path, false, 0, error, /*live=*/true); }
+
+int Decoder::Resume(std::string* error) {
+  if (!cursor_.live() || proc_ < 0 || (phase_ != kDone && phase_ != kRecords)) return -1;
+  if (cursor_.Resume(error) != 0) return -1;
+  try {
+    CollectDefinitions();  // (of the records past where each chunk's last read stopped)
+  } catch (...) {
+    *error = "out of memory";
+    return -1;
+  }
+  phase_ = kRecords;
+  return 0;
+}
+
+int Decoder::Open(const char* path, bool packed, uint64_t cache_bytes, std::string* error, bool live) {
   CloseSegment();
   phase_ = kIdle;
-  int rc = cursor_.Open(path, packed, cache_bytes, error);
+  int rc = live ? cursor_.OpenLive(path, error) : cursor_.Open(path, packed, cache_bytes, error);
   if (rc != 0) return rc;
   const SegmentHeader& h = cursor_.header();
   // The process this segment belongs to (older writers: every segment on its own).

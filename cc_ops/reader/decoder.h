@@ -34,8 +34,17 @@ class Decoder {
   Decoder() : cursor_(stats_), matcher_(stats_) {}
 
   // See nvtxr_open_segment (`packed`: nvtxr_open_packed).
-  int Open(const char* path, bool packed, uint64_t cache_bytes, std::string* error);
+  int Open(const char* path, bool packed, uint64_t cache_bytes, std::string* error, bool live = false);
   const std::vector<NvtxrUnpackDamage>& unpack_damage() const { return cursor_.unpack_damage(); }
+  // A live read (watch's: segment_cursor.h, SegmentCursor::OpenLive): a raw segment opened
+  // to be read again while it is written. Read it (NextRanges) to its end, then Resume and
+  // read the records written since, and so on; never Finish (its ranges still open stay
+  // open, on the stacks). Resume returns 0, or -1 when the segment cannot be taken up (not
+  // live, damage, another segment in its place: read it whole). LiveFailed: damage met in the
+  // last read (its rows are not to be kept).
+  int OpenLive(const char* path, std::string* error);
+  int Resume(std::string* error);
+  bool LiveFailed() const { return cursor_.failed(); }
   void CloseSegment();
   // Info of the open segment; false when none is open (or after Finish).
   bool SegmentInfo(NvtxrSegmentInfo* out) const;

@@ -133,6 +133,11 @@ int64_t RangeColumns::AddExportRows(int64_t n, const int64_t* s, const int64_t* 
   return added;
 }
 
+void RangeColumns::Unname(const std::vector<int64_t>& keys) {
+  const int64_t width = named_strings + 1;
+  for (size_t i = 0; i < size(); ++i) message[i] = static_cast<uint32_t>(keys[message[i]] % width);
+}
+
 int64_t RangeColumns::Collect(Decoder* decoder, int64_t capacity) { return decoder->NextRanges(this, capacity); }
 
 void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, std::vector<int64_t>* keys) {
@@ -175,7 +180,8 @@ void RangeColumns::Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, 
     rank[p] = static_cast<int32_t>(std::lower_bound(keys->begin(), keys->end(), pair_key[p]) - keys->begin());
   }
   for (size_t i = 0; i < size(); ++i) message[i] = static_cast<uint32_t>(rank[message[i]]);
-  if (size() > (size_t(1) << 22)) {  // (a large input: its 4 bytes a range not held while it is mapped)
+  named_strings = strings;
+  if (size() > (size_t(1) << 22) && !window) {  // (a large input: its 4 bytes a range not held while it is mapped)
     std::vector<uint32_t>().swap(domain);
   }
 }

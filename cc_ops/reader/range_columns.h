@@ -134,6 +134,30 @@ struct RangeColumns {
   // key's rank among the keys present (name(), in place of the messages: once an input);
   // *keys gets them, ascending.
   void Name(const int64_t* dom_map, int64_t n_dom, int64_t strings, std::vector<int64_t>* keys);
+
+  // A live read's window (watch's: nvtxr_rank_stats_window), kept from one read to the next:
+  // Name keeps its domains, Unname gives its messages back (key % (strings + 1)) for the next
+  // Name, KeepIf drops the ranges no later step needs.
+  bool window = false;
+  int64_t named_strings = -1;  // the `strings` of the last Name
+  void Unname(const std::vector<int64_t>& keys);
+  template <class Keep>
+  void KeepIf(Keep keep) {
+    size_t k = 0;
+    for (size_t i = 0; i < size(); ++i) {
+      if (!keep(i)) continue;
+      start[k] = start[i];
+      end[k] = end[i];
+      thread[k] = thread[i];
+      message[k] = message[i];
+      domain[k] = domain[i];
+      flags[k] = flags[i];
+      ++k;
+    }
+    for (auto* v : {&start, &end}) v->resize(k);
+    for (auto* v : {&thread, &message, &domain}) v->resize(k);
+    flags.resize(k);
+  }
 };
 
 }  // namespace nvtx_reader

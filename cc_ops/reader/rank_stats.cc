@@ -288,7 +288,7 @@ void NameRows(const RangeColumns& c, const Rows& mine, int64_t n_names, RankStat
 
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
                                         bool with_incl, bool with_name_stats, const SketchBuckets& buckets,
-                                        RankStatsWork* work) {
+                                        RankStatsWork* work, int64_t longest_floor) {
   std::vector<int64_t> pids;  // (those of the columns' threads: each has a range)
   for (const RangeColumns::Thread& t : c.threads) pids.push_back(t.pid);
   std::sort(pids.begin(), pids.end());
@@ -309,10 +309,10 @@ std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is
       NameRows(c, mine, n_names, &r, &row_of_name);
     }
     if (with_steps && narrow) {
-      StepWork(c, mine, is_step, n_names, work->parent, row_of_name, with_incl, &r, &work->steps);
+      StepWork(c, mine, is_step, n_names, work->parent, row_of_name, with_incl, &r, &work->steps, longest_floor);
     }
     if (with_steps && !narrow) {
-      StepWork(c, mine, is_step, n_names, work->wide_parent, row_of_name, with_incl, &r, &work->steps);
+      StepWork(c, mine, is_step, n_names, work->wide_parent, row_of_name, with_incl, &r, &work->steps, longest_floor);
     }
   };
   if (pids.size() == 1) {

@@ -60,10 +60,11 @@ struct RankStatsWork {
 // ascending. is_step[name]: the range is a step (n_names entries); with_steps false: no
 // step chosen (no step columns); with_incl false: step_incl left empty (compare's only);
 // with_name_stats false: rows and open_ranges only, the per-name statistics (count to
-// sketch_count) left empty (watch's reads).
+// sketch_count) left empty (watch's reads). longest_floor: see StepWork (step_work.h).
 std::vector<RankStats> ComputeRankStats(const RangeColumns& c, const uint8_t* is_step, int64_t n_names, bool with_steps,
                                         bool with_incl, bool with_name_stats, const SketchBuckets& buckets,
-                                        RankStatsWork* work);
+                                        RankStatsWork* work,
+                                        int64_t longest_floor = std::numeric_limits<int64_t>::min());
 
 }  // namespace nvtx_reader
 

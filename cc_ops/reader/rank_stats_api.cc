@@ -1,8 +1,9 @@
-// The C API of analyze's native mapper (decode.h, ABI 10, 11, 15 and 16) over range_columns.h and
+// The C API of analyze's native mapper (decode.h, ABI 10, 11, 15, 16 and 17: watch's windows) over range_columns.h and
 // rank_stats.h. No C++ exception crosses it.
 #include <string.h>
 
 #include <algorithm>
+#include <limits>
 #include <new>
 #include <string>
 #include <vector>
@@ -147,6 +148,45 @@ NVTXR_API int64_t nvtxr_rank_stats(void* ranges, const uint8_t* is_step, int64_t
     r->results = nvtx_reader::ComputeRankStats(r->columns, is_step, n_names, with_steps != 0, with_incl != 0,
                                                with_name_stats != 0, buckets, &r->work);
     r->columns.Clear();  // (the results are what is left; the room stays for the next input)
+    return static_cast<int64_t>(r->results.size());
+  } catch (...) {
+    return -1;
+  }
+}
+
+NVTXR_API void nvtxr_ranges_live(void* ranges) {
+  if (ranges) R(ranges)->columns.window = true;
+}
+
+NVTXR_API int64_t nvtxr_rank_stats_window(void* ranges, const uint8_t* is_step, int64_t n_names, int64_t longest_floor,
+                                          int64_t* out) {
+  if (!ranges || !is_step || !out) return -1;
+  try {
+    Ranges* r = R(ranges);
+    RangeColumns& c = r->columns;
+    const int64_t one = 1;
+    const nvtx_reader::SketchBuckets none{1.0, &one, 1, 0, 1.0f};  // (no per-name statistics: unused)
+    r->results = nvtx_reader::ComputeRankStats(c, is_step, n_names, /*with_steps=*/true, /*with_incl=*/false,
+                                               /*with_name_stats=*/false, none, &r->work, longest_floor);
+    out[0] = 0;
+    out[1] = longest_floor;
+    out[2] = std::numeric_limits<int64_t>::min();
+    if (r->results.size() == 1 && !r->results[0].step_start.empty() && c.named_strings >= 0) {
+      // what a later step may need: the ranges that end after the start of the last step
+      // (steps come in start order: a later one starts at or after it), and the open ones
+      const int64_t floor = r->results[0].step_start.back();
+      c.KeepIf([&](size_t i) {
+        if ((c.flags[i] & RangeColumns::kOpen) || c.end[i] > floor) return true;
+        if (is_step[c.name()[i]]) {
+          out[0]++;
+          out[1] = std::max(out[1], c.end[i] - c.start[i]);
+          out[2] = std::max(out[2], c.start[i]);
+        }
+        return false;
+      });
+    }
+    if (c.named_strings >= 0) c.Unname(r->keys);
+    out[3] = static_cast<int64_t>(c.size());
     return static_cast<int64_t>(r->results.size());
   } catch (...) {
     return -1;

@@ -173,6 +173,8 @@ void SegmentCursor::Close() {
   in_chunk_ = false;
   chunk_ = nullptr;
   data_ = nullptr;
+  live_ = live_failed_ = false;
+  slots_.clear();
   if (buf_.size() > (1u << 20)) {
     buf_.clear();
     buf_.shrink_to_fit();
@@ -192,63 +194,80 @@ void SegmentCursor::Scan(uint64_t size, uint32_t hsize, uint32_t csize) {
       stats_.unpublished_chunks += count - k;
       break;
     }
-    uint64_t avail = std::min<uint64_t>(csize, size - off);
-    ChunkHeader ch{};
-    int64_t got = ReadAt(&ch, std::min<uint64_t>(avail, sizeof(ch)), off);
-    if (got < 0) {
+    ChunkRef ref;
+    int found = ReadChunkRef(k, std::min<uint64_t>(csize, size - off), &ref);
+    if (found < 0) {
       stats_.damaged_chunks++;
       continue;
     }
-    if (static_cast<uint64_t>(got) < sizeof(ch)) {
-      const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&ch);
-      bool zero = std::all_of(bytes, bytes + got, [](uint8_t b) { return b == 0; });
-      if (zero)
-        stats_.unpublished_chunks++;
-      else
-        stats_.damaged_chunks++;
-      continue;
-    }
-    if (ch.magic == 0) {
+    if (found == 0) {
       stats_.unpublished_chunks++;
       if (!packed_.is_open()) k = SkipHole(k, count, hsize, csize);
       continue;
     }
-    if (ch.magic != kChunkMagic) {
-      stats_.damaged_chunks++;
-      continue;
-    }
-    ChunkRef ref;
-    ref.offset = off;
-    ref.available = avail;
-    ref.thread_index = ch.thread_index;
-    ref.tid = ch.tid;
-    ref.seq = ch.seq;
-    // Older writers: the thread index, valid within this segment only.
-    ref.thread_key =
-        ch.thread_serial ? ch.thread_serial : ((uint64_t(1) << 47) | (segment_no_ << 24) | ref.thread_index);
-    ref.sealed_end = ch.sealed_end;
-    ref.sum1 = ch.sum1;
-    ref.sum2 = ch.sum2;
-    // A seal no writer writes: the header's bytes changed. The records are read unchecked.
-    ref.bad_seal =
-        ch.sealed_end && (ch.sealed_end < kChunkHeaderSize || ch.sealed_end > csize || ch.sealed_end % 8 != 0);
-    if (ref.bad_seal) ref.sealed_end = 0;
     file_order.push_back(ref);
   }
+  Order(file_order, /*count_gaps=*/true);
+}
+
+int SegmentCursor::ReadChunkRef(uint64_t k, uint64_t avail, ChunkRef* ref) {
+  const uint64_t off = header_.header_size + k * header_.chunk_size;
+  ChunkHeader ch{};
+  int64_t got = ReadAt(&ch, std::min<uint64_t>(avail, sizeof(ch)), off);
+  if (got < 0) return -1;
+  if (static_cast<uint64_t>(got) < sizeof(ch)) {
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&ch);
+    return std::all_of(bytes, bytes + got, [](uint8_t b) { return b == 0; }) ? 0 : -1;
+  }
+  if (ch.magic == 0) return 0;
+  if (ch.magic != kChunkMagic) return -1;
+  ref->offset = off;
+  ref->available = avail;
+  ref->thread_index = ch.thread_index;
+  ref->tid = ch.tid;
+  ref->seq = ch.seq;
+  // Older writers: the thread index, valid within this segment only.
+  ref->thread_key =
+      ch.thread_serial ? ch.thread_serial : ((uint64_t(1) << 47) | (segment_no_ << 24) | ref->thread_index);
+  ref->sealed_end = ch.sealed_end;
+  ref->sum1 = ch.sum1;
+  ref->sum2 = ch.sum2;
+  // A seal no writer writes: the header's bytes changed. The records are read unchecked.
+  ref->bad_seal = ch.sealed_end &&
+                  (ch.sealed_end < kChunkHeaderSize || ch.sealed_end > header_.chunk_size || ch.sealed_end % 8 != 0);
+  if (ref->bad_seal) ref->sealed_end = 0;
+  ref->slot = k;
+  return 1;
+}
+
+void SegmentCursor::Order(const std::vector<ChunkRef>& file_order, bool count_gaps) {
   // Each thread's chunks in seq order, interleaved with the other threads in file order.
   std::unordered_map<uint32_t, std::vector<ChunkRef>> by_thread;
   for (const ChunkRef& c : file_order) by_thread[c.thread_index].push_back(c);
   for (auto& kv : by_thread) {
     auto& v = kv.second;
     std::stable_sort(v.begin(), v.end(), [](const ChunkRef& a, const ChunkRef& b) { return a.seq < b.seq; });
-    for (size_t i = 0; i < v.size(); ++i) {
+    for (size_t i = 0; count_gaps && i < v.size(); ++i) {
       uint64_t expected = i == 0 ? 0 : v[i - 1].seq + 1;
       if (v[i].seq != expected) stats_.seq_gaps++;
     }
   }
   std::unordered_map<uint32_t, size_t> taken;
+  order_.clear();
   order_.reserve(file_order.size());
   for (const ChunkRef& c : file_order) order_.push_back(by_thread[c.thread_index][taken[c.thread_index]++]);
+  next_chunk_ = 0;
+}
+
+int SegmentCursor::RereadHeader(SegmentHeaderRead* out, std::string* error) {
+  struct stat st;
+  const int file = fd_.get();
+  if (file < 0 || fstat(file, &st) != 0) {
+    *error = "the segment cannot be read";
+    return -1;
+  }
+  return ParseHeader([file](void* dst, uint64_t n, uint64_t off) { return ReadFully(file, dst, n, off); },
+                     static_cast<uint64_t>(st.st_size), /*lenient=*/false, out, "the segment", error);
 }
 
 uint64_t SegmentCursor::SkipHole(uint64_t k, uint64_t count, uint32_t hsize, uint32_t csize) {
@@ -286,8 +305,10 @@ uint64_t SegmentCursor::ReadChunk(const ChunkRef& c) {
   }
   if (buf_.size() < c.available) buf_.resize(c.available);
   data_ = buf_.data();
-  int64_t got = ReadAt(buf_.data(), c.available, c.offset);
-  return got < 0 ? 0 : static_cast<uint64_t>(got);
+  // (a live read takes the chunk up where the last one stopped: the bytes before are not read)
+  const uint64_t lo = c.from > kChunkHeaderSize ? std::min(c.from, c.available) : 0;
+  int64_t got = ReadAt(buf_.data() + lo, c.available - lo, c.offset + lo);
+  return got < 0 ? lo : lo + static_cast<uint64_t>(got);
 }
 
 bool SegmentCursor::AllZero(uint64_t from, uint64_t to) const {
@@ -397,12 +418,12 @@ bool SegmentCursor::NextChunk() {
   chunk_ = &order_[next_chunk_++];
   const uint64_t got = ReadChunk(*chunk_);
   const uint64_t sealed = chunk_->sealed_end;
-  end_ = RecordsEnd(*chunk_, got);
+  end_ = std::min(RecordsEnd(*chunk_, got), chunk_->cap);
   whole_ = sealed ? got >= sealed : got >= info_.chunk_size;
   damaged_ = false;
   rereads_ = 0;
   bool mismatch = chunk_->bad_seal;
-  if (sealed && whole_) {
+  if (sealed && whole_ && !live_) {  // (a live read reads a chunk in parts: the read after the writer ends checks it)
     uint64_t sum1, sum2;
     ChunkSums(data_, sealed, &sum1, &sum2);
     mismatch = sum1 != chunk_->sum1 || sum2 != chunk_->sum2;
@@ -414,14 +435,15 @@ bool SegmentCursor::NextChunk() {
     stats_.damaged_chunks++;
     stats_.checksum_mismatches++;
   }
-  pos_ = kChunkHeaderSize;
-  clock_.Reset();
+  pos_ = chunk_->from;
+  clock_ = chunk_->clock;  // (Reset, unless a live read takes the chunk up)
   in_chunk_ = true;
   stats_.chunks++;
   return true;
 }
 
 void SegmentCursor::LoseEvent() {
+  live_failed_ = live_failed_ || live_;
   if (!damaged_) {
     damaged_ = true;
     stats_.damaged_chunks++;
@@ -430,10 +452,17 @@ void SegmentCursor::LoseEvent() {
 }
 
 SegmentCursor::Step SegmentCursor::NextRecord(const uint8_t** p, uint64_t* len) {
+  const Step step = WalkRecord(p, len);
+  if (live_ && step != kRecord) KeepPlace();  // (where the next live read takes the chunk up)
+  return step;
+}
+
+SegmentCursor::Step SegmentCursor::WalkRecord(const uint8_t** p, uint64_t* len) {
   if (pos_ + 8 > end_) {
     // Chunk exhausted without a zero word: fine when the chunk is complete, damage when
-    // the file was cut inside it (or could not be read).
+    // the file was cut inside it (or could not be read). A live read ends at its cap.
     in_chunk_ = false;
+    if (live_) return kChunkEnd;
     if (!whole_) {
       if (!damaged_) stats_.damaged_chunks++;
       return kDamage;
@@ -481,6 +510,7 @@ SegmentCursor::Step SegmentCursor::NextRecord(const uint8_t** p, uint64_t* len) 
       damaged_ = true;
       stats_.damaged_chunks++;
     }
+    live_failed_ = live_failed_ || live_;
     // (what held records: up to the resumed record, or to the chunk's last non-zero byte)
     const uint64_t lost_to = next < end_ ? next : LastNonZeroEnd(pos_, end_);
     stats_.lost_events_min += (lost_to - pos_ + kLostEventBytes - 1) / kLostEventBytes;

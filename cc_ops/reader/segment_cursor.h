@@ -58,11 +58,34 @@ struct ChunkRef {
   uint64_t sealed_end;  // ChunkHeader::sealed_end (0: not sealed, or a bad seal)
   uint64_t sum1, sum2;  // the seal's sums
   bool bad_seal;        // a sealed_end no writer writes (damage)
+  // Where this read takes up the chunk's records, with the clock there (a live read: where
+  // the last read of the chunk stopped), and where they end for this read (a live read: the
+  // end of data seen before the definitions were read, see SegmentCursor::OpenLive).
+  uint64_t from = nvtx_record::kChunkHeaderSize;
+  uint64_t cap = UINT64_MAX;
+  ChunkClock clock;
+  uint64_t slot = 0;  // the chunk's index in the file
 };
 
 class SegmentCursor {
  public:
   explicit SegmentCursor(NvtxrStats& stats) : stats_(stats) {}
+
+  // A live read (watch's): the segment read again while it is written, each read taking up
+  // each thread's chunk where the last one stopped, so that a read costs what was written
+  // since. OpenLive opens it as Open does (a raw segment), Resume reads the header and the
+  // headers of the chunks not read to their seal again and orders those with records past
+  // where the last read stopped. Before the definitions are read, each chunk's end of data is
+  // taken (its `cap`): every event read then was written before, and so was the definition
+  // that names it, written before the event (in any thread's chunk), so the definitions read
+  // after name every event read (a whole read reads the events after the definitions: a
+  // record written between the two may be named unknown, until the next read). Any damage,
+  // a seal that does not check, a chunk whose header changed: failed() is set, and the
+  // segment is to be read whole. Returns as Open (Resume: -1 when not live or failed).
+  int OpenLive(const char* path, std::string* error);
+  int Resume(std::string* error);
+  bool live() const { return live_; }
+  bool failed() const { return live_failed_; }
 
   // Opens a segment: checks its header, counts its truncation and its dropped events,
   // finds and orders its chunks. Return codes as nvtxr_open_segment (0, -1, -2); counts
@@ -103,6 +126,30 @@ class SegmentCursor {
 
  private:
   void Scan(uint64_t size, uint32_t hsize, uint32_t csize);
+  // The open raw segment's header read again, checked as Open checks it (a live read's Resume).
+  int RereadHeader(SegmentHeaderRead* out, std::string* error);
+  // order_ from the chunks in file order: each thread's chunks in seq order, interleaved with
+  // the other threads in file order (seq gaps counted).
+  void Order(const std::vector<ChunkRef>& file_order, bool count_gaps);
+  // A live read: each chunk's `cap`, the end of the records its walk (ForEachRecord's) meets now.
+  void TakeCaps();
+  // The chunk header of slot k read into *ref (its thread, seq and seal); 1: a chunk, 0: not
+  // published yet, -1: damage or not readable.
+  int ReadChunkRef(uint64_t k, uint64_t avail, ChunkRef* ref);
+  // A live read's memory of each slot (chunk index in the file): where its records were read
+  // to, the clock there, and whether it was read to its seal (done: never read again).
+  struct LiveSlot {
+    uint64_t pos = nvtx_record::kChunkHeaderSize;
+    ChunkClock clock;
+    bool done = false;
+    bool seen = false;  // published, its header read
+    ChunkRef ref{};
+  };
+  std::vector<LiveSlot> slots_;
+  bool live_ = false, live_failed_ = false;
+  // The end of a chunk's walk in a live read: remembered for the next read.
+  void KeepPlace();
+  Step WalkRecord(const uint8_t** p, uint64_t* len);  // (NextRecord's walk)
   // After chunk k (unpublished) of a raw file: the chunks wholly in the hole after it counted
   // unpublished, skipped; returns the last one skipped (k: none).
   uint64_t SkipHole(uint64_t k, uint64_t count, uint32_t hsize, uint32_t csize);
@@ -158,7 +205,7 @@ void SegmentCursor::ForEachRecord(F f) {
   for (const ChunkRef& c : order_) {
     chunk_ = &c;
     end_ = RecordsEnd(c, ReadChunk(c));
-    uint64_t pos = nvtx_record::kChunkHeaderSize;
+    uint64_t pos = c.from;
     while (pos + 8 <= end_) {
       const uint8_t* r = data_ + pos;
       const uint64_t len = Load64(r) == 0 ? 0 : RecordLength(r, end_ - pos);

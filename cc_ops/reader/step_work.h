@@ -38,10 +38,11 @@ struct AllRows {
 // The steps of one process and their exclusive and inclusive work per name (mapper._step_work):
 // a range's cover of a step counts for its name in both; in the exclusive, less for its parent's.
 // with_incl false: no inclusive work (only compare's tables use it): out->step_incl stays empty.
+// longest_floor: a duration the longest step is at least (a live read's steps before its window).
 template <class Rows, class P>
 void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, int64_t n_names,
               const std::vector<P>& parent, const std::vector<int64_t>& row_of_name, bool with_incl, RankStats* out,
-              std::vector<int64_t>* scratch) {
+              std::vector<int64_t>* scratch, int64_t longest_floor) {
   std::vector<int64_t>& steps = *scratch;
   steps.clear();
   // the names of the ranges inside, as columns 0, 1, ... (the steps' own names are many)
@@ -66,7 +67,8 @@ void StepWork(const RangeColumns& c, const Rows& mine, const uint8_t* is_step, i
   if (n_steps == 0) return;
   const std::vector<int64_t>& starts = out->step_start;
   const std::vector<int64_t>& ends = out->step_end;
-  int64_t longest = ends[0] - starts[0];
+  // (a live read's window: the longest of the steps before it, longest_floor, counts too)
+  int64_t longest = std::max(longest_floor, ends[0] - starts[0]);
   for (int64_t k = 0; k < n_steps; ++k) longest = std::max(longest, ends[k] - starts[k]);
   std::vector<int64_t> reach(n_steps);  // the latest end of the steps up to each one
   for (int64_t k = 0; k < n_steps; ++k) reach[k] = k ? std::max(reach[k - 1], ends[k]) : ends[k];

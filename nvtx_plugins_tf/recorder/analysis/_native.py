@@ -75,6 +75,7 @@ def sqlite_pages_enabled() -> bool:
 
 #: what a query given to :meth:`NativeRanges.add_sqlite` is (NvtxrSqliteQuery, decode.h)
 _SQLITE_QUERY = {None: 0, "text": 1, "StringIds": 2}
+_INT64_MIN = -(1 << 63)
 
 
 class NativeRanges:
@@ -227,6 +228,33 @@ class NativeRanges:
         )  # fmt: skip
         if n < 0:
             raise MemoryError("nvtxr_rank_stats failed")
+        return self._results(n, inclusive, name_stats)
+
+    def live(self) -> None:
+        """Make these columns a live read's window (watch's): kept from one read to the next,
+        each read's ranges added by :meth:`collect`, :meth:`rank_stats_window` dropping those
+        no later step needs."""
+        self._lib.nvtxr_ranges_live(self._ptr)
+
+    def rank_stats_window(
+        self, is_step: np.ndarray, n_names: int, longest_floor: int
+    ) -> tuple[list[dict], tuple[int, int, int, int]]:
+        """:meth:`rank_stats` of a live read's window (the steps and their work only; the
+        longest step at least ``longest_floor``, that of the steps dropped before), then, for
+        one process, only the ranges that end after the start of its last step kept: (the
+        results, (steps dropped, the longest of them or ``longest_floor``, the latest start
+        of one or None, the ranges kept)). Call :meth:`name` before, each read."""
+        flags = np.zeros(max(n_names, 1), dtype=np.uint8)
+        flags[:n_names] = is_step[:n_names]
+        out = np.zeros(4, dtype=np.int64)
+        n = self._lib.nvtxr_rank_stats_window(self._ptr, flags.ctypes.data, n_names, longest_floor, out.ctypes.data)
+        if n < 0:
+            raise MemoryError("nvtxr_rank_stats_window failed")
+        dropped, longest, latest, kept = out.tolist()
+        return self._results(n, False, False), (dropped, longest, None if latest == _INT64_MIN else latest, kept)
+
+    def _results(self, n: int, inclusive: bool, name_stats: bool) -> list[dict]:
+        """The results of the last :meth:`rank_stats` or :meth:`rank_stats_window`, as dicts."""
         left_out = (() if name_stats else NAME_STATS) + (() if inclusive else ("step_incl",))
         fields = [(i, name, dtype) for i, (name, dtype) in enumerate(FIELDS.items()) if name not in left_out]
         out = []

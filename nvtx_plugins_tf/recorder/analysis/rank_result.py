@@ -78,7 +78,9 @@ class RankResult:
     of their children's time (push/pop ranges nested in them on their thread), and
     ``step_incl``: the same, inclusive of it (a name nested in itself counted at each level,
     as a sum of durations does); only when the mapper is asked for it (``map_input``'s
-    ``inclusive``, compare's), else empty (0 x 0)."""
+    ``inclusive``, compare's), else empty (0 x 0). ``first_step``: the number of the first
+    step in them (0; a live read's window of the steps, watch's: :mod:`.live_mapper`, the
+    steps before it not held)."""
 
     name: str
     file: str
@@ -106,6 +108,7 @@ class RankResult:
     work_rows: np.ndarray = field(default_factory=lambda: _I64)
     step_work: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     step_incl: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    first_step: int = 0
     damage: str = ""  #: the input's damage (a recording's reader's description), "" when intact
 
     @property

@@ -10,7 +10,7 @@ import numpy as np
 from ..._native_libs import native_library
 from ..._paths import native_path
 
-ABI_VERSION = 16
+ABI_VERSION = 17
 
 KIND_PUSH_POP = 1
 KIND_START_END = 2
@@ -205,6 +205,12 @@ def library() -> ctypes.CDLL:
                 # ABI 12: a packed segment read frame by frame (cc_ops/reader/packed_segment.h)
                 "nvtxr_open_packed": (ctypes.c_int, [vp, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p, u32]),
                 "nvtxr_unpack_damage": (i64, [vp, vp, i64]),
+                # ABI 17: a live read (watch's), and its window of ranges (analysis/_native.py)
+                "nvtxr_open_live": (ctypes.c_int, [vp, ctypes.c_char_p, ctypes.c_char_p, u32]),
+                "nvtxr_resume": (ctypes.c_int, [vp, ctypes.c_char_p, u32]),
+                "nvtxr_live_failed": (ctypes.c_int, [vp]),
+                "nvtxr_ranges_live": (None, [vp]),
+                "nvtxr_rank_stats_window": (i64, [vp, vp, i64, i64, vp]),
             }
             for name, (restype, argtypes) in sigs.items():
                 fn = getattr(lib, name)
@@ -337,6 +343,26 @@ class Decoder:
         if n:
             self._lib.nvtxr_unpack_damage(self._ctx, damage.ctypes.data, n)
         return rc, err.value.decode(errors="surrogateescape"), [tuple(d) for d in damage.tolist()]
+
+    def open_live(self, path: str) -> tuple[int, str]:
+        """Open the raw segment ``path`` for a live read (``nvtxr_open_live``): read it to its
+        end, then :meth:`resume` and read what was written since, and so on (never
+        :meth:`close_segment` nor :meth:`finish` between reads). (rc, error) as
+        :meth:`open_segment`."""
+        err = ctypes.create_string_buffer(512)
+        rc = self._lib.nvtxr_open_live(self._ctx, native_path(path), err, len(err))
+        return rc, err.value.decode(errors="surrogateescape")
+
+    def resume(self) -> tuple[int, str]:
+        """Take the live read up where it stopped (``nvtxr_resume``): (0, ""), or (-1, why)
+        when it cannot be (damage, another segment in its place: read the segment whole)."""
+        err = ctypes.create_string_buffer(512)
+        rc = self._lib.nvtxr_resume(self._ctx, err, len(err))
+        return rc, err.value.decode(errors="surrogateescape")
+
+    def live_failed(self) -> bool:
+        """The last live read met damage: its rows are not to be kept (read the segment whole)."""
+        return bool(self._lib.nvtxr_live_failed(self._ctx))
 
     def segment_info(self) -> SegmentInfo | None:
         info = SegmentInfo()

@@ -230,19 +230,8 @@ class RecordingReader:
         if rc != 0:
             self.errors.append((err or f"cannot read {seg}").replace(raw.path, str(seg)))
             return
-        info = self._decoder.segment_info()
+        info = self._note_process(seg)
         self._chunk_size = info.chunk_size if info is not None else 0
-        if info is not None and info.pid not in self.processes:
-            self.processes[info.pid] = ProcessInfo(
-                pid=info.pid,
-                ppid=info.ppid,
-                name=info.process_name.decode(errors="replace"),
-                cmdline=info.cmdline.decode(errors="replace"),
-                host=info.host_name.decode(errors="replace"),
-                start_ns=info.start_ns,
-                start_realtime_ns=info.start_realtime_ns,
-                segment=str(seg),
-            )
         try:
             while True:
                 rows = take()
@@ -254,6 +243,23 @@ class RecordingReader:
             self._bytes_done += raw_size(seg)
             self._chunk_size = 0
         self._note_damage(seg, before, self._decoder.stats())
+
+    def _note_process(self, seg: Path):
+        """The segment open in the decoder (``seg``): its process noted (:attr:`processes`,
+        once); its info (None: none is open)."""
+        info = self._decoder.segment_info()
+        if info is not None and info.pid not in self.processes:
+            self.processes[info.pid] = ProcessInfo(
+                pid=info.pid,
+                ppid=info.ppid,
+                name=info.process_name.decode(errors="replace"),
+                cmdline=info.cmdline.decode(errors="replace"),
+                host=info.host_name.decode(errors="replace"),
+                start_ns=info.start_ns,
+                start_realtime_ns=info.start_realtime_ns,
+                segment=str(seg),
+            )
+        return info
 
     def bytes_read(self) -> int:
         """Bytes of the segments read so far by :meth:`batches` (whole segments, then whole

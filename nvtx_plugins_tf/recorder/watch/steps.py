@@ -88,7 +88,8 @@ class StepAssembler:
                     if ns:
                         ranges[label] = ranges.get(label, 0) + int(ns)
             start, end = int(starts[i]), int(ends[i])
-            out.append(StepRecord("", i, start, end, end - start, ranges))
+            # (a live read's window holds the steps from result.first_step on)
+            out.append(StepRecord("", result.first_step + i, start, end, end - start, ranges))
         self._last[key] = int(starts[-1])
         return out
 

@@ -2,17 +2,20 @@
 recordings picked up as their ranks start), each one read again while it is written, and what
 became of its writer.
 
-How a rank is read: the recorder's segments hold each thread's events in chunks that the
-decoder pairs across chunks and segments in one pass (cc_ops/reader/segment_cursor.h); it has
-no cursor to resume from, so each poll maps the whole recording again with ``analyze``'s own
-mapper (:func:`..analysis.mapper.map_input`, the native one-pass mapper: about 0.1 s of a core
-per million ranges), asked for the steps only (``name_stats=False``: none of analyze's per-name
-statistics). The steps, their ranges' work and their wall-clock times are then
-``analyze``'s by construction, to the ns. A rank whose writers have all ended is read one last
-time and then no more. A poll reads a rank only when its writers' state or its bytes changed
-since its last read (:mod:`.unchanged`: a fixed cost, whatever its size, when nothing did).
-(docs/watch.md gives the cost; an incremental cursor is the way to bounded cost per poll on
-long runs that write all along.)
+How a rank is read: while its writer runs, a recording of one raw segment (one process) is
+read in parts (:class:`..analysis.live_mapper.LiveMapping`): each read decodes what was
+written since the last one and maps a window of the ranges that later steps may need, so a
+read costs what was written since, however long the run. Its first read, a read after its
+writers ended (the last one), and any recording that cannot be read in parts (several
+segments or processes, a packed segment, damage) are read whole, with ``analyze``'s own mapper
+(:func:`..analysis.mapper.map_input`, the native one-pass mapper: about 0.1 s of a core per
+million ranges), asked for the steps only (``name_stats=False``: none of analyze's per-name
+statistics). Either way the steps, their ranges' work and their wall-clock times are
+``analyze``'s, to the ns (tests/test_watch_polls.py). A rank whose writers have all ended is
+read one last time and then no more. A poll reads a rank only when its writers' state or its
+bytes changed since its last read (:mod:`.unchanged`: a fixed cost, whatever its size, when
+nothing did). ``NVTX_TF_WATCH_LIVE=0`` reads every rank whole at every read (as before the
+live reads: the benchmark's comparison).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..._paths import PACKED_SEGMENT_SUFFIX, RECORDING_SUFFIX, SEGMENT_SUFFIX, recording_path
+from ..analysis.live_mapper import LiveMapping
 from ..analysis.mapper import RankResult, StepSpec, map_input
 from ..recording.liveness import FLAG_CLOSED, liveness, segment_flags
 from ..recording.packed import is_packed, unpacked
@@ -34,6 +38,12 @@ __all__ = ["RankSource", "Tailer", "WatchInputError", "expand_recordings", "writ
 #: polls a recording whose writers ended may fail to read (a segment packed meanwhile) before
 #: it is left out, named
 READ_TRIES = 3
+
+
+def live_reads() -> bool:
+    """Whether a live rank is read in parts (:class:`..analysis.live_mapper.LiveMapping`):
+    unless ``NVTX_TF_WATCH_LIVE=0``."""
+    return os.environ.get("NVTX_TF_WATCH_LIVE", "1") != "0"
 
 
 class WatchInputError(ValueError):
@@ -137,15 +147,38 @@ class RankSource:
     left_out: bool = False
     #: the reads that mapped the recording (a poll that found its bytes unchanged maps nothing)
     maps: int = 0
+    #: of those, the reads in parts (:class:`..analysis.live_mapper.LiveMapping`)
+    live_maps: int = 0
+    #: why it is no longer read in parts ("" while it is, or before its first read)
+    live_off: str = ""
     _events: int = -1
     _failed: int = 0
     _seen: Fingerprint | None = None
+    _live: LiveMapping | None = None
 
     @property
     def done(self) -> bool:
         """Its writers have ended (closed or lost) and it was read after they did (or could
         not be: ``left_out``)."""
         return self.left_out or self.state in ("ended", "lost")
+
+    def _read_live(self, state: str) -> list[RankResult] | None:
+        """The read in parts of a rank still written, once its step is known (its first read
+        is whole: it chooses the step); None: read it whole (its writers ended, or it cannot
+        be read in parts: :attr:`live_off` says why, and it is read whole from then on)."""
+        if state != "live" or self.step is None or self.live_off or not live_reads():
+            if self._live is not None and state != "live":
+                self._live.close()  # (the last read is whole: its damage found, as analyze finds it)
+                self._live = None
+            return None
+        if self._live is None:
+            self._live = LiveMapping(self.path, self.step)
+        results = self._live.read()
+        if results is None:
+            self.live_off, self._live = self._live.failed, None
+            return None
+        self.live_maps += 1
+        return results
 
     def read(self) -> bool:
         """Read the recording again (unless it is done, or neither its writers' state nor its
@@ -170,7 +203,9 @@ class RankSource:
             return False  # nothing new since the last read: its results stand
         try:
             self.maps += 1
-            results = map_input(self.path, self.step, name_stats=False)  # (the steps only)
+            results = self._read_live(state)
+            if results is None:
+                results = map_input(self.path, self.step, name_stats=False)  # (the steps only)
         except (OSError, ValueError) as exc:  # (a segment packed or made meanwhile: next poll)
             self.error = str(exc)
             if state in ("ended", "lost"):

@@ -1,0 +1,126 @@
+"""A recording mapped read after read while it is written (``watch``'s reads), at the cost of
+what was written since: the ranges are decoded where the last read stopped
+(:class:`..recording.live.LiveReader`), added to a window of the ranges that a later step may
+still need, and the window mapped natively as :mod:`.native_mapper` maps a whole recording,
+without the per-name statistics (``nvtxr_rank_stats_window``, cc_ops/reader/decode.h).
+
+What the window keeps, so that each step's values are those of a whole read (``analyze``'s):
+after each read, the ranges that end after the start of the last step (a later step starts at
+or after it; a range that ended before cannot cover it, and a range's parent ends no earlier
+than it); the count of the steps dropped (the window's steps are numbered on from it) and the
+longest of them (a range longer than every step is not work inside one: the longest is over
+all steps). A step that comes after a later-starting one was dropped (a step range left open
+across others) would be numbered otherwise than by a whole read: then, as on any damage, a new
+segment or a packed one, :meth:`LiveMapping.read` returns None and the recording is read whole
+from then on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..exports.nsys_tables import session_start_utc
+from ..recording.live import LiveReader
+from ..reports.ranges import _clock_shifts, merged_domains, session_times
+from . import _native
+from .native_mapper import _key_names, _rank_results
+from .rank_result import RankResult, StepSpec, _choose_step
+
+__all__ = ["LiveMapping"]
+
+_INT64_MIN = -(1 << 63)
+
+
+class LiveMapping:
+    """The recording ``path`` (one raw segment, written now) mapped at each :meth:`read`, its
+    steps named by ``step`` (as a whole read with that step names them)."""
+
+    def __init__(self, path, step: StepSpec):
+        self.path = Path(path)
+        self.step = step
+        #: why it cannot be read in parts ("" while it can)
+        self.failed = ""
+        #: the ranges the last read decoded (what it cost)
+        self.decoded = 0
+        self._reader: LiveReader | None = None
+        self._window = None
+        self._dropped = 0  # the steps dropped from the window so far
+        self._longest = _INT64_MIN  # the longest of them
+        self._latest: int | None = None  # the latest start of one
+        self._rows = 0
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        if self._window is not None:
+            self._window.close()
+        self._reader = self._window = None
+
+    def read(self) -> list[RankResult] | None:
+        """The rank's results as :func:`.mapper.map_input` gives them (``name_stats`` False),
+        the steps from the first not dropped (``first_step``); None when the recording cannot
+        be read in parts (any more: :attr:`failed` says why; read it whole)."""
+        if self.failed:
+            return None
+        try:
+            out = self._read()
+        except (OSError, ValueError, MemoryError) as exc:
+            out, self.failed = None, f"{type(exc).__name__}: {exc}"
+        if out is None:
+            self.close()
+        return out
+
+    def _read(self) -> list[RankResult] | None:
+        if self._reader is None:
+            segment = LiveReader.segment_of(self.path)
+            if segment is None:
+                self.failed = "not one raw segment"
+                return None
+            self._reader, self._window = LiveReader(self.path, segment), _native.NativeRanges()
+            self._window.live()
+        reader, window = self._reader, self._window
+        why = reader.read_more(window)
+        if why:
+            self.failed = why
+            return None
+        lowest, highest, rows, _ = window.bounds()
+        self.decoded, self._rows = rows - self._rows, rows
+        strings = reader.strings()
+        _, shift, _ = session_times(reader, lowest, highest, rows)
+        dom_map, dom_list = merged_domains(reader)
+        keys = window.name(dom_map, len(strings))
+        name_domain, name_message = _key_names(keys, dom_list, strings + [""], len(strings) + 1)
+        chosen = _choose_step(None, name_domain, name_message, self.step)
+        is_step = chosen.mask(name_domain, name_message).view(np.uint8)
+        processes, (dropped, longest, latest, _) = window.rank_stats_window(is_step, len(keys), self._longest)
+        if len(processes) != 1:
+            self.failed = "not one process"
+            return None
+        starts = processes[0]["step_start"]
+        if self._latest is not None and len(starts) and int(starts[0]) < self._latest:
+            self.failed = "a step ended after a later one was reported"
+            return None
+        first = self._dropped
+        self._dropped += dropped
+        self._longest = longest
+        if latest is not None:
+            self._latest = latest if self._latest is None else max(self._latest, latest)
+        origin = reader.origin_ns
+        epoch = session_start_utc(reader, origin + shift)
+        clock_shift = _clock_shifts(reader)
+        results = _rank_results(
+            self.path,
+            processes,
+            name_domain,
+            name_message,
+            chosen,
+            lambda pid: (epoch if epoch is not None else 0) + clock_shift.get(pid, 0) - origin - shift,
+            aligned=epoch is not None,
+            clock_offsets=epoch is not None,
+        )
+        for result in results:
+            result.first_step = first
+            result.events = rows  # (every range read so far: the window holds fewer)
+        return results
