@@ -5,7 +5,9 @@ however the run was cut into reads).
 A rank under ``nvtx-tf record`` writes 1,500 steps (nested ranges, 40 a step, a sleep each)
 while a :class:`~nvtx_plugins_tf.recorder.watch.session.Watch` polls its folder as fast as it
 can; then a new Watch reads the finished recording once. Every step object is the same in
-both, and its ``duration_ns`` is ``analyze``'s pace Duration.
+both, and its ``duration_ns`` is ``analyze``'s pace Duration. The polls while it is written
+read it in parts (where the last read stopped: among compact events, across chunks), the last
+one whole.
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ def test_many_polls_give_what_one_read_gives_and_analyzes_pace(tmp_path, child_e
     # the run was read while written, in many reads (else this compares one read with one read)
     print(f"{polls_with_steps} polls brought steps")
     assert polls_with_steps >= 5, polls_with_steps
+    # read in parts while written (tests/test_watch_live.py), never falling back to whole reads
+    (source,) = live.tailer.sources.values()
+    assert not source.live_off, source.live_off
+    assert source.live_maps >= 4, (source.maps, source.live_maps)
 
     once = Watch([str(folder)])
     read = once.poll()

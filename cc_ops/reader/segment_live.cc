@@ -67,6 +67,7 @@ int SegmentCursor::Resume(std::string* error) {
   }
   Order(file_order, /*count_gaps=*/false);
   TakeCaps();
+  if (live_failed_) *error = "damage in what was written since";
   return live_failed_ ? -1 : 0;
 }
 

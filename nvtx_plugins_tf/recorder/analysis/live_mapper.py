@@ -42,8 +42,8 @@ class LiveMapping:
         self.step = step
         #: why it cannot be read in parts ("" while it can)
         self.failed = ""
-        #: the ranges the last read decoded (what it cost)
-        self.decoded = 0
+        #: the ranges the last read decoded (what it cost), and those the window holds after it
+        self.decoded = self.kept = 0
         self._reader: LiveReader | None = None
         self._window = None
         self._dropped = 0  # the steps dropped from the window so far
@@ -94,7 +94,7 @@ class LiveMapping:
         name_domain, name_message = _key_names(keys, dom_list, strings + [""], len(strings) + 1)
         chosen = _choose_step(None, name_domain, name_message, self.step)
         is_step = chosen.mask(name_domain, name_message).view(np.uint8)
-        processes, (dropped, longest, latest, _) = window.rank_stats_window(is_step, len(keys), self._longest)
+        processes, (dropped, longest, latest, self.kept) = window.rank_stats_window(is_step, len(keys), self._longest)
         if len(processes) != 1:
             self.failed = "not one process"
             return None
