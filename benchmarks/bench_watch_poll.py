@@ -1,12 +1,13 @@
 """`nvtx-tf watch` (issue 47): the CPU of one poll of one rank on a long recording, with nothing
-new since the last poll and with 1 s of new steps, with the "nothing new" check
+new since the last poll and with 1 s of new steps: read in parts (watch's reads, where the
+last one stopped: analysis/live_mapper.py), and read whole with the "nothing new" check
 (nvtx_plugins_tf/recorder/watch/unchanged.py) and without it (every poll maps the whole
-recording again, as before it), side by side in one run.
+recording again, as before both), side by side in one run.
 
 The rank (under ``nvtx-tf record``) writes RANGES ranges at once (steps of 200 ranges), then
 blocks of 1 s of steps (10 steps of 200 ranges, a 0.1 s sleep each), each block when told; the
-two readers (a :class:`RankSource` each) are brought up to date before each block, then after
-it polled once (1 s of new steps) and again (nothing new), in turns (A B, B A, ...). CPU by
+three readers (a :class:`RankSource` each) are brought up to date before each block, then after
+it polled once (1 s of new steps) and again (nothing new), in turns (A B C, C B A, ...). CPU by
 ``time.process_time``; medians over BLOCKS blocks.
 
 Then the mapping of one read (RankSource.read's map_input call) of one rank of 23k and of 1M
@@ -96,7 +97,12 @@ def main() -> int:
         )  # fmt: skip
         _wait(tmp / "ready0", proc)
         path = tmp / "rank0.nvtxrec"
-        readers = {"without the check": Before(path), "with the check": tail.RankSource(path)}
+        whole = "whole reads (the benchmark's comparison)"
+        readers = {
+            "whole, without the check": Before(path, live_off=whole),
+            "whole, with the check": tail.RankSource(path, live_off=whole),
+            "in parts (watch's reads now)": tail.RankSource(path),
+        }
         cost: dict[str, dict[str, list[float]]] = {k: {"new": [], "none": []} for k in readers}
         for b in range(args.blocks):
             for source in readers.values():
@@ -109,7 +115,7 @@ def main() -> int:
             for name, source in order:
                 cost[name]["none"].append(_cpu(source))
         proc.wait()
-        ranges = sum(r.events for r in readers["with the check"].results)
+        ranges = sum(r.events for r in readers["whole, with the check"].results)
         print(f"one poll of one rank of {ranges:,} ranges, CPU ms, median of {args.blocks} "
               f"(load {os.getloadavg()[0]:.1f})")  # fmt: skip
         for name, c in cost.items():

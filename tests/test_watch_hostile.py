@@ -9,6 +9,9 @@ of tests/test_cli_hostile.py's table.
   printed.
 * Without rich (the 'watch' extra), the terminal view is one line naming what to install,
   exit 19; ``--json`` needs none.
+* Bytes of a live rank damaged after they were read (read in parts, they are not read again
+  while it is written): the watch goes on, and the read after its writer ended finds the
+  damage: named once, exit 6.
 """
 
 from __future__ import annotations
@@ -146,3 +149,58 @@ def test_a_scheduler_that_is_not_dask_is_one_line(folder, child_env, says):
     lines = proc.stderr.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"nvtx-tf: error: tcp://127.0.0.1:{port} does not speak Dask"), lines
     assert "8786" in lines[0] and proc.stdout == b""
+
+
+DAMAGED_LATER = """
+import os, sys, time, nvtx
+def step(i):
+    with nvtx.annotate(f"step {i}", domain="w"):
+        for k in range(30):
+            nvtx.push_range(f"r{k % 3}", domain="w")
+            nvtx.pop_range(domain="w")
+i = 0
+while not os.path.exists(sys.argv[1]):  # (steps until told, read in parts meanwhile)
+    step(i)
+    i += 1
+    time.sleep(0.02)
+for i in range(i, i + 10):
+    step(i)
+time.sleep(1.0)  # (the steps read in parts before the writer ends)
+"""
+
+
+def test_bytes_damaged_after_they_were_read_are_said_at_the_end(tmp_path, recorder_env):
+    """A live rank is read in parts: bytes already read are not read again while it is
+    written. Damaged then (a sealed chunk's byte flipped), the watch goes on, each step shown
+    once, and the read after the writer ended (whole) finds the damage: named once, exit 6."""
+    rec, go = tmp_path / "rank0.nvtxrec", tmp_path / "go"
+    rec.mkdir()
+    script = tmp_path / "rank.py"
+    script.write_text(DAMAGED_LATER)
+    env = recorder_env(rec, NVTX_TF_CHUNK_SIZE="4096")
+    rank = subprocess.Popen([sys.executable, str(script), str(go)], env=env)
+    argv = [sys.executable, "-m", "nvtx_plugins_tf", "watch", str(rec), "--json", "--until-done", "--interval", "0.1"]
+    watch = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [json.loads(watch.stdout.readline()) for _ in range(30)]  # (3 s or so: reads in parts)
+        (segment,) = rec.iterdir()
+        with open(segment, "r+b") as f:  # (chunk 0, sealed: a byte of its records flipped)
+            f.seek(4096 + 64 + 8 * 10 + 7)  # (the segment's header, 4 KiB; chunk 0's 11th word, its high byte)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0x80]))
+        go.touch()
+        out = watch.stdout.read()  # (not communicate: it would skip the lines readline buffered)
+        err = watch.stderr.read()
+        watch.wait(timeout=60)
+    finally:
+        go.touch()
+        rank.wait(timeout=60)
+        watch.kill()
+    lines += [json.loads(line) for line in out.splitlines()]
+    assert watch.returncode == cli.EXIT_DAMAGED, err
+    steps = [o["step"] for o in lines if o["kind"] == "step"]
+    assert steps == list(range(len(steps))) and len(steps) >= 40, steps
+    notes = err.splitlines()
+    assert any(n.startswith("nvtx-tf: warning: damaged recording ") and "rank0.nvtxrec" in n for n in notes), notes
+    assert "Traceback" not in err

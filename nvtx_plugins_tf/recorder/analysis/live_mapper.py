@@ -50,6 +50,7 @@ class LiveMapping:
         self._longest = _INT64_MIN  # the longest of them
         self._latest: int | None = None  # the latest start of one
         self._rows = 0
+        self._last: list[RankResult] | None = None
 
     def close(self) -> None:
         if self._reader is not None:
@@ -58,35 +59,39 @@ class LiveMapping:
             self._window.close()
         self._reader = self._window = None
 
-    def read(self) -> list[RankResult] | None:
+    def read(self, segments: list[Path] | None = None) -> list[RankResult] | None:
         """The rank's results as :func:`.mapper.map_input` gives them (``name_stats`` False),
-        the steps from the first not dropped (``first_step``); None when the recording cannot
-        be read in parts (any more: :attr:`failed` says why; read it whole)."""
+        the steps from the first not dropped (``first_step``); the last read's (the same
+        list) when nothing was written since (:attr:`decoded` 0); None when the recording
+        cannot be read in parts (any more: :attr:`failed` says why; read it whole).
+        ``segments``: the recording's segment files, when just listed."""
         if self.failed:
             return None
         try:
-            out = self._read()
+            out = self._read(segments)
         except (OSError, ValueError, MemoryError) as exc:
             out, self.failed = None, f"{type(exc).__name__}: {exc}"
         if out is None:
             self.close()
         return out
 
-    def _read(self) -> list[RankResult] | None:
+    def _read(self, segments: list[Path] | None) -> list[RankResult] | None:
         if self._reader is None:
-            segment = LiveReader.segment_of(self.path)
+            segment = LiveReader.segment_of(self.path, segments)
             if segment is None:
                 self.failed = "not one raw segment"
                 return None
             self._reader, self._window = LiveReader(self.path, segment), _native.NativeRanges()
             self._window.live()
         reader, window = self._reader, self._window
-        why = reader.read_more(window)
+        why = reader.read_more(window, segments)
         if why:
             self.failed = why
             return None
         lowest, highest, rows, _ = window.bounds()
         self.decoded, self._rows = rows - self._rows, rows
+        if not self.decoded and self._last is not None:
+            return self._last  # (no new range: the same steps)
         strings = reader.strings()
         _, shift, _ = session_times(reader, lowest, highest, rows)
         dom_map, dom_list = merged_domains(reader)
@@ -123,4 +128,5 @@ class LiveMapping:
         for result in results:
             result.first_step = first
             result.events = rows  # (every range read so far: the window holds fewer)
+        self._last = results
         return results

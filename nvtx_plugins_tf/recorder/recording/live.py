@@ -41,20 +41,22 @@ class LiveReader(RecordingReader):
         self._open = False
 
     @staticmethod
-    def segment_of(path) -> Path | None:
-        """The one raw segment of the recording ``path`` (None: none, several, or packed)."""
-        try:
-            segments = segment_files(path)
-        except OSError:
-            return None
+    def segment_of(path, segments: list[Path] | None = None) -> Path | None:
+        """The one raw segment of the recording ``path`` (None: none, several, or packed);
+        ``segments``: its segment files, when just listed."""
+        if segments is None:
+            try:
+                segments = segment_files(path)
+            except OSError:
+                return None
         return segments[0] if len(segments) == 1 and not is_packed(segments[0]) else None
 
-    def read_more(self, ranges, capacity: int = 1 << 20) -> str:
+    def read_more(self, ranges, segments: list[Path] | None = None, capacity: int = 1 << 20) -> str:
         """Decode what was written since the last call (all of it, the first time) into
         ``ranges`` (an ``analysis._native.NativeRanges``, a live window); "" when done, else
         why the recording cannot be read in parts (any more): then its rows of this call are
-        not to be kept."""
-        if self.segment_of(self.path) != self.segment:
+        not to be kept. ``segments``: the recording's segment files, when just listed."""
+        if self.segment_of(self.path, segments) != self.segment:
             return "its segments changed"
         decoder = self._decoder
         before = decoder.stats()

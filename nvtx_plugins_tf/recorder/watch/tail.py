@@ -162,7 +162,7 @@ class RankSource:
         not be: ``left_out``)."""
         return self.left_out or self.state in ("ended", "lost")
 
-    def _read_live(self, state: str) -> list[RankResult] | None:
+    def _read_live(self, state: str, segments: list[Path]) -> list[RankResult] | None:
         """The read in parts of a rank still written, once its step is known (its first read
         is whole: it chooses the step); None: read it whole (its writers ended, or it cannot
         be read in parts: :attr:`live_off` says why, and it is read whole from then on)."""
@@ -173,11 +173,11 @@ class RankSource:
             return None
         if self._live is None:
             self._live = LiveMapping(self.path, self.step)
-        results = self._live.read()
+        results = self._live.read(segments)
         if results is None:
             self.live_off, self._live = self._live.failed, None
             return None
-        self.live_maps += 1
+        self.live_maps += bool(self._live.decoded)
         return results
 
     def read(self) -> bool:
@@ -194,16 +194,20 @@ class RankSource:
         state = writers_state(self.path, segments)
         if state == "starting":
             return False
+        seen = None
+        if self._live is None or state != "live":  # (a read in parts reads only what is new: its own check)
+            try:
+                # (taken before the read, as the state: what a read after it sees is at least that)
+                seen = fingerprint(segments, self._seen)
+            except OSError:  # (packed or removed meanwhile: read, as before)
+                seen = None
+            if seen is not None and seen == self._seen and state == self.state and not self.error:
+                return False  # nothing new since the last read: its results stand
         try:
-            # (taken before the read, as the state: what a read after it sees is at least that)
-            seen = fingerprint(segments, self._seen)
-        except OSError:  # (packed or removed meanwhile: read, as before)
-            seen = None
-        if seen is not None and seen == self._seen and state == self.state and not self.error:
-            return False  # nothing new since the last read: its results stand
-        try:
+            results = self._read_live(state, segments)
+            if results is not None and self._live is not None and not self._live.decoded and self.results:
+                return False  # (read in parts: nothing new)
             self.maps += 1
-            results = self._read_live(state)
             if results is None:
                 results = map_input(self.path, self.step, name_stats=False)  # (the steps only)
         except (OSError, ValueError) as exc:  # (a segment packed or made meanwhile: next poll)
