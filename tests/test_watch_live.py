@@ -97,7 +97,10 @@ def test_a_read_costs_what_was_written_since_and_gives_a_whole_reads_steps(tmp_p
     extra = {"NVTX_TF_CHUNK_SIZE": str(chunk)} if chunk else {}
     # a burst of 50 steps, then blocks of 10, one of them naming 3 new ranges
     blocks = ["steps(0, 50)"] + [f"steps({50 + 10 * b}, 10)" for b in range(6)]
-    blocks[3] += "\nfor n in ('new a', 'new b', 'new c'):\n    nvtx.push_range(n, domain='bench'); nvtx.pop_range(domain='bench')"
+    blocks[3] += (
+        "\nfor n in ('new a', 'new b', 'new c'):\n    nvtx.push_range(n, domain='bench')\n"
+        "    nvtx.pop_range(domain='bench')"
+    )
     rank = BlockRank(tmp_path, recorder_env(rec, **extra), blocks)
     step = StepSpec.parse("step@bench")
     live, assembler, polled = LiveMapping(rec, step), StepAssembler(), []
