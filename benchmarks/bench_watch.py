@@ -10,11 +10,13 @@ costs as its recording grows, and a live job watched against the same job unwatc
    --until-done`` (interval 0.5 s), interleaved (A B A B ...): the ranks' mean step time
    (``analyze``'s pace) with / without, per pair, and its median and quartiles over the pairs;
    watch's CPU while the ranks step (/proc, % of one core), its peak RSS (VmHWM), and the
-   latency of the step lines (arrival - end_ns: median, p95).
+   latency of the step lines (arrival - end_ns: median, p95). ``--whole-too``: a third run in
+   each pair, watch reading every rank whole at every read (``NVTX_TF_WATCH_LIVE=0``, as
+   before the reads in parts), the same figures.
 3. Criterion 5: the terminal view's frame at 1,024 ranks (``render`` of a Board holding 200
    steps each into a string: rich's Console on a StringIO), median and p95 of 21 frames.
 
-python benchmarks/bench_watch.py [--ranks 64] [--seconds 15] [--pairs 3] [--frame-only]
+python benchmarks/bench_watch.py [--ranks 64] [--seconds 15] [--pairs 3] [--whole-too] [--frame-only]
 """
 
 from __future__ import annotations
@@ -81,16 +83,21 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _job(folder: Path, exe: Path, ranks: int, seconds: float, watch: bool) -> dict:
+def _job(folder: Path, exe: Path, ranks: int, seconds: float, watch: bool, whole: bool = False) -> dict:
     """One run of the job: RANKS ranks (benchmarks/paced_rank.c, each under its own ``nvtx-tf
     record``, a recording each in FOLDER) that start their steps together once all are up,
-    with ``watch FOLDER --json --until-done`` running from before the first rank or not."""
+    with ``watch FOLDER --json --until-done`` running from before the first rank or not
+    (``whole``: its ranks read whole at every read, ``NVTX_TF_WATCH_LIVE=0``, as before the
+    reads in parts)."""
     folder.mkdir()
     ready, go = folder.parent / f"{folder.name}-ready", folder.parent / f"{folder.name}-go"
     ready.mkdir()
     watcher, lines, hwm = None, [], []
     if watch:
-        watcher = subprocess.Popen(_cli("watch", folder, "--json", "--until-done"), stdout=subprocess.PIPE, text=True)
+        env = dict(os.environ, NVTX_TF_WATCH_LIVE="0") if whole else None
+        watcher = subprocess.Popen(
+            _cli("watch", folder, "--json", "--until-done"), stdout=subprocess.PIPE, text=True, env=env
+        )
 
         def read():
             for line in watcher.stdout:
@@ -193,6 +200,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--pairs", type=int, default=3, help="A/B pairs (without, with watch), interleaved")
     parser.add_argument("--frame-only", action="store_true", help="only the terminal frame at 1,024 ranks (3.)")
+    parser.add_argument(
+        "--whole-too",
+        action="store_true",
+        help="a third run in each pair: watch reading every rank whole at every read (NVTX_TF_WATCH_LIVE=0)",
+    )
     args = parser.parse_args()
     if args.frame_only:
         median, p95 = render_cost()
@@ -213,6 +225,10 @@ def main() -> int:
             ratios.append(b["step_ms"] / a["step_ms"])
             print(f"  pair {i}: step {a['step_ms']:.2f} ms without, {b['step_ms']:.2f} ms with: {ratios[-1]:.4f}x")
             print("    " + _watched(b, args.seconds))
+            if args.whole_too:
+                c = _job(tmp / f"job{i}c", exe, args.ranks, args.seconds, True, whole=True)
+                print(f"    whole reads (NVTX_TF_WATCH_LIVE=0): step {c['step_ms']:.2f} ms, "
+                      f"{c['step_ms'] / a['step_ms']:.4f}x; " + _watched(c, args.seconds))  # fmt: skip
         q1, q2, q3 = quartiles(ratios)
         print(f"  step time with / without watch: median {q2:.4f}x (quartiles {q1:.4f}-{q3:.4f}), {len(ratios)} pairs")
     median, p95 = render_cost()

@@ -242,8 +242,8 @@ def register(subparsers) -> None:
         type=_within(0.01, 64, "a share of one core"),
         default=0.15,
         metavar="SHARE",
-        help="the share of one core the reads may take (0.15): each read maps the whole recording again, so on a "
-        "long run the reads space out past --interval to stay within it",
+        help="the share of one core the reads may take (0.15): a live rank is read in parts, but a recording read "
+        "whole costs more as the run grows, and then the reads space out past --interval to stay within it",
     )
     p.add_argument(
         "--stale-after",

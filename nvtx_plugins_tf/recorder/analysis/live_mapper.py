@@ -33,6 +33,25 @@ __all__ = ["LiveMapping"]
 _INT64_MIN = -(1 << 63)
 
 
+class _Messages:
+    """The messages of ``reader``'s ``count`` strings, by index, each fetched when asked (index
+    ``count``: an unknown string's, ""), from ``known`` (the last read's) when there;
+    :attr:`used`: those asked for this time (the next read's ``known``: a window's names)."""
+
+    def __init__(self, reader, count: int, known: dict[int, str]):
+        self._reader, self._count, self._known = reader, count, known
+        self.used: dict[int, str] = {}
+
+    def __getitem__(self, index: int) -> str:
+        if index >= self._count:
+            return ""  # (not kept: the next read's strings may hold this index)
+        text = self._known.get(index)
+        if text is None:
+            text = self._reader.string(index)
+        self.used[index] = text
+        return text
+
+
 class LiveMapping:
     """The recording ``path`` (one raw segment, written now) mapped at each :meth:`read`, its
     steps named by ``step`` (as a whole read with that step names them)."""
@@ -51,6 +70,7 @@ class LiveMapping:
         self._latest: int | None = None  # the latest start of one
         self._rows = 0
         self._last: list[RankResult] | None = None
+        self._messages: dict[int, str] = {}
 
     def close(self) -> None:
         if self._reader is not None:
@@ -92,11 +112,13 @@ class LiveMapping:
         self.decoded, self._rows = rows - self._rows, rows
         if not self.decoded and self._last is not None:
             return self._last  # (no new range: the same steps)
-        strings = reader.strings()
+        count = reader.string_count()  # (not a list of every string: numbered steps name one each)
         _, shift, _ = session_times(reader, lowest, highest, rows)
         dom_map, dom_list = merged_domains(reader)
-        keys = window.name(dom_map, len(strings))
-        name_domain, name_message = _key_names(keys, dom_list, strings + [""], len(strings) + 1)
+        keys = window.name(dom_map, count)
+        messages = _Messages(reader, count, self._messages)
+        name_domain, name_message = _key_names(keys, dom_list, messages, count + 1)
+        self._messages = messages.used
         chosen = _choose_step(None, name_domain, name_message, self.step)
         is_step = chosen.mask(name_domain, name_message).view(np.uint8)
         processes, (dropped, longest, latest, self.kept) = window.rank_stats_window(is_step, len(keys), self._longest)

@@ -165,6 +165,7 @@ def library() -> ctypes.CDLL:
                 "nvtxr_finish": (None, [vp]),
                 "nvtxr_stats": (None, [vp, ctypes.POINTER(Stats)]),
                 "nvtxr_string_count": (u32, [vp]),
+                "nvtxr_string": (ctypes.c_void_p, [vp, u32, ctypes.POINTER(u32)]),
                 "nvtxr_strings": (u32, [vp, u32, u32, vp, ctypes.c_uint64, vp]),
                 "nvtxr_domain_count": (u32, [vp]),
                 "nvtxr_domain": (ctypes.c_int, [vp, u32, ctypes.POINTER(Domain)]),
@@ -411,6 +412,18 @@ class Decoder:
                 self._strings.append(raw[offset : offset + length].decode("utf-8", errors="replace"))
                 offset += length
         return self._strings
+
+    def string_count(self) -> int:
+        """How many strings the tables hold (:meth:`strings`' length, without fetching them)."""
+        return self._lib.nvtxr_string_count(self._ctx)
+
+    def string(self, index: int) -> str:
+        """String ``index`` alone (:meth:`strings` fetches and keeps them all); "" when out of range."""
+        if index < len(self._strings):
+            return self._strings[index]
+        length = ctypes.c_uint32(0)
+        ptr = self._lib.nvtxr_string(self._ctx, index, ctypes.byref(length))
+        return ctypes.string_at(ptr, length.value).decode("utf-8", errors="replace") if ptr else ""
 
     def domains(self) -> list[Domain]:
         out = []

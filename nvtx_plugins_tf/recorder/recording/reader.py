@@ -301,7 +301,12 @@ class RecordingReader:
         return self._decoder.strings()
 
     def string(self, index: int) -> str:
-        return self._decoder.strings()[index]
+        """String ``index`` alone ("" out of range): :meth:`strings` fetches and keeps them all."""
+        return self._decoder.string(index)
+
+    def string_count(self) -> int:
+        """How many strings the tables hold (without fetching them)."""
+        return self._decoder.string_count()
 
     def domain_table(self):
         return self._decoder.domains()
@@ -310,9 +315,9 @@ class RecordingReader:
         """Name of every global domain index ('' = default domain)."""
         domains = self._decoder.domains()
         if len(domains) != len(self._domain_names):
-            strings = self._decoder.strings()
+            string = self._decoder.string  # (a domain's name alone: not every string)
             self._domain_names = [
-                "" if i == 0 else (strings[d.name] if d.name >= 0 else f"domain {d.local_id}")
+                "" if i == 0 else (string(d.name) if d.name >= 0 else f"domain {d.local_id}")
                 for i, d in enumerate(domains)
             ]
         return self._domain_names
@@ -320,6 +325,10 @@ class RecordingReader:
     def domain_name(self, index: int) -> str:
         names = self.domain_names()
         return names[index] if index < len(names) else f"domain #{index}"
+
+    def category_table(self):
+        """The categories as the decoder holds them (domain, category number, name = string index)."""
+        return self._decoder.categories()
 
     def category_names(self) -> dict[tuple[int, int], str]:
         """(global domain index, category number) -> name."""

@@ -194,7 +194,8 @@ def session_times(reader, lowest: int, highest: int, rows: int) -> tuple[list[in
 
     # Definition rows of the export: domains, category names, thread names (all without an end).
     defs = [(d.create_ns or process_start(d.pid)) for d in table[1:]]
-    for dom, _ in reader.category_names():
+    for category in reader.category_table():  # (not their names: a live read holds no list of every string)
+        dom = category.domain
         defs.append(process_start(table[dom].pid if dom else next(iter(reader.processes), 0)))
     defs += [process_start(t.pid) for t in reader._decoder.thread_names() if t.override]
     if defs:

@@ -31,8 +31,9 @@ CPU_BUDGET = 0.15
 def pause(interval: float, budget: float, wall: float, cpu: float) -> float:
     """Seconds to wait before the next poll, after one that took ``wall`` seconds and ``cpu``
     seconds of CPU: the next starts ``interval`` after this one did, or later when this one's
-    CPU over that time would exceed ``budget`` (a share of one core): each read maps the whole
-    recording again, so as the run grows the polls space out instead of the CPU rising.
+    CPU over that time would exceed ``budget`` (a share of one core): a live rank is read in
+    parts (what was written since), but a recording read whole costs more as the run grows,
+    and then the polls space out instead of the CPU rising.
 
     >>> pause(0.5, 0.15, wall=0.1, cpu=0.03), pause(0.5, 0.15, wall=0.4, cpu=0.3)
     (0.4, 1.6)
