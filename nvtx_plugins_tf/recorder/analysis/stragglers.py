@@ -76,7 +76,11 @@ def named_steps(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
     has = np.zeros((len(ranks), steps), dtype=bool)
     for i, r in enumerate(ranks):
         if len(r.work_rows):
-            work[i, : len(r.step_work)][:, column[gid[i][r.work_rows]]] = r.step_work
+            at = column[gid[i][r.work_rows]]
+            if len(at) == len(used) and (at == np.arange(len(used))).all():  # (mostly: a slice, 3x faster)
+                work[i, : len(r.step_work)] = r.step_work
+            else:
+                work[i, : len(r.step_work)][:, at] = r.step_work
         durations[i, : r.n_steps] = r.step_end - r.step_start
         has[i, : min(r.n_steps, len(r.step_work))] = True
     # a tie of two names' ns is broken as sorted((ns, (domain, message)), reverse=True) would
