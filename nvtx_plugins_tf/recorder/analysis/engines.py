@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..._signals import held
 from .mapper import RankResult, StepSpec, map_input
+from .rank_result import arrow_memory_kept
 
 __all__ = ["EngineUnavailable", "check_scheduler_address", "embedded_threads", "run_mappers", "scheduler_client"]
 
@@ -256,15 +257,16 @@ def _in_threads(paths: list[str], step: StepSpec | None, inclusive: bool = False
     stop = threading.Event()
 
     def work() -> None:
-        while not stop.is_set():
-            try:
-                i, path = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                done.put((i, _safe_map(path, step, inclusive), None))
-            except BaseException as exc:  # noqa: BLE001 - raised again by the caller's thread
-                done.put((i, None, exc))
+        with arrow_memory_kept():  # (reused from one input to the next, handed back at the end)
+            while not stop.is_set():
+                try:
+                    i, path = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    done.put((i, _safe_map(path, step, inclusive), None))
+                except BaseException as exc:  # noqa: BLE001 - raised again by the caller's thread
+                    done.put((i, None, exc))
 
     for k in range(min(embedded_threads(), len(paths))):
         threading.Thread(target=work, name=f"nvtx-tf-analyze-{k}", daemon=True).start()

@@ -101,7 +101,7 @@ def _rank_results(
         name = stem if len(processes) == 1 else f"{stem}:{pid}"
         result = RankResult(name, str(path), pid, p["events"], p["open_ranges"], damage=damage)
         rows = p["rows"].tolist()
-        result.names = list(zip([name_domain[n] for n in rows], [name_message[n] for n in rows]))
+        result.names = list(zip(map(name_domain.__getitem__, rows), map(name_message.__getitem__, rows)))
         for f in _native.NAME_STATS:
             if f in p:  # (not without them: the defaults, empty)
                 setattr(result, f, p[f])
@@ -139,7 +139,9 @@ def map_export(path: Path, step: StepSpec | None, inclusive: bool = False) -> li
     )
     keys = native.name(dom_map, len(info.messages))
     name_domain, name_message = _key_names(keys, domains, info.messages, len(info.messages) + 1)
-    if len(set(map(range_label, name_domain, name_message))) < len(keys):
+    # (two labels alike need a message holding ":": "d:m" is also ("", "d:m") and ("d:x", ...)
+    # is ("d", "x:..."); without one, no set of 83,000 labels a long job's rank is built)
+    if ":" in "".join(name_message) and len(set(map(range_label, name_domain, name_message))) < len(keys):
         native.clear()
         return None
     chosen = _choose_step(None, name_domain, name_message, step)

@@ -5,7 +5,10 @@ report an input's damage by."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,9 +151,30 @@ def _damage(reader) -> str:
     return damage.describe() if damage.damaged else ""
 
 
+_pool = threading.local()
+
+
 def _release_arrow_memory() -> None:
     """Hand the memory pyarrow's pool kept from reading an export back to the system (its
-    allocator keeps freed pages for reuse: about 100 MB an input, per mapper thread)."""
+    allocator keeps freed pages for reuse: about 100 MB an input, per mapper thread); not
+    inside :func:`arrow_memory_kept`."""
+    if getattr(_pool, "kept", False):
+        return
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
+
+
+@contextlib.contextmanager
+def arrow_memory_kept():
+    """In this thread, the inputs read inside leave pyarrow's pool its freed pages for the next
+    one (handed back once, on leaving, where pyarrow is loaded): an embedded mapper thread
+    reading inputs one after another, whose page faults a release per input made again (0.1-0.3
+    s of system time at 8 parquetdirs of 83k steps, the same peak)."""
+    _pool.kept = True
+    try:
+        yield
+    finally:
+        _pool.kept = False
+        if "pyarrow" in sys.modules:
+            _release_arrow_memory()

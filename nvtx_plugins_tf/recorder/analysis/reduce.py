@@ -59,14 +59,14 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
     ranks = _in_order(ranks)
     # every rank's rows, and each row's range across the ranks (its first appearance's order)
     names = name_ids(ranks)
-    # the stragglers' numpy passes over [rank, step, name] (they leave the GIL free) in a
-    # thread beside the statistics and the pace: the reduce is the run's one serial part
+    # the stragglers' numpy passes over [rank, step, name] (they leave the GIL free) and their
+    # text column (Arrow's kernels, pyarrow.compute imported there when a long job needs it) in
+    # a thread beside the statistics and the pace: the reduce is the run's one serial part
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nvtx-tf-stragglers") as pool:
-        stragglers = pool.submit(named_steps, ranks, names.gid, names.keys)
+        stragglers = pool.submit(_stragglers, ranks, names)
         rs, al = stats_columns(ranks, names)
         pc = pace_columns(ranks, names)
-        named = stragglers.result()
-    st = straggler_columns(ranks, named)
+        named, st = stragglers.result()
     ints = {"Count", "Min", "Max", "Sum", "Rank", "Step", "Start", "End", "Duration", "Gap", "StartEpochNs"}
     ints |= {"Ranks", "StepDuration", "MedianStepDuration", "Excess"}
 
@@ -84,6 +84,12 @@ def reduce_results(ranks: list[RankResult], left_out: list[str] | None = None) -
 
 
 _TEXT = {"Text", "Domain", "RankName", "File", "Name", "TopRanges"}
+
+
+def _stragglers(ranks: list[RankResult], names) -> tuple[Named, dict]:
+    """The stragglers' rows as numbers (:class:`Named`) and as the table's columns."""
+    named = named_steps(ranks, names.gid, names.keys)
+    return named, straggler_columns(ranks, named)
 
 
 def heatmap_job(ranks: list[RankResult]) -> tuple[list, list[str], str] | None:

@@ -76,7 +76,11 @@ def named_steps(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
     has = np.zeros((len(ranks), steps), dtype=bool)
     for i, r in enumerate(ranks):
         if len(r.work_rows):
-            work[i, : len(r.step_work)][:, column[gid[i][r.work_rows]]] = r.step_work
+            at = column[gid[i][r.work_rows]]
+            if len(at) == len(used) and (at == np.arange(len(used))).all():  # (mostly: a slice, 3x faster)
+                work[i, : len(r.step_work)] = r.step_work
+            else:
+                work[i, : len(r.step_work)][:, at] = r.step_work
         durations[i, : r.n_steps] = r.step_end - r.step_start
         has[i, : min(r.n_steps, len(r.step_work))] = True
     # a tie of two names' ns is broken as sorted((ns, (domain, message)), reverse=True) would
@@ -90,13 +94,15 @@ def named_steps(ranks: list[RankResult], gid: list[np.ndarray], keys: list[tuple
             continue  # (a step fewer than two ranks have: no row)
         whole = len(present) == len(ranks) and len(at) == steps
         w = work if whole else work[present][:, at, :]  # [rank, step, name] (no copy of the whole)
-        above = w - _median0(w)
-        excess = np.maximum(above, 0).sum(axis=2)
+        median = _median0(w)
+        above = w - median
+        excess = np.maximum(above, 0, out=above).sum(axis=2)  # (in place: one [rank, step, name] fewer)
+        del above
         best = np.argmax(excess, axis=0)
         most = excess[best, np.arange(len(at))]
         # no rank above the others (identical ranks), or a tie: nobody is named
         named = (most > 0) & (np.count_nonzero(excess == most, axis=0) == 1)
-        mine = above[best, np.arange(len(at))]  # [step, name]: the named rank's ns above the median
+        mine = w[best, np.arange(len(at))] - median  # [step, name]: the named rank's ns above the median
         order = np.lexsort((np.broadcast_to(-key_rank[: mine.shape[1]], mine.shape), -mine), axis=-1)[:, :3]
         top_ns = np.take_along_axis(mine, order, axis=1)
         index = present[best]

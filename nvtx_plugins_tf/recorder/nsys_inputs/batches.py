@@ -79,12 +79,23 @@ class _Messages(dict):
     def of(self, text: str | None) -> int:
         return self[text]
 
+    def indexes(self, texts: list) -> list[int]:
+        """``[self.of(t) for t in texts]``, the texts not met before numbered in a few C-level
+        passes (a long job's dictionary has a text per step: 83,000 a rank)."""
+        found = list(map(self.get, texts))  # (None: not met; a NULL text is met, as "")
+        if None in found:
+            fresh = list(dict.fromkeys(t for t, f in zip(texts, found) if f is None))
+            self.update(zip(fresh, range(len(self.values), len(self.values) + len(fresh))))
+            self.values += fresh
+            found = list(map(self.__getitem__, texts))
+        return found
+
     def lut(self, dictionary: pa.Array) -> np.ndarray:
         """Each entry's index of a batch's dictionary of texts, and the empty message's last."""
         last = self._last_dictionary
         if last is None or not (dictionary is last or dictionary.equals(last)):
             values = dictionary.to_pylist() + [None]
-            self._last_lut = np.array([self.of(v) for v in values], dtype=np.int32)
+            self._last_lut = np.array(self.indexes(values), dtype=np.int32)
             self._last_dictionary = dictionary
         return self._last_lut
 
@@ -149,7 +160,7 @@ def _registered(directory: Path, messages: _Messages) -> tuple[np.ndarray, np.nd
     with arrow_file(strings) as source:
         table = pq.ParquetFile(source).read(columns=["id", "value"])
     ids = filled(table.column("id"), _NULL)
-    index = np.array([messages.of(v) for v in table.column("value").to_pylist()], dtype=np.int32)
+    index = np.array(messages.indexes(table.column("value").to_pylist()), dtype=np.int32)
     # (a duplicate id: its first row, as pc.index_in finds it)
     ids, first = np.unique(ids, return_index=True)
     return ids, index[first]

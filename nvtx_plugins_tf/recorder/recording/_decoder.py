@@ -406,11 +406,7 @@ class Decoder:
                 if got:
                     break
                 size *= 4
-            raw = buf.raw
-            offset = 0
-            for length in lengths[:got].tolist():
-                self._strings.append(raw[offset : offset + length].decode("utf-8", errors="replace"))
-                offset += length
+            self._strings += _decoded(buf, lengths[:got])
         return self._strings
 
     def string_count(self) -> int:
@@ -448,3 +444,20 @@ class Decoder:
             self._lib.nvtxr_thread_name(self._ctx, i, ctypes.byref(t))
             out.append(t)
         return out
+
+
+def _decoded(buf, lengths: np.ndarray) -> list[str]:
+    """The strings packed in ``buf`` (``lengths[i]`` bytes each, one after another), each
+    decoded as ``bytes.decode("utf-8", errors="replace")`` would: when no string holds a NUL
+    (C strings: NVTX's), the whole run at once, a NUL put between strings (an ASCII byte: it
+    ends an invalid sequence as the end of a string does), then split; else one by one."""
+    ends = np.cumsum(lengths, dtype=np.int64)
+    total = int(ends[-1]) if len(ends) else 0
+    blob = np.frombuffer(buf, dtype=np.uint8, count=total)
+    if len(lengths) > 1 and not (blob == 0).any():
+        return np.insert(blob, ends[:-1], 0).tobytes().decode("utf-8", errors="replace").split("\0")
+    raw, offset, out = buf.raw, 0, []
+    for length in lengths.tolist():
+        out.append(raw[offset : offset + length].decode("utf-8", errors="replace"))
+        offset += length
+    return out
