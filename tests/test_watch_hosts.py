@@ -16,6 +16,8 @@ live while watched.
 * A worker that joins while the ranks run: its host's ranks are read, every step; a worker
   SIGKILLed: its recordings left out, one warning each, ``--until-done`` ends, exit 6.
 * A REC no worker sees: exit 7 (as a missing REC of a local watch), one line naming it.
+* ``--web`` through the cluster: the page (real headless Chromium) shows both hosts' ranks and
+  names rank2's load; SIGINT: 130, its readers released.
 
 The latency and bytes per rank-step are benchmarks/bench_watch.py's (``--scheduler``).
 """
@@ -300,6 +302,44 @@ def test_the_terminal_view_through_the_cluster(watched, cluster, tmp_path):
         assert f" {STEPS - 1} " in row and "done" in row, row
     assert "straggler: rank2 train:load +" in frame
 
+
+
+def test_the_web_page_through_the_cluster(watched, cluster, tmp_path):
+    """``--web`` with ``--scheduler``: the page (real headless Chromium) shows the four ranks of
+    both hosts at their last step and names rank2's load; SIGINT ends it, 130."""
+    pytest.importorskip("bokeh", reason="the 'web' extra")
+    pytest.importorskip("websocket", reason="websocket-client: pip install -e '.[test]'")
+    from test_viewer import WAIT, Browser, _chromium
+    from test_watch_web import DEEP_TEXT, _model
+
+    chromium = _chromium()
+    address, _ = cluster
+    argv = _cli("watch", "job", "--scheduler", address, "--web", "127.0.0.1:0", "--interval", "0.5")
+    watch = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    browser = None
+    try:
+        first = watch.stdout.readline()
+        assert first.startswith("nvtx-tf watch --web: http://127.0.0.1:"), (first, watch.stderr.read())
+        browser = Browser(chromium, tmp_path / "profile", tmp_path / "chromium.log")
+        browser.call("Page.enable")
+        browser.call("Page.navigate", url=first.split()[-1])
+        table = _model("ranks") + ".data"
+        browser.wait_for(f"window.Bokeh && Bokeh.documents.length > 0 && {table}.rank.length == 4", "the 4 ranks")
+        assert sorted(browser.evaluate(f"{table}.rank")) == [f"rank{r}" for r in range(4)]
+        browser.wait_for(f"{table}.step.every(s => s == '{STEPS - 1}')", "each rank's last step")
+        lines = _model("lines") + ".text"
+        browser.wait_for(f"{lines}.includes('straggler: rank2 train:load')", "the straggler line")
+        assert browser.wait_for(f"{DEEP_TEXT}.includes('rank3') && {DEEP_TEXT}", "the table drawn")
+        watch.send_signal(signal.SIGINT)
+        _, err = watch.communicate(timeout=WAIT)
+        assert watch.returncode == 130, err
+    finally:
+        if browser is not None:
+            browser.close()
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    assert _cluster_state(address) == (0, [0, 0])  # (its readers released)
 
 def test_a_host_joining_late_is_read_and_one_leaving_is_left_out(tmp_path, child_env):
     """A cluster of its own: hostA's worker only when watch starts, hostB's joins while the ranks

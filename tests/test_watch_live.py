@@ -86,6 +86,27 @@ def _whole(rec: Path, step) -> list:
     return _steps(map_input(rec, step, name_stats=False))
 
 
+def _read_each_block(rank: "BlockRank", rec: Path, spec: str) -> tuple[list, list]:
+    """Run each of ``rank``'s blocks and read it in parts after each, checking every step so far
+    against a whole read of the same bytes: (the steps, the last read's results)."""
+    from nvtx_plugins_tf.recorder.analysis.live_mapper import LiveMapping
+    from nvtx_plugins_tf.recorder.analysis.mapper import StepSpec
+    from nvtx_plugins_tf.recorder.watch.steps import StepAssembler
+
+    step = StepSpec.parse(spec)
+    live, assembler, polled, results = LiveMapping(rec, step), StepAssembler(), [], []
+    try:
+        for _ in range(rank.n):
+            rank.run_block()
+            results = live.read()
+            assert results is not None, live.failed
+            polled += _steps(results, assembler)
+            assert polled == _whole(rec, step)
+    finally:
+        rank.end()
+    return polled, results
+
+
 @pytest.mark.parametrize("chunk", [None, 4096], ids=["256KiB-chunks", "4KiB-chunks"])
 def test_a_read_costs_what_was_written_since_and_gives_a_whole_reads_steps(tmp_path, recorder_env, chunk):
     from nvtx_plugins_tf.recorder.analysis.live_mapper import LiveMapping
@@ -121,14 +142,10 @@ def test_a_read_costs_what_was_written_since_and_gives_a_whole_reads_steps(tmp_p
     assert [s[0] for s in polled] == list(range(110))
 
 
-
 def test_the_longest_step_is_over_every_step_not_the_windows(tmp_path, recorder_env):
     """A range longer than every step is not work inside one (analyze's rule): "every step"
     is the run's, the long first step dropped from the window included. A range around a few
     short steps later, shorter than that first step, is work in each of them."""
-    from nvtx_plugins_tf.recorder.analysis.live_mapper import LiveMapping
-    from nvtx_plugins_tf.recorder.analysis.mapper import StepSpec
-    from nvtx_plugins_tf.recorder.watch.steps import StepAssembler
 
     rec = tmp_path / "rank0.nvtxrec"
     rec.mkdir()
@@ -137,20 +154,10 @@ def test_the_longest_step_is_over_every_step_not_the_windows(tmp_path, recorder_
         "steps(4, 3, 20)",
         "nvtx.push_range('around', domain='bench')\nsteps(7, 3, 20)\nnvtx.pop_range(domain='bench')",
     ]
-    rank = BlockRank(tmp_path, recorder_env(rec), blocks)
-    step = StepSpec.parse("step@bench")
-    live, assembler, polled = LiveMapping(rec, step), StepAssembler(), []
-    try:
-        for _ in blocks:
-            rank.run_block()
-            results = live.read()
-            assert results is not None, live.failed
-            polled += _steps(results, assembler)
-            assert polled == _whole(rec, step)
-    finally:
-        rank.end()
+    polled, results = _read_each_block(BlockRank(tmp_path, recorder_env(rec), blocks), rec, "step@bench")
     assert results[0].first_step > 0  # (the long step was dropped from the window)
     assert all(s[3].get("bench:around") == s[2] - s[1] for s in polled[7:])
+
 
 THREADS_RANK_BLOCK = """
 def io(rid):
@@ -174,25 +181,12 @@ for i in range({first}, {first} + 8):
 def test_threads_and_ranges_ended_on_another_thread(tmp_path, recorder_env):
     """Start/end ranges ended on another thread, a thread's chunk per worker: a read in parts
     meets the end before the start or after it as the chunks come; the steps are a whole read's."""
-    from nvtx_plugins_tf.recorder.analysis.live_mapper import LiveMapping
-    from nvtx_plugins_tf.recorder.analysis.mapper import StepSpec
-    from nvtx_plugins_tf.recorder.watch.steps import StepAssembler
 
     rec = tmp_path / "rank0.nvtxrec"
     rec.mkdir()
     blocks = [THREADS_RANK_BLOCK.format(first=8 * b) for b in range(5)]
     rank = BlockRank(tmp_path, recorder_env(rec, NVTX_TF_CHUNK_SIZE="4096"), blocks)
-    step = StepSpec.parse("step@bench")
-    live, assembler, polled = LiveMapping(rec, step), StepAssembler(), []
-    try:
-        for _ in blocks:
-            rank.run_block()
-            results = live.read()
-            assert results is not None, live.failed
-            polled += _steps(results, assembler)
-            assert polled == _whole(rec, step)
-    finally:
-        rank.end()
+    polled, _ = _read_each_block(rank, rec, "step@bench")
     assert len(polled) == 40
     assert all(any(name.startswith("bench:io") for name in s[3]) for s in polled)
 

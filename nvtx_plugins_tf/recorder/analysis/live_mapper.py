@@ -21,11 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..exports.nsys_tables import session_start_utc
 from ..recording.live import LiveReader
-from ..reports.ranges import _clock_shifts, merged_domains, session_times
+from ..reports.ranges import merged_domains, session_times
 from . import _native
-from .native_mapper import _key_names, _rank_results
+from .native_mapper import _key_names, recording_results
 from .rank_result import RankResult, StepSpec, _choose_step
 
 __all__ = ["LiveMapping"]
@@ -134,19 +133,7 @@ class LiveMapping:
         self._longest = longest
         if latest is not None:
             self._latest = latest if self._latest is None else max(self._latest, latest)
-        origin = reader.origin_ns
-        epoch = session_start_utc(reader, origin + shift)
-        clock_shift = _clock_shifts(reader)
-        results = _rank_results(
-            self.path,
-            processes,
-            name_domain,
-            name_message,
-            chosen,
-            lambda pid: (epoch if epoch is not None else 0) + clock_shift.get(pid, 0) - origin - shift,
-            aligned=epoch is not None,
-            clock_offsets=epoch is not None,
-        )
+        results = recording_results(self.path, reader, shift, processes, name_domain, name_message, chosen)
         for result in results:
             result.first_step = first
             result.events = rows  # (every range read so far: the window holds fewer)

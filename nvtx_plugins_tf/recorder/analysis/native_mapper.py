@@ -26,7 +26,7 @@ from .rank_result import (
     _stem,
 )
 
-__all__ = ["map_recording", "map_export"]
+__all__ = ["map_recording", "map_export", "recording_results"]
 
 
 def map_recording(
@@ -53,11 +53,18 @@ def map_recording(
         chosen = _choose_step(None, name_domain, name_message, step)
         is_step = None if chosen is None else chosen.mask(name_domain, name_message).view(np.uint8)
         processes = native.rank_stats(is_step, len(keys), inclusive, name_stats)
-        origin = reader.origin_ns
-        epoch = session_start_utc(reader, origin + shift) if processes else None
-        clock_shift = _clock_shifts(reader) if processes else {}
-        damage = _damage(reader)
-    # on one wall clock (the numpy path's rule): the session's times are ns - origin - shift
+        return recording_results(path, reader, shift, processes, name_domain, name_message, chosen, _damage(reader))
+
+
+def recording_results(
+    path: Path, reader, shift: int, processes: list[dict], name_domain, name_message, chosen, damage: str = ""
+) -> list[RankResult]:
+    """The native mapper's per-process results of the recording ``reader`` reads (its
+    session's times ``ns - origin - shift``: :func:`..reports.ranges.session_times`) as
+    :class:`RankResult` rows, the steps on one wall clock (the numpy path's rule)."""
+    origin = reader.origin_ns
+    epoch = session_start_utc(reader, origin + shift) if processes else None
+    clock_shift = _clock_shifts(reader) if processes else {}
     return _rank_results(
         path,
         processes,
