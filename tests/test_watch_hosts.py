@@ -303,7 +303,6 @@ def test_the_terminal_view_through_the_cluster(watched, cluster, tmp_path):
     assert "straggler: rank2 train:load +" in frame
 
 
-
 def test_the_web_page_through_the_cluster(watched, cluster, tmp_path):
     """``--web`` with ``--scheduler``: the page (real headless Chromium) shows the four ranks of
     both hosts at their last step and names rank2's load; SIGINT ends it, 130."""
@@ -340,6 +339,7 @@ def test_the_web_page_through_the_cluster(watched, cluster, tmp_path):
             watch.kill()
             watch.wait()
     assert _cluster_state(address) == (0, [0, 0])  # (its readers released)
+
 
 def test_a_host_joining_late_is_read_and_one_leaving_is_left_out(tmp_path, child_env):
     """A cluster of its own: hostA's worker only when watch starts, hostB's joins while the ranks
