@@ -1,22 +1,28 @@
 """What analyze does in C-level passes for a long job (a name per step: 83,000 a rank), each
 against the per-string code it replaced, on inputs where the fast path and its fallback
 differ: a recording's string table decoded in one pass (recording/_decoder.py), a
-parquetdir's texts numbered (nsys_inputs/batches.py), the label check of an export's names
+parquetdir's texts numbered (nsys_inputs/batches.py: batch by batch in Python, or all at
+once by Arrow's dictionary unifier), the label check of an export's names
 (analysis/native_mapper.py), the summary's medians (analysis/summary.py)."""
 
 from __future__ import annotations
 
 import ctypes
 import random
+import shutil
 import statistics
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from test_analyze_native import _assert_same, _write_process
 
 from nvtx_plugins_tf.recorder.analysis import mapper, native_mapper
 from nvtx_plugins_tf.recorder.analysis.summary import _median
 from nvtx_plugins_tf.recorder.exports.parquet import export_parquetdir
-from nvtx_plugins_tf.recorder.nsys_inputs.batches import ExportInfo, _Messages
+from nvtx_plugins_tf.recorder.nsys_inputs import batches
+from nvtx_plugins_tf.recorder.nsys_inputs.batches import ExportInfo, _Messages, _UnifiedTexts
 from nvtx_plugins_tf.recorder.recording._decoder import _decoded
 from nvtx_plugins_tf.recorder.recording._synth import SegmentWriter
 
@@ -49,6 +55,89 @@ def test_parquetdir_texts_numbered_as_they_first_come():
         texts = [rng.choice([None, "", "a", "b:c", f"step {rng.randrange(40)}"]) for _ in range(rng.randrange(0, 30))]
         assert fast.indexes(texts) == [slow.of(t) for t in texts]
     assert fast.values == slow.values and len(set(fast.values)) == len(fast.values)
+
+
+def _long_job_texts(tmp_path, group_rows: int, registered: bool = False):
+    """A parquetdir whose NVTX_EVENTS holds texts as a long job's do (a new name every few
+    rows, names met again, "" and NULL among them: each row group's dictionary its own) and
+    no textId (``registered``: a few rows name a registered string instead), written
+    ``group_rows`` rows a group."""
+    rec = tmp_path / "rank.nvtxrec"
+    _write_process(rec, np.random.default_rng(group_rows), 100, 1_700_000_000 * 10**9, {1: "train"}, 3000)
+    export_parquetdir(rec, tmp_path / "src_pqtdir")
+    out = tmp_path / "rank_pqtdir"
+    shutil.copytree(tmp_path / "src_pqtdir", out)
+    events = pq.read_table(out / "NVTX_EVENTS.parquet")
+    rng = random.Random(group_rows)
+    kinds = events.column("eventType").to_pylist()
+    choices = lambda k: [None, "", "a", "b:c", f"step {k // 4}", f"step {rng.randrange(k + 1) // 4}"]  # noqa: E731
+    texts = [  # (a domain's creation keeps its name)
+        text if kind == 75 else rng.choice(choices(k))
+        for k, (kind, text) in enumerate(zip(kinds, events.column("text").to_pylist()))
+    ]
+    events = events.set_column(events.schema.get_field_index("text"), "text", pa.array(texts, pa.string()))
+    ids = [1 if registered and k % 50 == 3 and kinds[k] != 75 else None for k in range(len(kinds))]
+    events = events.set_column(events.schema.get_field_index("textId"), "textId", pa.array(ids, pa.int64()))
+    if registered:
+        pq.write_table(pa.table({"id": pa.array([1], pa.int64()), "value": ["registered"]}), out / "StringIds.parquet")
+    pq.write_table(events, out / "NVTX_EVENTS.parquet", row_group_size=group_rows)
+    return out
+
+
+def _fed(path) -> tuple[ExportInfo, np.ndarray]:
+    """feed_export of ``path``: what it leaves, and each row's message index."""
+    got = []
+    info = batches.feed_export(path, lambda *row: got.append(row[-1].copy()))
+    return info, np.concatenate(got)
+
+
+@pytest.mark.parametrize("group_rows", [7, 400, 5000])
+def test_parquetdir_texts_unified_as_batches_number_them(tmp_path, monkeypatch, group_rows):
+    """Arrow's unifier numbers the texts as ``_Messages.lut`` does batch by batch (the same
+    message list, each row the same index, NULL as the empty message), for row groups read
+    several to a batch, one to a batch, and cut in batches; the rank results are the same."""
+    monkeypatch.setattr(batches, "BATCH_ROWS", 1000)
+    monkeypatch.setenv("NVTX_TF_ANALYZE_NATIVE", "1")
+    path = _long_job_texts(tmp_path, group_rows)
+    used = []
+    read = _UnifiedTexts.read.__func__
+    monkeypatch.setattr(_UnifiedTexts, "read", classmethod(lambda cls, *a: used.append(read(cls, *a)) or used[-1]))
+    fast, fast_results = _fed(path), mapper.map_input(path, mapper.StepSpec.parse("step"))
+    assert len(used) == 2 and all(u is not None for u in used)
+    monkeypatch.setattr(_UnifiedTexts, "read", classmethod(lambda cls, *a: None))  # (lut's path)
+    slow, slow_results = _fed(path), mapper.map_input(path, mapper.StepSpec.parse("step"))
+    assert fast[0].messages == slow[0].messages and len(set(fast[0].messages)) == len(fast[0].messages) > 200
+    assert fast[0].domain_names == slow[0].domain_names and fast[0].rows == slow[0].rows
+    np.testing.assert_array_equal(fast[1], slow[1])
+    assert fast_results[0].n_steps > 100
+    _assert_same(fast_results, slow_results)
+
+
+def test_parquetdir_unified_texts_taken_across_batches(tmp_path):
+    """A span of rows that crosses the unifier's chunks (or is empty) gets the rows' indexes."""
+    path = _long_job_texts(tmp_path, 97)
+    reader = pq.ParquetFile(path / "NVTX_EVENTS.parquet", read_dictionary=["text"])
+    unified = _UnifiedTexts.read(reader, _Messages(ExportInfo()))
+    whole = unified.message(0, reader.metadata.num_rows)
+    rng = random.Random(3)
+    for _ in range(40):
+        start = rng.randrange(len(whole))
+        n = rng.randrange(len(whole) - start + 1)
+        np.testing.assert_array_equal(unified.message(start, n), whole[start : start + n])
+
+
+def test_parquetdir_registered_strings_keep_lut_numbering(tmp_path, monkeypatch):
+    """A registered string (textId) is numbered when first met, between the texts: the
+    unifier is not used; nor when a text was numbered before it."""
+    numbered = _Messages(ExportInfo())
+    numbered.of("x")
+    assert _UnifiedTexts.read(None, numbered) is None  # (the reader is not read)
+    path = _long_job_texts(tmp_path, 400, registered=True)
+    used = []
+    monkeypatch.setattr(_UnifiedTexts, "read", classmethod(lambda cls, *a: used.append(a)))
+    info, message = _fed(path)
+    assert not used and "registered" in info.messages
+    assert (message == info.messages.index("registered")).sum() > 10
 
 
 def _export(tmp_path, messages: dict[int, str]):

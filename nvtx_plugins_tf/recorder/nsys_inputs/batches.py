@@ -9,7 +9,10 @@ The rules are :mod:`.ranges`' (the reference, read whole into numpy): a range's
 message is its registered string (``textId`` in ``StringIds``), else its ``text``; its
 domain's name is the domain's first creation (eventType 75, by start) in the range's
 process; a message NULL is the empty one (both give the same name). Messages are numbered
-by their text, so a message written plainly and through a registered string is one.
+by their text, so a message written plainly and through a registered string is one: as
+they first come, batch by batch; with no registered string (``textId`` NULL throughout, by
+the file's statistics) all at once, by Arrow's dictionary unifier over the text column read
+alone (:class:`_UnifiedTexts`: the same numbers, no Python dictionary of a long job's texts).
 
 No pandas is imported (0.2 s: pyarrow's ``to_numpy``, ``pa.array``, ``pa.scalar`` and
 ``pq.read_table`` would), nor ``pyarrow.compute`` (25-35 ms): columns are viewed, and their
@@ -189,6 +192,67 @@ def _batches(reader, columns: list[str]):
         group = last
 
 
+def _all_null(reader, name: str) -> bool:
+    """Whether every row group's statistics say that column ``name`` holds NULLs only (False
+    when a group has no such count): nsys writes ``textId`` so when no string is registered."""
+    meta = reader.metadata
+    found = [i for i in range(meta.num_columns) if meta.schema.column(i).path == name]
+    if len(found) != 1:
+        return False
+    for group in range(meta.num_row_groups):
+        rows = meta.row_group(group)
+        stats = rows.column(found[0]).statistics
+        if stats is None or not stats.has_null_count or stats.null_count != rows.num_rows:
+            return False
+    return True
+
+
+class _UnifiedTexts:
+    """A parquetdir's text column numbered in one pass of Arrow's dictionary unifier (C++,
+    the GIL released) instead of :meth:`_Messages.lut`'s dictionary of Python strings per
+    batch (a long job's rank: 83,000 texts, 25 ms of GIL-held CPU): the text column alone
+    is read in :func:`_batches`' batches, their dictionaries unified in order -- each new
+    text numbered as it first comes, batch by batch, in dictionary order, as ``lut`` numbers
+    them -- and each batch's rows are taken by their place in the file."""
+
+    def __init__(self, chunks: "pa.ChunkedArray", lut: np.ndarray):
+        self.chunks, self.lut = chunks, lut
+
+    @classmethod
+    def read(cls, reader, messages: _Messages) -> _UnifiedTexts | None:
+        """The numbering of ``reader``'s text column into ``messages`` (which holds only the
+        empty message yet: its texts are appended to ``messages.values``, not to its lookup,
+        so nothing may be numbered after); None (nothing numbered) when a batch's text is no
+        dictionary of strings or a dictionary holds a NULL: ``lut``'s path then."""
+        if messages.values != [""]:
+            return None
+        chunks = [batch.column(0) for batch in _batches(reader, ["text"])]
+        string = (pa.string(), pa.large_string())
+        if any(not pa.types.is_dictionary(c.type) or c.type.value_type not in string or c.dictionary.null_count
+               for c in chunks):  # fmt: skip
+            return None
+        if not chunks:
+            return cls(pa.chunked_array([], pa.dictionary(pa.int32(), pa.string())), np.zeros(1, dtype=np.int32))
+        unified = pa.chunked_array(chunks).unify_dictionaries()
+        texts = unified.chunk(0).dictionary.to_pylist()
+        lut = np.arange(1, len(texts) + 2, dtype=np.int32)  # (the last: a NULL text's, the empty message)
+        lut[-1] = 0
+        if "" in texts:
+            k = texts.index("")
+            lut[k], lut[k + 1 : -1] = 0, lut[k + 1 : -1] - 1
+            del texts[k]
+        messages.values += texts
+        return cls(unified, lut)
+
+    def message(self, offset: int, n: int) -> np.ndarray:
+        """The message indexes of the file's rows ``offset`` to ``offset + n``."""
+        part = self.chunks.slice(offset, n).chunks
+        if len(part) != 1:
+            part = [pa.concat_arrays(part)] if part else [pa.array([], self.chunks.type)]
+        indices = part[0].indices
+        return self.lut[filled(indices, len(self.lut) - 1) if indices.null_count else to_numpy(indices)]
+
+
 def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], None]) -> ExportInfo:
     import pyarrow.parquet as pq
 
@@ -202,6 +266,12 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
     with arrow_file(directory / "NVTX_EVENTS.parquet") as source:
         reader = pq.ParquetFile(source, read_dictionary=["text"] if "text" in present else None)
         reserve(reader.metadata.num_rows)
+        unified = None
+        if "text" in present and ("textId" not in present or _all_null(reader, "textId")):
+            unified = _UnifiedTexts.read(reader, messages)  # (no registered string to number after)
+        if unified is not None:
+            columns = [c for c in columns if c not in ("text", "textId")]
+            present = present - {"textId"}
         for batch in _batches(reader, columns):
             n, keep = batch.num_rows, []
             etype = _int64(batch, "eventType", present, keep)
@@ -228,7 +298,9 @@ def _feed_parquetdir(directory: Path, add: AddRows, reserve: Callable[[int], Non
                 keep.append(zeros)
                 end, end_valid, end_offset = zeros.ctypes.data, zeros.ctypes.data, 0
             # each row's message: its text (a dictionary's index), or its registered string
-            if "text" in present:
+            if unified is not None:
+                message = unified.message(info.rows, n)
+            elif "text" in present:
                 text = batch.column("text")
                 if not pa.types.is_dictionary(text.type):  # (read as a dictionary: a column of strings is)
                     import pyarrow.compute as pc
