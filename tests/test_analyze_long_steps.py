@@ -140,6 +140,22 @@ def test_parquetdir_registered_strings_keep_lut_numbering(tmp_path, monkeypatch)
     assert (message == info.messages.index("registered")).sum() > 10
 
 
+@pytest.mark.parametrize(
+    "texts",
+    [
+        [pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array(["a", None]))],  # (a NULL text)
+        [pa.array(["a", "b"])],  # (no dictionary)
+        [pa.array([0], pa.int32()).dictionary_encode()],  # (a dictionary of integers)
+        [pa.array(["a"]).dictionary_encode(), pa.array(["b"], pa.large_string()).dictionary_encode()],  # (types)
+    ],
+)
+def test_parquetdir_odd_text_dictionaries_keep_lut_numbering(monkeypatch, texts):
+    """Texts the unifier does not number as ``lut`` would: nothing numbered, None."""
+    monkeypatch.setattr(batches, "_batches", lambda reader, columns: (pa.record_batch([t], ["text"]) for t in texts))
+    messages = _Messages(ExportInfo())
+    assert _UnifiedTexts.read(None, messages) is None and messages.values == [""]
+
+
 def _export(tmp_path, messages: dict[int, str]):
     """A parquetdir of one thread's ranges: message id -> text in domain 1 ("train") for ids
     below 10, else in the default domain."""

@@ -215,7 +215,7 @@ class _UnifiedTexts:
     text numbered as it first comes, batch by batch, in dictionary order, as ``lut`` numbers
     them -- and each batch's rows are taken by their place in the file."""
 
-    def __init__(self, chunks: "pa.ChunkedArray", lut: np.ndarray):
+    def __init__(self, chunks: pa.ChunkedArray, lut: np.ndarray):
         self.chunks, self.lut = chunks, lut
 
     @classmethod
@@ -223,13 +223,14 @@ class _UnifiedTexts:
         """The numbering of ``reader``'s text column into ``messages`` (which holds only the
         empty message yet: its texts are appended to ``messages.values``, not to its lookup,
         so nothing may be numbered after); None (nothing numbered) when a batch's text is no
-        dictionary of strings or a dictionary holds a NULL: ``lut``'s path then."""
+        dictionary of strings (or not of the first batch's type) or a dictionary holds a NULL:
+        ``lut``'s path then."""
         if messages.values != [""]:
             return None
         chunks = [batch.column(0) for batch in _batches(reader, ["text"])]
         string = (pa.string(), pa.large_string())
         if any(not pa.types.is_dictionary(c.type) or c.type.value_type not in string or c.dictionary.null_count
-               for c in chunks):  # fmt: skip
+               or c.type != chunks[0].type for c in chunks):  # fmt: skip
             return None
         if not chunks:
             return cls(pa.chunked_array([], pa.dictionary(pa.int32(), pa.string())), np.zeros(1, dtype=np.int32))
