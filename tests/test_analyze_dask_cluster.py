@@ -303,3 +303,28 @@ print(len(ranks), len(left_out), seen[:2], sum(1 for s in seen if s[0] == "given
     n = RECORDINGS + EXPORTS
     first = "('given', False)" if workers is None else f"('given', {workers})"
     assert proc.stdout.strip() == f"{n} 0 [{first}, ('result', 1)] 1", proc.stdout
+
+
+def test_local_cluster_is_closed_beside_the_reduce(inputs):
+    """``--workers``' in-process cluster is closed by a thread of its own once every result is
+    in (engines._closing, not waited for by the caller): it ends closed, its scheduler and
+    workers stopped, the results those of the embedded engine."""
+    pytest.importorskip("distributed", reason="the 'dask' extra")
+    script = f"""
+from pathlib import Path
+from nvtx_plugins_tf.recorder.analysis import engines
+paths = sorted(Path({str(inputs / "jobs")!r}).iterdir())
+made = []
+start = engines._client
+engines._client = lambda *a: made.append(start(*a)) or made[-1]  # (the real one, its cluster kept)
+ranks, _, _ = engines.run_mappers(paths, workers=2)
+closing = engines._closing
+closing.join(30)
+cluster = made[0][1]
+embedded, _, _ = engines.run_mappers(paths)
+same = [(r.file, r.events, r.n_steps) for r in ranks] == [(r.file, r.events, r.n_steps) for r in embedded]
+print(closing.name, closing.is_alive(), cluster.status.name, cluster.scheduler.status.name, same, len(ranks))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], env=_child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["nvtx-tf-dask-close", "False", "closed", "closed", "True", "6"], proc.stdout

@@ -117,8 +117,8 @@ def _analyze(args, in_process: bool) -> int:
 
     _check_flags(args)
     if in_process:
-        # (the embedded engine's threads are daemons; --workers' cluster is closed before the
-        # reduce: nothing else to close)
+        # (the embedded engine's threads are daemons; --workers' cluster, in this process, is
+        # closed by a daemon thread beside the reduce: nothing to wait for)
         _quick_exit.ask()
     outdir = Path(args.output)
     try:
