@@ -82,7 +82,7 @@ def as_cli_error(exc: Exception) -> CliError:
 
 def cmd_analyze(args) -> int:
     # this process's own engines: the embedded one, and --workers' cluster, whose workers are
-    # threads of this process, closed before the reduce (recorder/analysis/engines.py); not
+    # threads of this process, closed beside the reduce (recorder/analysis/engines.py); not
     # --scheduler's client of a cluster that lives on
     in_process = args.scheduler is None
     collecting = gc.isenabled()
