@@ -246,3 +246,85 @@ print(len(got), set(got.values()) == {(os.getpid(), True)}, threads, signal.gets
     proc = subprocess.run([sys.executable, "-c", script], env=_child_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["3", "True", "[1,", "1,", "1]", "True"], proc.stdout
+
+
+def test_local_workers_do_no_dashboard_work_and_leave_dask_config_alone(tmp_path):
+    """``--workers N``' in-process cluster (engines.IN_PROCESS_CONFIG) starts without the
+    periodic work that takes the GIL from the mappers: no profiler and no memory monitor in its
+    workers, its servers' tick every second; a task still runs and returns; and the caller's
+    Dask settings are the same after it as before."""
+    pytest.importorskip("distributed", reason="the 'dask' extra")
+    script = """
+import copy, dask, distributed
+from nvtx_plugins_tf.recorder.analysis import engines
+before = copy.deepcopy(dask.config.get("distributed"))
+client, cluster = engines._client(2, None)
+try:
+    workers = list(cluster.workers.values())
+    callbacks = sorted({name for w in workers for name in w.periodic_callbacks})
+    ticks = sorted({w._tick_interval for w in workers} | {cluster.scheduler._tick_interval})
+    task = client.submit(sum, [1, 2]).result()
+    print(len(workers), "profile" in callbacks, "memory_monitor" in callbacks, ticks, task)
+finally:
+    client.close()
+    cluster.close()
+print(dask.config.get("distributed") == before, dask.config.get("distributed.worker.profile.enabled"))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], env=_child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["2", "False", "False", "[1]", "3", "True", "True"], proc.stdout
+
+
+@pytest.mark.parametrize("workers", [None, 2])
+def test_given_out_is_called_once_the_inputs_are_given_to_the_mappers(inputs, workers):
+    """``run_mappers(given_out=...)`` (compute starts its imports for the reduce there): called
+    once, before the first result; on Dask, once its cluster is up and the tasks are submitted
+    (the imports would otherwise hold the GIL while Dask is imported and started)."""
+    pytest.importorskip("distributed", reason="the 'dask' extra")
+    script = f"""
+import sys
+from pathlib import Path
+from nvtx_plugins_tf.recorder.analysis import engines
+seen = []
+def given_out():
+    client = None
+    if "distributed" in sys.modules:
+        from distributed import default_client
+        client = default_client()
+    seen.append(("given", client is not None and len(client.scheduler_info()["workers"])))
+def progress(done, total, events):
+    seen.append(("result", done))
+paths = sorted(Path({str(inputs / "jobs")!r}).iterdir())
+ranks, left_out, _ = engines.run_mappers(paths, workers={workers!r}, progress=progress, given_out=given_out)
+print(len(ranks), len(left_out), seen[:2], sum(1 for s in seen if s[0] == "given"))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], env=_child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    n = RECORDINGS + EXPORTS
+    first = "('given', False)" if workers is None else f"('given', {workers})"
+    assert proc.stdout.strip() == f"{n} 0 [{first}, ('result', 1)] 1", proc.stdout
+
+
+def test_local_cluster_is_closed_beside_the_reduce(inputs):
+    """``--workers``' in-process cluster is closed by a thread of its own once every result is
+    in (engines._closing, not waited for by the caller): it ends closed, its scheduler and
+    workers stopped, the results those of the embedded engine."""
+    pytest.importorskip("distributed", reason="the 'dask' extra")
+    script = f"""
+from pathlib import Path
+from nvtx_plugins_tf.recorder.analysis import engines
+paths = sorted(Path({str(inputs / "jobs")!r}).iterdir())
+made = []
+start = engines._client
+engines._client = lambda *a: made.append(start(*a)) or made[-1]  # (the real one, its cluster kept)
+ranks, _, _ = engines.run_mappers(paths, workers=2)
+closing = engines._closing
+closing.join(30)
+cluster = made[0][1]
+embedded, _, _ = engines.run_mappers(paths)
+same = [(r.file, r.events, r.n_steps) for r in ranks] == [(r.file, r.events, r.n_steps) for r in embedded]
+print(closing.name, closing.is_alive(), cluster.status.name, cluster.scheduler.status.name, same, len(ranks))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], env=_child_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["nvtx-tf-dask-close", "False", "closed", "closed", "True", "6"], proc.stdout

@@ -82,7 +82,7 @@ def as_cli_error(exc: Exception) -> CliError:
 
 def cmd_analyze(args) -> int:
     # this process's own engines: the embedded one, and --workers' cluster, whose workers are
-    # threads of this process, closed before the reduce (recorder/analysis/engines.py); not
+    # threads of this process, closed beside the reduce (recorder/analysis/engines.py); not
     # --scheduler's client of a cluster that lives on
     in_process = args.scheduler is None
     collecting = gc.isenabled()
@@ -117,8 +117,8 @@ def _analyze(args, in_process: bool) -> int:
 
     _check_flags(args)
     if in_process:
-        # (the embedded engine's threads are daemons; --workers' cluster is closed before the
-        # reduce: nothing else to close)
+        # (the embedded engine's threads are daemons; --workers' cluster, in this process, is
+        # closed by a daemon thread beside the reduce: nothing to wait for)
         _quick_exit.ask()
     outdir = Path(args.output)
     try:

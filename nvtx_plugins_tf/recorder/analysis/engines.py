@@ -156,6 +156,21 @@ def _quiet_dask() -> None:
 _NO_DASK = "the Dask engine needs the 'dask' extra: pip install 'nvtx_plugins_tf[dask]'"
 
 
+#: Dask's settings for ``--workers``' in-process cluster: the periodic work its servers do for
+#: a dashboard or a long-lived cluster, which takes the GIL from the command's own threads
+#: while the tasks run (docs/distributed.md): no statistical profiler in the workers (a thread
+#: sampling every thread's stack every 10 ms), the event loops' liveness tick every second
+#: instead of every 20 ms (it only warns of a blocked loop), the servers' CPU and memory
+#: monitor once a minute instead of every 0.5 s (the dashboard's graphs). With
+#: ``memory_limit=0``, the workers' memory monitor (every 0.1 s) is off too: in this process
+#: it would measure the command's whole memory, not a worker's.
+IN_PROCESS_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "60s",
+}
+
+
 def _client(workers: int | None, scheduler: str | None):
     _quiet_dask()
     try:
@@ -175,8 +190,13 @@ def _client(workers: int | None, scheduler: str | None):
     # and each rank's result was pickled and sent over loopback (16 MB a rank at 83k steps;
     # docs/benchmarks.md, "Long jobs"). Still a dask.distributed cluster: a scheduler, N
     # workers, the tasks of --scheduler's path.
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=None)
-    return Client(cluster), cluster
+    import dask
+
+    with dask.config.set(IN_PROCESS_CONFIG):  # (read as the scheduler and the workers start)
+        cluster = LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=None, memory_limit=0
+        )
+        return Client(cluster), cluster
 
 
 def _wait_for_workers(client, scheduler: str) -> None:
@@ -218,20 +238,23 @@ def run_mappers(
     scheduler: str | None = None,
     progress: Callable[[int, int, int], None] | None = None,
     inclusive: bool = False,
+    given_out: Callable[[], None] | None = None,
 ) -> tuple[list[RankResult], list[str], list[str]]:
     """(every rank's results in input order, the lines of the inputs left out, the lines of
     the Dask workers that cannot see some inputs: those are read by the others). Inputs are
     given to the workers as absolute paths. ``inclusive``: the ranks carry ``step_incl``
-    (compare's; analyze does not ask: it is neither computed nor shipped)."""
+    (compare's; analyze does not ask: it is neither computed nor shipped). ``given_out``:
+    called once every input is given to a mapper (the embedded engine's threads started, or
+    Dask's tasks submitted: its cluster is up), before the first result is awaited."""
     paths = [os.path.abspath(p) for p in inputs]
     results: list[tuple[list[RankResult], str | None] | None] = [None] * len(paths)
     done = events = 0
     notes: list[str] = []
     local = workers is None and scheduler is None
     if local:
-        mapped = _in_threads(paths, step, inclusive)
+        mapped = _in_threads(paths, step, inclusive, given_out)
     else:
-        mapped = _on_dask(paths, step, inclusive, workers, scheduler, notes)
+        mapped = _on_dask(paths, step, inclusive, workers, scheduler, notes, given_out)
     for i, result in mapped:
         results[i] = result
         done += 1
@@ -243,7 +266,9 @@ def run_mappers(
     return ranks, left_out, notes
 
 
-def _in_threads(paths: list[str], step: StepSpec | None, inclusive: bool = False):
+def _in_threads(
+    paths: list[str], step: StepSpec | None, inclusive: bool = False, given_out: Callable[[], None] | None = None
+):
     """(input index, its result) as each is done, mapped by threads of this process: the
     reading (native decoder, pyarrow) and numpy's sorts release the GIL, so two cores give
     1.7x one's ranges/s (benchmarks/bench_analyze.py); memory is that of as many inputs as
@@ -270,6 +295,8 @@ def _in_threads(paths: list[str], step: StepSpec | None, inclusive: bool = False
 
     for k in range(min(embedded_threads(), len(paths))):
         threading.Thread(target=work, name=f"nvtx-tf-analyze-{k}", daemon=True).start()
+    if given_out is not None:
+        given_out()
     try:
         for _ in paths:
             i, result, exc = done.get()
@@ -331,10 +358,12 @@ def _on_dask(
     workers: int | None,
     scheduler: str | None,
     notes: list[str],
+    given_out: Callable[[], None] | None = None,
 ):
     """(input index, its result) as each is done, mapped by one Dask task each, on the
     workers that see the input; on leaving early (a signal), the tasks not done are
     cancelled and the cluster closed quietly."""
+    global _closing
     try:  # (the first import of Dask here: without the extra, exit 15 and the hint, not exit 1)
         from distributed import as_completed
     except ImportError as exc:
@@ -368,6 +397,8 @@ def _on_dask(
                     client.submit(_safe_map, path, step, inclusive, workers=seen, allow_other_workers=True, pure=False)
                 )
                 index[futures[-1].key] = i
+        if given_out is not None:
+            given_out()
         retried: set[int] = set()
         done = as_completed(futures)
         for future in done:
@@ -380,15 +411,27 @@ def _on_dask(
                 done.add(retry)
                 continue
             yield i, (results, failure)
+        if cluster is not None:  # (every result in: the in-process cluster closes beside the reduce)
+            _closing = threading.Thread(target=_close, args=(client, cluster), name="nvtx-tf-dask-close", daemon=True)
+            _closing.start()
+            client = cluster = None
     finally:
         if client is not None:
             with contextlib.suppress(Exception):
                 client.cancel([f for f in futures if not f.done()])
+        _close(client, cluster)
+
+
+#: the thread closing the last ``--workers`` cluster whose results are all in (0.015 s of
+#: GIL-bound work, not waited for before the reduce; on a signal it is closed at once)
+_closing: threading.Thread | None = None
+
+
+def _close(client, cluster) -> None:
+    for closable in (client, cluster):
+        if closable is not None:
             with contextlib.suppress(Exception):
-                client.close()
-        if cluster is not None:
-            with contextlib.suppress(Exception):
-                cluster.close()
+                closable.close()
 
 
 def terminal_progress(stream=sys.stderr) -> Callable[[int, int, int], None] | None:

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from .reduce import Tables
 
 #: what the reduce and the writing import (pyarrow.parquet, the tables' modules), imported by
-#: :func:`compute` in a thread while the inputs are mapped (the mappers leave the GIL free)
+#: :func:`compute` in a thread while the inputs are mapped (the mappers leave the GIL free),
+#: started once every input is given out: on Dask, after its import and its cluster's start,
+#: which hold the GIL and would wait for this thread's imports
 _AFTER_MAPPING = ("reduce", "summary", "writing")
 
 
@@ -96,8 +98,11 @@ def compute(
     paths = expand_inputs([str(i) for i in inputs], input_notes)
     spec = StepSpec.parse(step) if step else None
     importing = threading.Thread(target=_import_after_mapping, name="nvtx-tf-analyze-imports", daemon=True)
-    importing.start()
-    ranks, left_out, notes = run_mappers(paths, spec, workers=workers, scheduler=scheduler, progress=progress)
+    ranks, left_out, notes = run_mappers(
+        paths, spec, workers=workers, scheduler=scheduler, progress=progress, given_out=importing.start
+    )
+    if importing.ident is None:  # (no input given out: every input was left out at once)
+        importing.start()
     importing.join()
     from .reduce import heatmap_job, reduce_results
 
