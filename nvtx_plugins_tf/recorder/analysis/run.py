@@ -89,7 +89,8 @@ def compute(
     """Map and reduce the ``inputs`` (paths or command-line values: see
     :func:`.inputs.expand_inputs`) without writing anything. ``step``: ``NAME[@DOMAIN]`` of
     the step ranges (default: the first of :data:`DEFAULT_STEPS` present). ``workers``: a
-    LocalCluster of that many processes; ``scheduler``: a running Dask cluster. Raises
+    LocalCluster in this process, of that many one-thread workers (closed once every result
+    is in); ``scheduler``: a running Dask cluster. Raises
     InputError when no input is readable. A rank met twice (one file by two paths, a
     recording and its export) counts once; ranks of equal names from different folders are
     told apart by their folders (``hostA/rank0``); the recordings' ranks are put on one
