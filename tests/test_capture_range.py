@@ -133,18 +133,24 @@ SCENARIOS = {
 def test_same_ranges_as_nsys(sample, nsys, tmp_path, scenario):
     spec, end, ops = SCENARIOS[scenario]
     # nsys looks only at registered strings unless told otherwise; ours at both (below)
-    their, _ = theirs(
-        nsys,
-        sample,
-        ops,
-        tmp_path / "nsys",
-        "--capture-range=nvtx",
-        f"--nvtx-capture={spec}",
-        f"--capture-range-end={end}",
-        env={"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"},
-    )
+    for attempt in range(3):
+        # (nsys starts its collection when the window opens, apart from the program: on a
+        # loaded machine a window of a few µs can close before it has started, and the report
+        # is empty (CI saw it once, "startend"). An empty report is no judgement: ask again.)
+        their, _ = theirs(
+            nsys,
+            sample,
+            ops,
+            tmp_path / f"nsys{attempt}",
+            "--capture-range=nvtx",
+            f"--nvtx-capture={spec}",
+            f"--capture-range-end={end}",
+            env={"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"},
+        )
+        if their.events:
+            break
     our = ours(sample, ops, tmp_path / "ours", "--capture-range", spec, "--capture-range-end", end)
-    assert their.events, "nsys captured nothing"
+    assert their.events, "nsys captured nothing, three times"
     assert nsys_oracle.compare(our, their) == [], nsys_oracle.describe(our) + "\n---\n" + nsys_oracle.describe(their)
     assert nsys_oracle.thread_groups(our) == nsys_oracle.thread_groups(their)
 
